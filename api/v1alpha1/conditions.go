@@ -1,0 +1,46 @@
+package v1alpha1
+
+// Condition types of a CredentialWatch.
+const (
+	// ConditionReady is True when the last check of Microsoft Graph succeeded.
+	ConditionReady = "Ready"
+	// ConditionExpiring is True when a credential is within the warning or critical threshold.
+	ConditionExpiring = "Expiring"
+	// ConditionExpired is True when a credential is past its end time.
+	ConditionExpired = "Expired"
+)
+
+// Reasons of the Ready condition. Each failure has its own, because each needs a different fix.
+const (
+	// ReasonChecked: Graph was read and the credentials recorded.
+	ReasonChecked = "Checked"
+	// ReasonServicePrincipalNotFound: neither an application nor a service principal has the appId
+	// in the tenant.
+	ReasonServicePrincipalNotFound = "ServicePrincipalNotFound"
+	// ReasonAccessDenied: Graph refused the operator's identity (403).
+	ReasonAccessDenied = "AccessDenied"
+	// ReasonAuthenticationFailed: no token could be obtained for the identity, or Graph rejected it (401).
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonCredentialSecretInvalid: the Secret named by azureCredentialRef is missing or malformed.
+	ReasonCredentialSecretInvalid = "CredentialSecretInvalid"
+	// ReasonThrottled: Graph answered 429; the next try waits at least its Retry-After.
+	ReasonThrottled = "Throttled"
+	// ReasonGraphUnreachable: no answer from Graph (connection refused, reset, timed out) or a 5xx.
+	ReasonGraphUnreachable = "GraphUnreachable"
+	// ReasonGraphError: Graph answered with an error none of the above covers.
+	ReasonGraphError = "GraphError"
+)
+
+// Reasons of the Expiring and Expired conditions.
+const (
+	// ReasonWithinWarning: the earliest expiring credential is within the warning threshold.
+	ReasonWithinWarning = "WithinWarning"
+	// ReasonWithinCritical: a credential is within the critical threshold.
+	ReasonWithinCritical = "WithinCritical"
+	// ReasonNoneExpiring: every credential is further from expiry than the warning threshold.
+	ReasonNoneExpiring = "NoneExpiring"
+	// ReasonCredentialExpired: a credential is past its end time.
+	ReasonCredentialExpired = "CredentialExpired"
+	// ReasonNoneExpired: no credential is past its end time.
+	ReasonNoneExpired = "NoneExpired"
+)

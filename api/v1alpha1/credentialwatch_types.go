@@ -1,0 +1,243 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
+type CredentialWatchSpec struct {
+	// Target is the service principal whose credentials are watched.
+	// +required
+	Target Target `json:"target"`
+
+	// AzureCredentialRef names a Secret in the watch's namespace holding the identity the operator
+	// signs in to Microsoft Graph with for this watch, under the keys clientID and clientSecret, in
+	// the target's tenant. Absent, the operator uses its own identity (azidentity's
+	// DefaultAzureCredential: workload identity, managed identity or environment).
+	// That identity needs Application.Read.All, or to own the application.
+	// +optional
+	AzureCredentialRef *corev1.LocalObjectReference `json:"azureCredentialRef,omitempty"`
+
+	// CheckInterval is how often Microsoft Graph is read, between 1m and 7d. Threshold crossings
+	// are acted on at the moment they happen, whatever the interval.
+	// +kubebuilder:validation:XValidation:rule="int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 60",message="checkInterval must be at least 1m: Microsoft Graph is not polled more often than once a minute per watch"
+	// +kubebuilder:validation:XValidation:rule="int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 604800",message="checkInterval must be at most 7d: a credential added or removed by hand would otherwise go unseen for longer than a week"
+	// +kubebuilder:default="6h"
+	// +optional
+	CheckInterval Duration `json:"checkInterval,omitempty"`
+
+	// Thresholds says how long before expiry a credential turns Warning and then Critical.
+	// +kubebuilder:default={warning: "30d", critical: "7d"}
+	// +optional
+	Thresholds Thresholds `json:"thresholds,omitempty"`
+}
+
+// Target names one thing whose credentials are watched. Exactly one member is set; more kinds of
+// target (an AKS cluster) are added as members.
+// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal"
+type Target struct {
+	// ServicePrincipal names an Entra ID application and its service principal by appId. The
+	// credentials of both objects are watched: `az ad sp credential reset` puts secrets on the
+	// service principal, where the portal's app-registration blade does not show them.
+	// +optional
+	ServicePrincipal *ServicePrincipalTarget `json:"servicePrincipal,omitempty"`
+}
+
+// ServicePrincipalTarget identifies a service principal by its tenant and application (client) ID.
+type ServicePrincipalTarget struct {
+	// TenantID is the Entra ID tenant (directory) ID, a GUID.
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// +required
+	TenantID string `json:"tenantID"`
+
+	// ClientID is the application (client) ID, the appId, a GUID.
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// +required
+	ClientID string `json:"clientID"`
+}
+
+// Thresholds are the times before expiry at which a credential turns Warning and Critical.
+// +kubebuilder:validation:XValidation:rule="int(self.critical.substring(0, size(self.critical)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.critical.substring(size(self.critical)-1)] < int(self.warning.substring(0, size(self.warning)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.warning.substring(size(self.warning)-1)]",message="thresholds.critical must be shorter than thresholds.warning: a credential turns Warning first, then Critical closer to expiry"
+type Thresholds struct {
+	// Warning is how long before expiry a credential turns Warning.
+	// +kubebuilder:default="30d"
+	// +optional
+	Warning Duration `json:"warning,omitempty"`
+
+	// Critical is how long before expiry a credential turns Critical; shorter than Warning.
+	// +kubebuilder:default="7d"
+	// +optional
+	Critical Duration `json:"critical,omitempty"`
+}
+
+// CredentialType tells a client secret from a certificate.
+// +kubebuilder:validation:Enum=Password;Certificate
+type CredentialType string
+
+const (
+	// CredentialTypePassword is a client secret (Graph passwordCredential).
+	CredentialTypePassword CredentialType = "Password"
+	// CredentialTypeCertificate is a certificate (Graph keyCredential).
+	CredentialTypeCertificate CredentialType = "Certificate"
+)
+
+// CredentialSource is the Graph object a credential is attached to.
+// +kubebuilder:validation:Enum=Application;ServicePrincipal
+type CredentialSource string
+
+const (
+	// SourceApplication is the application object (the portal's app registration).
+	SourceApplication CredentialSource = "Application"
+	// SourceServicePrincipal is the service principal object (the portal's enterprise application).
+	SourceServicePrincipal CredentialSource = "ServicePrincipal"
+)
+
+// CredentialState is how close a credential is to its expiry.
+// +kubebuilder:validation:Enum=Valid;Warning;Critical;Expired
+type CredentialState string
+
+const (
+	// StateValid is further from expiry than the warning threshold.
+	StateValid CredentialState = "Valid"
+	// StateWarning is within the warning threshold.
+	StateWarning CredentialState = "Warning"
+	// StateCritical is within the critical threshold.
+	StateCritical CredentialState = "Critical"
+	// StateExpired is past its end time.
+	StateExpired CredentialState = "Expired"
+)
+
+// Credential is one secret or certificate as Microsoft Graph describes it. It never holds the
+// secret itself: Graph returns that only once, when the secret is created.
+type Credential struct {
+	// KeyID is Graph's keyId, unique for the credential.
+	KeyID string `json:"keyID"`
+
+	// Type is Password (client secret) or Certificate.
+	Type CredentialType `json:"type"`
+
+	// Source is the object the credential is attached to: Application or ServicePrincipal.
+	Source CredentialSource `json:"source"`
+
+	// DisplayName is the credential's description, as set by whoever created it.
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
+	// Hint is the first characters of a client secret, as Graph reports it to tell secrets apart.
+	// +optional
+	Hint string `json:"hint,omitempty"`
+
+	// StartTime is when the credential became valid.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// EndTime is when the credential expires.
+	EndTime metav1.Time `json:"endTime"`
+
+	// State is Valid, Warning, Critical or Expired, as of the last reconcile.
+	State CredentialState `json:"state"`
+}
+
+// ServicePrincipalStatus describes the objects found for the target's appId.
+type ServicePrincipalStatus struct {
+	// DisplayName is the application's display name.
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
+	// ApplicationObjectID is the object ID of the application, empty when this tenant holds no
+	// application object for the appId (an application registered in another tenant).
+	// +optional
+	ApplicationObjectID string `json:"applicationObjectID,omitempty"`
+
+	// ServicePrincipalObjectID is the object ID of the service principal, empty when the tenant
+	// holds none for the appId.
+	// +optional
+	ServicePrincipalObjectID string `json:"servicePrincipalObjectID,omitempty"`
+}
+
+// CredentialWatchStatus is what the operator last saw of the target.
+type CredentialWatchStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are Ready (the last check of Graph succeeded), Expiring (a credential is within
+	// a threshold) and Expired (a credential is past its end time).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ServicePrincipal describes the Graph objects found for the target.
+	// +optional
+	ServicePrincipal *ServicePrincipalStatus `json:"servicePrincipal,omitempty"`
+
+	// Credentials lists every secret and certificate of the application and the service
+	// principal, soonest expiry first.
+	// +listType=atomic
+	// +optional
+	Credentials []Credential `json:"credentials,omitempty"`
+
+	// State is the worst state among the credentials; empty until the first successful check.
+	// +optional
+	State CredentialState `json:"state,omitempty"`
+
+	// EarliestExpiry is the soonest end time among the credentials.
+	// +optional
+	EarliestExpiry *metav1.Time `json:"earliestExpiry,omitempty"`
+
+	// ExpiresIn is the time from the last reconcile to EarliestExpiry, for people: 12d, 5h,
+	// or negative once expired (-3d).
+	// +optional
+	ExpiresIn string `json:"expiresIn,omitempty"`
+
+	// LastCheckTime is when Microsoft Graph was last read successfully.
+	// +optional
+	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
+
+	// NextCheckTime is when Microsoft Graph will be read next.
+	// +optional
+	NextCheckTime *metav1.Time `json:"nextCheckTime,omitempty"`
+
+	// ConsecutiveFailures counts failed checks since the last success; it sets the retry backoff,
+	// and survives operator restarts because it lives here.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+}
+
+// CredentialWatch watches the secrets and certificates of an Azure service principal and reports
+// when they near expiry.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cw,categories=credwatch
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Earliest Expiry",type=string,JSONPath=`.status.earliestExpiry`
+// +kubebuilder:printcolumn:name="Expires In",type=string,JSONPath=`.status.expiresIn`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.spec.target.servicePrincipal.clientID`,priority=1
+type CredentialWatch struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is what to watch and how.
+	// +required
+	Spec CredentialWatchSpec `json:"spec"`
+
+	// Status is what the operator last saw.
+	// +optional
+	Status CredentialWatchStatus `json:"status,omitempty"`
+}
+
+// CredentialWatchList is a list of CredentialWatch.
+// +kubebuilder:object:root=true
+type CredentialWatchList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CredentialWatch `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CredentialWatch{}, &CredentialWatchList{})
+}
