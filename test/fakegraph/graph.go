@@ -1,0 +1,507 @@
+package fakegraph
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// entitySet describes one Graph collection: its names on the wire and the properties $select may
+// name, so an unknown one fails as Graph fails instead of silently returning nothing.
+type entitySet struct {
+	name     string // as in URLs and @odata.context
+	typeName string // as in error messages
+	baseRU   int    // resource units of a GET, per Graph's throttling documentation
+	props    map[string]string
+	sps      bool
+}
+
+func propSet(names ...string) map[string]string {
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[strings.ToLower(n)] = n
+	}
+	return m
+}
+
+var (
+	applicationsSet = &entitySet{
+		name: "applications", typeName: "microsoft.graph.application", baseRU: 2,
+		props: propSet("id", "deletedDateTime", "addIns", "api", "appId", "applicationTemplateId", "appRoles",
+			"certification", "createdDateTime", "defaultRedirectUri", "description", "disabledByMicrosoftStatus",
+			"displayName", "groupMembershipClaims", "identifierUris", "info", "isDeviceOnlyAuthSupported",
+			"isFallbackPublicClient", "keyCredentials", "logo", "nativeAuthenticationApisEnabled", "notes",
+			"oauth2RequirePostResponses", "optionalClaims", "parentalControlSettings", "passwordCredentials",
+			"publicClient", "publisherDomain", "requestSignatureVerification", "requiredResourceAccess",
+			"samlMetadataUrl", "serviceManagementReference", "servicePrincipalLockConfiguration", "signInAudience",
+			"spa", "tags", "tokenEncryptionKeyId", "uniqueName", "verifiedPublisher", "web"),
+	}
+	servicePrincipalsSet = &entitySet{
+		name: "servicePrincipals", typeName: "microsoft.graph.servicePrincipal", baseRU: 1, sps: true,
+		props: propSet("id", "deletedDateTime", "accountEnabled", "addIns", "alternativeNames", "appDescription",
+			"appDisplayName", "appId", "applicationTemplateId", "appOwnerOrganizationId", "appRoleAssignmentRequired",
+			"appRoles", "customSecurityAttributes", "description", "disabledByMicrosoftStatus", "displayName",
+			"homepage", "info", "keyCredentials", "loginUrl", "logoutUrl", "notes", "notificationEmailAddresses",
+			"oauth2PermissionScopes", "passwordCredentials", "preferredSingleSignOnMode",
+			"preferredTokenSigningKeyThumbprint", "replyUrls", "resourceSpecificApplicationPermissions",
+			"samlSingleSignOnSettings", "servicePrincipalNames", "servicePrincipalType", "signInAudience", "tags",
+			"tokenEncryptionKeyId", "verifiedPublisher"),
+	}
+	entitySets = map[string]*entitySet{"applications": applicationsSet, "serviceprincipals": servicePrincipalsSet}
+)
+
+// serveGraph logs every Graph request, including those whose connection it drops, so tests can
+// count attempts (retries) as well as outcomes.
+func (s *Server) serveGraph(w http.ResponseWriter, r *http.Request, segs []string) {
+	s.mu.Lock()
+	unreachable := s.unreachable
+	rec := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	if tok, ok := s.tokens[bearer(r)]; ok {
+		rec.ClientID, rec.TenantID = tok.clientID, tok.tenantID
+	}
+	s.mu.Unlock()
+
+	if unreachable {
+		s.logRequest(rec)
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // cannot hijack: abort, which also drops the connection
+	}
+	sr := &statusRecorder{ResponseWriter: w}
+	defer func() {
+		rec.Status = sr.status
+		s.logRequest(rec)
+	}()
+	s.handleGraph(sr, r, segs)
+}
+
+func (s *Server) logRequest(rec Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, rec)
+}
+
+func bearer(r *http.Request) string {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if len(h) >= 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// handleGraph checks in the order Graph's gateway does: throttling, authentication,
+// authorization, then the request itself.
+func (s *Server) handleGraph(w http.ResponseWriter, r *http.Request, segs []string) {
+	c := startGraphCall(w, r)
+
+	s.mu.Lock()
+	throttled, retryAfter := s.throttleLeft > 0, s.throttleAfter
+	if throttled {
+		s.throttleLeft--
+	}
+	raw := bearer(r)
+	tok, known := s.tokens[raw]
+	denied := known && s.denied[strings.ToLower(tok.clientID)]
+	s.mu.Unlock()
+
+	if throttled {
+		secs := int(math.Ceil(retryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		if known {
+			w.Header().Set("x-ms-throttle-scope", fmt.Sprintf("Tenant_Application/ReadWrite/%s/%s", tok.clientID, tok.tenantID))
+		}
+		w.Header().Set("x-ms-throttle-information", "ResourceUnitLimitExceeded")
+		c.graphError(w, http.StatusTooManyRequests, "TooManyRequests", "Too many requests. Please retry again later.")
+		return
+	}
+
+	authFail := ""
+	switch {
+	case raw == "":
+		authFail = "Access token is empty."
+	case !known:
+		authFail = "Access token validation failure."
+		if !strings.Contains(raw, ".") {
+			authFail = "IDX14100: JWT is not well formed, there are no dots (.).\nThe token needs to be in JWS or JWE Compact Serialization Format. " +
+				"(JWS): 'EncodedHeader.EndcodedPayload.EncodedSignature'. (JWE): 'EncodedProtectedHeader.EncodedEncryptedKey." +
+				"EncodedInitializationVector.EncodedCiphertext.EncodedAuthenticationTag'."
+		}
+	case !time.Now().Before(tok.expires):
+		authFail = "Lifetime validation failed, the token is expired."
+	case !graphAudiences[strings.TrimSuffix(tok.audience, "/")] && strings.TrimSuffix(tok.audience, "/") != s.URL():
+		authFail = "Access token validation failure. Invalid audience."
+	}
+	if authFail != "" {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="", authorization_uri="%s/common/oauth2/authorize", client_id="00000003-0000-0000-c000-000000000000"`, s.URL()))
+		c.graphError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", authFail)
+		return
+	}
+	if denied {
+		c.graphError(w, http.StatusForbidden, "Authorization_RequestDenied", "Insufficient privileges to complete the operation.")
+		return
+	}
+	s.route(w, r, c, tok, segs)
+}
+
+// route resolves the URL to a resource. Only reads exist today; a write (addPassword, ...) would
+// be one more case here, reading its body with readBody.
+func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok issuedToken, segs []string) {
+	if len(segs) == 0 || segs[0] != "v1.0" {
+		v := ""
+		if len(segs) > 0 {
+			v = segs[0]
+		}
+		msg := "Invalid version: " + v
+		if strings.EqualFold(v, "beta") {
+			msg = "fakegraph serves only v1.0, not beta."
+		}
+		c.graphError(w, http.StatusBadRequest, "BadRequest", msg)
+		return
+	}
+	segs = segs[1:]
+	if len(segs) == 0 {
+		if !s.onlyGET(w, r, c) {
+			return
+		}
+		writeJSON(w, http.StatusOK, object{
+			{"@odata.context", s.URL() + "/v1.0/$metadata"},
+			{"value", []object{
+				{{"name", applicationsSet.name}, {"kind", "EntitySet"}, {"url", applicationsSet.name}},
+				{{"name", servicePrincipalsSet.name}, {"kind", "EntitySet"}, {"url", servicePrincipalsSet.name}},
+			}},
+		})
+		return
+	}
+
+	name, key, hasKey := strings.Cut(segs[0], "(")
+	set := entitySets[strings.ToLower(name)]
+	if set == nil {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Resource not found for the segment '%s'.", name))
+		return
+	}
+	var byAppID, byID string
+	switch {
+	case hasKey && len(segs) == 1:
+		if !strings.HasSuffix(key, ")") {
+			c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Bad Request - Error in query syntax: '%s'.", segs[0]))
+			return
+		}
+		key = strings.TrimSuffix(key, ")")
+		if k, v, ok := strings.Cut(key, "="); ok {
+			if !strings.EqualFold(strings.TrimSpace(k), "appId") {
+				c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Resource not found for the segment '%s'.", segs[0]))
+				return
+			}
+			byAppID = odataString(v)
+		} else {
+			byID = odataString(key)
+		}
+	case !hasKey && len(segs) == 2:
+		byID = segs[1]
+	case !hasKey && len(segs) == 1:
+	default:
+		c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Resource not found for the segment '%s'.", segs[len(segs)-1]))
+		return
+	}
+	if !s.onlyGET(w, r, c) {
+		return
+	}
+	q, errMsg := parseQuery(r.URL.RawQuery, set)
+	if errMsg != "" {
+		code := "Request_BadRequest"
+		if strings.HasPrefix(errMsg, "fakegraph") {
+			code = "Request_UnsupportedQuery"
+		}
+		c.graphError(w, http.StatusBadRequest, code, errMsg)
+		return
+	}
+	ru := set.baseRU
+	if q.selected != nil {
+		ru--
+	}
+	single := byAppID != "" || byID != ""
+	if !single && q.topGiven && q.top < 20 {
+		ru--
+	}
+	w.Header().Set("x-ms-resource-unit", strconv.Itoa(max(ru, 1)))
+
+	if !single {
+		s.list(w, r, set, tok, q)
+		return
+	}
+	s.mu.Lock()
+	var found *Object
+	if t := s.tenantLocked(tok.tenantID, false); t != nil {
+		m := t.apps
+		if set.sps {
+			m = t.sps
+		}
+		if byAppID != "" {
+			if st := m[strings.ToLower(byAppID)]; st != nil {
+				o := st.obj.clone()
+				found = &o
+			}
+		} else {
+			for _, st := range m {
+				if strings.EqualFold(st.obj.ID, byID) {
+					o := st.obj.clone()
+					found = &o
+					break
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
+			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", byAppID+byID))
+		return
+	}
+	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect() + "/$entity"}}
+	body = append(body, render(set, *found, q.selected, q.selected != nil)...)
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) onlyGET(w http.ResponseWriter, r *http.Request, c graphCall) bool {
+	if r.Method == http.MethodGet {
+		return true
+	}
+	w.Header().Set("Allow", http.MethodGet)
+	c.graphError(w, http.StatusMethodNotAllowed, "Request_BadRequest", "Specified HTTP method is not allowed for the request target.")
+	return false
+}
+
+// odataString reads an OData key literal: quoted, with a doubled quote standing for one, or a bare
+// GUID.
+func odataString(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+		return strings.ReplaceAll(v[1:len(v)-1], "''", "'")
+	}
+	return v
+}
+
+// list pages the way Graph does (default 100, $top up to 999, @odata.nextLink carrying the other
+// options), so clients that forget to follow nextLink miss objects here too.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, tok issuedToken, q query) {
+	s.mu.Lock()
+	var all []*stored
+	if t := s.tenantLocked(tok.tenantID, false); t != nil {
+		m := t.apps
+		if set.sps {
+			m = t.sps
+		}
+		for _, st := range m {
+			all = append(all, &stored{obj: st.obj.clone(), seq: st.seq})
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+
+	top := 100
+	if q.topGiven {
+		top = q.top
+	}
+	start := min(q.skip, len(all))
+	end := min(start+top, len(all))
+	values := make([]object, 0, end-start)
+	for _, st := range all[start:end] {
+		values = append(values, render(set, st.obj, q.selected, false))
+	}
+	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect()}}
+	if end < len(all) {
+		body = append(body, field{"@odata.nextLink", s.URL() + r.URL.EscapedPath() + "?" + withSkipToken(r.URL.RawQuery, end)})
+	}
+	body = append(body, field{"value", values})
+	writeJSON(w, http.StatusOK, body)
+}
+
+func withSkipToken(rawQuery string, offset int) string {
+	var kept []string
+	for _, part := range strings.Split(rawQuery, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if dk, err := url.QueryUnescape(k); part == "" || (err == nil && strings.EqualFold(dk, "$skiptoken")) {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	tok := base64.RawURLEncoding.EncodeToString([]byte("fakegraph:" + strconv.Itoa(offset)))
+	return strings.Join(append(kept, "$skiptoken="+tok), "&")
+}
+
+type query struct {
+	selected []string // canonical names; nil without $select
+	top      int
+	topGiven bool
+	skip     int
+}
+
+func (q query) contextSelect() string {
+	if q.selected == nil {
+		return ""
+	}
+	return "(" + strings.Join(q.selected, ",") + ")"
+}
+
+// parseQuery reads OData system query options case-insensitively, as Graph does. It returns the
+// error message to send; options fakegraph does not implement fail loudly rather than being
+// ignored, since ignoring $filter would return wrong data.
+func parseQuery(rawQuery string, set *entitySet) (query, string) {
+	var q query
+	vals, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return q, "Invalid query string."
+	}
+	for k, vs := range vals {
+		v := vs[0]
+		switch strings.ToLower(k) {
+		case "$select":
+			q.selected = []string{}
+			seen := map[string]bool{}
+			for _, p := range strings.Split(v, ",") {
+				p = strings.TrimSpace(p)
+				if p == "" {
+					continue
+				}
+				if p == "*" {
+					for _, d := range defaultProps(set) {
+						if !seen[d] {
+							seen[d] = true
+							q.selected = append(q.selected, d)
+						}
+					}
+					continue
+				}
+				canon, ok := set.props[strings.ToLower(p)]
+				if !ok {
+					return q, fmt.Sprintf("Could not find a property named '%s' on type '%s'.", p, set.typeName)
+				}
+				if !seen[canon] {
+					seen[canon] = true
+					q.selected = append(q.selected, canon)
+				}
+			}
+		case "$top":
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return q, fmt.Sprintf("Invalid value '%s' for $top query option found. The $top query option requires a non-negative integer value.", v)
+			}
+			if n < 1 || n > 999 {
+				return q, fmt.Sprintf("Invalid page size specified: '%d'. Must be between 1 and 999 inclusive.", n)
+			}
+			q.top, q.topGiven = n, true
+		case "$skiptoken":
+			b, err := base64.RawURLEncoding.DecodeString(v)
+			n, err2 := strconv.Atoi(strings.TrimPrefix(string(b), "fakegraph:"))
+			if err != nil || err2 != nil || !strings.HasPrefix(string(b), "fakegraph:") || n < 0 {
+				return q, "Unable to read the skip token."
+			}
+			q.skip = n
+		case "$filter", "$search", "$orderby", "$expand", "$count", "$skip", "$apply", "$compute":
+			return q, fmt.Sprintf("fakegraph does not implement the %s query option.", strings.ToLower(k))
+		}
+	}
+	return q, ""
+}
+
+func defaultProps(set *entitySet) []string {
+	if set.sps {
+		return []string{"id", "deletedDateTime", "accountEnabled", "appDisplayName", "appId", "displayName", "servicePrincipalType", "keyCredentials", "passwordCredentials"}
+	}
+	return []string{"id", "deletedDateTime", "appId", "displayName", "keyCredentials", "passwordCredentials"}
+}
+
+// render builds the JSON of one object. Properties fakegraph does not model are null when
+// selected, as Graph returns unset properties. secretText is always null: Graph returns it only
+// from addPassword. key is filled only when asked for on a single object.
+func render(set *entitySet, o Object, selected []string, withKey bool) object {
+	props := selected
+	if props == nil {
+		props = defaultProps(set)
+	}
+	out := make(object, 0, len(props))
+	for _, p := range props {
+		var v any
+		switch p {
+		case "id":
+			v = o.ID
+		case "appId":
+			v = o.AppID
+		case "displayName":
+			v = nullable(o.DisplayName)
+		case "appDisplayName":
+			v = nullable(o.DisplayName)
+		case "accountEnabled":
+			v = true
+		case "servicePrincipalType":
+			v = "Application"
+		case "passwordCredentials":
+			pcs := make([]object, 0, len(o.Passwords))
+			for _, pc := range o.Passwords {
+				pcs = append(pcs, object{
+					{"customKeyIdentifier", nil},
+					{"displayName", nullable(pc.DisplayName)},
+					{"endDateTime", graphTime(pc.End)},
+					{"hint", nullable(pc.Hint)},
+					{"keyId", pc.KeyID},
+					{"secretText", nil},
+					{"startDateTime", graphTime(pc.Start)},
+				})
+			}
+			v = pcs
+		case "keyCredentials":
+			kcs := make([]object, 0, len(o.Keys))
+			for _, kc := range o.Keys {
+				var key any
+				if withKey {
+					key = base64OrNull(kc.Key)
+				}
+				kcs = append(kcs, object{
+					{"customKeyIdentifier", base64OrNull(kc.CustomKeyIdentifier)},
+					{"displayName", nullable(kc.DisplayName)},
+					{"endDateTime", graphTime(kc.End)},
+					{"key", key},
+					{"keyId", kc.KeyID},
+					{"startDateTime", graphTime(kc.Start)},
+					{"type", nullable(kc.Type)},
+					{"usage", nullable(kc.Usage)},
+				})
+			}
+			v = kcs
+		}
+		out = append(out, field{p, v})
+	}
+	return out
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func base64OrNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// graphTime writes Edm.DateTimeOffset as Graph does: UTC with a Z.
+func graphTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,449 @@
+package fakegraph
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultTokenLifetime matches what Entra grants app-only tokens (one second under an hour).
+const DefaultTokenLifetime = 3599 * time.Second
+
+// Server is one fake cloud: a login authority and a Graph endpoint sharing a host, as tests need
+// both to reach the same state (a secret added through Graph must work at the token endpoint).
+type Server struct {
+	ts *httptest.Server
+
+	mu            sync.Mutex
+	tenants       map[string]*tenant // by lower-cased tenant ID: MSAL lower-cases parts of the authority
+	tokens        map[string]issuedToken
+	denied        map[string]bool // by lower-cased client ID
+	throttleLeft  int
+	throttleAfter time.Duration
+	unreachable   bool
+	tokenLifetime time.Duration
+	requests      []Request
+	tokenRequests []TokenRequest
+	seq           int // orders objects as Graph lists them: by creation
+}
+
+type tenant struct {
+	id      string // as first registered, for reporting
+	apps    map[string]*stored
+	sps     map[string]*stored
+	clients map[string]map[string]bool // lower client ID -> secrets
+}
+
+type stored struct {
+	obj Object
+	seq int
+}
+
+type issuedToken struct {
+	tenantID, clientID, audience string
+	expires                      time.Time
+}
+
+// PasswordCredential is a client secret as Graph models it. SecretText is held so the token
+// endpoint can accept it, but Graph never returns it on a GET, as in Azure.
+type PasswordCredential struct {
+	KeyID, DisplayName, Hint, SecretText string
+	Start, End                           time.Time
+}
+
+// KeyCredential is a certificate as Graph models it. Key is returned only when a single object is
+// read with $select naming keyCredentials, as in Azure.
+type KeyCredential struct {
+	KeyID, DisplayName, Type, Usage string
+	CustomKeyIdentifier, Key        []byte
+	Start, End                      time.Time
+}
+
+// Object is an application or a service principal: both carry credentials and a watcher must read
+// both, because `az ad sp credential reset` writes to the service principal.
+type Object struct {
+	ID, AppID, DisplayName string
+	Passwords              []PasswordCredential
+	Keys                   []KeyCredential
+}
+
+// Request is what a test can assert about a Graph call without seeing any secret. Path is
+// unescaped, so the quoted and %27 forms of a key log alike; ClientID and TenantID come from the
+// bearer token when it is one the server issued. Status is 0 for a request whose connection was
+// dropped (SetUnreachable).
+type Request struct {
+	Method, Path, RawQuery string
+	Status                 int
+	ClientID, TenantID     string
+}
+
+// TokenRequest is one call to the token endpoint, so tests can check that a new secret was
+// verified (or that nothing asked for tokens at all). Error is Entra's error code, "" on success.
+type TokenRequest struct {
+	TenantID, ClientID string
+	Status             int
+	Error              string
+}
+
+// New starts a server on 127.0.0.1 with HTTP/1.1 only, because SetUnreachable hijacks
+// connections, which HTTP/2 cannot do.
+func New() *Server {
+	s := &Server{
+		tenants:       map[string]*tenant{},
+		tokens:        map[string]issuedToken{},
+		denied:        map[string]bool{},
+		tokenLifetime: DefaultTokenLifetime,
+	}
+	s.ts = httptest.NewTLSServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// URL has no trailing slash; azidentity wants URL()+"/" as ActiveDirectoryAuthorityHost.
+func (s *Server) URL() string { return s.ts.URL }
+
+// GraphURL is the base URL to give Kiota's request adapter in place of
+// https://graph.microsoft.com/v1.0.
+func (s *Server) GraphURL() string { return s.ts.URL + "/v1.0" }
+
+// Host is the name msgraph-sdk-go must be told to attach tokens for
+// (NewGraphServiceClientWithCredentialsAndHosts); Kiota compares host names without ports.
+func (s *Server) Host() string {
+	u, _ := url.Parse(s.ts.URL)
+	return u.Hostname()
+}
+
+// Client trusts the server's self-signed certificate; pass it as the transport of every SDK.
+func (s *Server) Client() *http.Client { return s.ts.Client() }
+
+// CertPEM is the server certificate, for a process that can only be told about a CA through a
+// file (SSL_CERT_FILE).
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+}
+
+// Certificate is the server certificate, for building a custom cert pool.
+func (s *Server) Certificate() *x509.Certificate { return s.ts.Certificate() }
+
+// Close stops the server; SDK clients built on Client() stop working too.
+func (s *Server) Close() { s.ts.Close() }
+
+func (s *Server) tenantLocked(tenantID string, create bool) *tenant {
+	key := strings.ToLower(tenantID)
+	t := s.tenants[key]
+	if t == nil && create {
+		t = &tenant{id: tenantID, apps: map[string]*stored{}, sps: map[string]*stored{}, clients: map[string]map[string]bool{}}
+		s.tenants[key] = t
+	}
+	return t
+}
+
+// PutApplication creates or replaces (by AppID) an application. Missing IDs, AppID and KeyIDs are
+// generated and a missing Hint is derived from SecretText, as Azure would; read the result back
+// with Application. It panics on a KeyID that is not a GUID: Graph's always are, and Kiota fails
+// to parse the whole object otherwise, far from the test's mistake.
+func (s *Server) PutApplication(tenantID string, app Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putLocked(s.tenantLocked(tenantID, true).apps, app)
+}
+
+// PutServicePrincipal creates or replaces (by AppID) a service principal; see PutApplication.
+func (s *Server) PutServicePrincipal(tenantID string, sp Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putLocked(s.tenantLocked(tenantID, true).sps, sp)
+}
+
+func (s *Server) putLocked(m map[string]*stored, o Object) {
+	o = o.clone()
+	if o.AppID == "" {
+		o.AppID = newUUID()
+	}
+	key := strings.ToLower(o.AppID)
+	old := m[key]
+	if o.ID == "" {
+		if old != nil {
+			o.ID = old.obj.ID
+		} else {
+			o.ID = newUUID()
+		}
+	}
+	for i := range o.Passwords {
+		p := &o.Passwords[i]
+		if p.KeyID == "" {
+			p.KeyID = newUUID()
+		}
+		mustGUID("password KeyID", p.KeyID)
+		if p.Hint == "" && p.SecretText != "" {
+			p.Hint = prefix(p.SecretText, 3)
+		}
+	}
+	for i := range o.Keys {
+		if o.Keys[i].KeyID == "" {
+			o.Keys[i].KeyID = newUUID()
+		}
+		mustGUID("certificate KeyID", o.Keys[i].KeyID)
+	}
+	if old != nil {
+		old.obj = o
+		return
+	}
+	s.seq++
+	m[key] = &stored{obj: o, seq: s.seq}
+}
+
+func mustGUID(what, s string) {
+	if !isGUID(s) {
+		panic(fmt.Sprintf("fakegraph: %s %q is not a GUID; Graph key IDs are GUIDs and Kiota cannot parse anything else", what, s))
+	}
+}
+
+// isGUID accepts the 8-4-4-4-12 hex form Graph writes and uuid.Parse reads.
+func isGUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func prefix(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		r = r[:n]
+	}
+	return string(r)
+}
+
+// DeleteApplication removes the application with that appId; absent objects are ignored.
+func (s *Server) DeleteApplication(tenantID, appID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tenantLocked(tenantID, false); t != nil {
+		delete(t.apps, strings.ToLower(appID))
+	}
+}
+
+// DeleteServicePrincipal removes the service principal with that appId; absent objects are ignored.
+func (s *Server) DeleteServicePrincipal(tenantID, appID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tenantLocked(tenantID, false); t != nil {
+		delete(t.sps, strings.ToLower(appID))
+	}
+}
+
+// Application reads back an application, secrets included, so tests can see what Graph writes did.
+func (s *Server) Application(tenantID, appID string) (Object, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tenantLocked(tenantID, false); t != nil {
+		if st := t.apps[strings.ToLower(appID)]; st != nil {
+			return st.obj.clone(), true
+		}
+	}
+	return Object{}, false
+}
+
+// ServicePrincipal reads back a service principal; see Application.
+func (s *Server) ServicePrincipal(tenantID, appID string) (Object, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tenantLocked(tenantID, false); t != nil {
+		if st := t.sps[strings.ToLower(appID)]; st != nil {
+			return st.obj.clone(), true
+		}
+	}
+	return Object{}, false
+}
+
+// AddClient lets clientID obtain tokens in tenantID with secret. Secrets accumulate: calling it
+// again adds a second valid secret, as an app can hold several. Independently of this, the current
+// (not expired) SecretTexts of the tenant's application or service principal with that appId are
+// accepted too, as Entra does, so rotating a secret through Graph takes effect here.
+func (s *Server) AddClient(tenantID, clientID, secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantLocked(tenantID, true)
+	key := strings.ToLower(clientID)
+	if t.clients[key] == nil {
+		t.clients[key] = map[string]bool{}
+	}
+	t.clients[key][secret] = true
+}
+
+// RemoveClient forgets the secrets AddClient registered for clientID in tenantID. Tokens already
+// issued stay valid until they expire, as in Entra.
+func (s *Server) RemoveClient(tenantID, clientID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tenantLocked(tenantID, false); t != nil {
+		delete(t.clients, strings.ToLower(clientID))
+	}
+}
+
+// Deny makes Graph answer 403 Authorization_RequestDenied to that client's tokens in every tenant,
+// as when the app lacks the Application.Read.All permission or consent.
+func (s *Server) Deny(clientID string, denied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if denied {
+		s.denied[strings.ToLower(clientID)] = true
+	} else {
+		delete(s.denied, strings.ToLower(clientID))
+	}
+}
+
+// SetTokenLifetime sets expires_in for tokens issued from now on, so tests can watch a client
+// renew tokens. Lifetimes are whole seconds, at least one.
+func (s *Server) SetTokenLifetime(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d < time.Second {
+		d = time.Second
+	}
+	s.tokenLifetime = d.Truncate(time.Second)
+}
+
+// RevokeTokens invalidates every token issued so far; clients that cache tokens (MSAL does) then
+// get 401 from Graph until they fetch a new one, which is how a revoked session looks.
+func (s *Server) RevokeTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens = map[string]issuedToken{}
+}
+
+// Throttle makes the next n Graph requests answer 429 with a Retry-After of retryAfter rounded up
+// to whole seconds. Kiota retries a 429 up to three times by default, so n above 3 is needed to
+// make a single SDK call fail.
+func (s *Server) Throttle(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 {
+		n = 0
+	}
+	if retryAfter < 0 {
+		retryAfter = 0
+	}
+	s.throttleLeft, s.throttleAfter = n, retryAfter
+}
+
+// SetUnreachable makes Graph close each connection without answering, as a dead endpoint looks to
+// a client; the token endpoint keeps working, so the failure is Graph's alone.
+func (s *Server) SetUnreachable(unreachable bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreachable = unreachable
+}
+
+// Requests returns a copy of the Graph requests seen so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// TokenRequests returns a copy of the token-endpoint calls seen so far, in order.
+func (s *Server) TokenRequests() []TokenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]TokenRequest(nil), s.tokenRequests...)
+}
+
+// ResetRequests forgets the Graph and token requests seen so far.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+	s.tokenRequests = nil
+}
+
+// SecretTexts lists, sorted and without duplicates, every secret the server holds (SecretTexts of
+// all objects and AddClient secrets), so tests can check logs, events and status for leaks.
+func (s *Server) SecretTexts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := map[string]bool{}
+	for _, t := range s.tenants {
+		for _, m := range []map[string]*stored{t.apps, t.sps} {
+			for _, st := range m {
+				for _, p := range st.obj.Passwords {
+					if p.SecretText != "" {
+						set[p.SecretText] = true
+					}
+				}
+			}
+		}
+		for _, secrets := range t.clients {
+			for sec := range secrets {
+				if sec != "" {
+					set[sec] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for sec := range set {
+		out = append(out, sec)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (o Object) clone() Object {
+	o.Passwords = append([]PasswordCredential(nil), o.Passwords...)
+	o.Keys = append([]KeyCredential(nil), o.Keys...)
+	for i := range o.Keys {
+		o.Keys[i].CustomKeyIdentifier = append([]byte(nil), o.Keys[i].CustomKeyIdentifier...)
+		o.Keys[i].Key = append([]byte(nil), o.Keys[i].Key...)
+	}
+	return o
+}
+
+// serveHTTP splits the host between the two services the way their URLs already differ: the
+// authority's two routes live under /{tenant}/, everything else is Graph's.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	segs := splitPath(r)
+	switch {
+	case len(segs) == 4 && segs[1] == "v2.0" && segs[2] == ".well-known" && segs[3] == "openid-configuration":
+		s.serveOpenIDConfiguration(w, r, segs[0])
+	case len(segs) == 4 && segs[1] == "oauth2" && segs[2] == "v2.0" && segs[3] == "token":
+		s.serveToken(w, r, segs[0])
+	default:
+		s.serveGraph(w, r, segs)
+	}
+}
+
+// splitPath splits the escaped path before unescaping, so an encoded "/" inside a key stays in
+// its segment.
+func splitPath(r *http.Request) []string {
+	p := strings.Trim(r.URL.EscapedPath(), "/")
+	if p == "" {
+		return nil
+	}
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if u, err := url.PathUnescape(part); err == nil {
+			parts[i] = u
+		}
+	}
+	return parts
+}
