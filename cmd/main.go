@@ -1,0 +1,143 @@
+// Command credwatch runs the credwatch operator: the CredentialWatch controller, its metrics and
+// health endpoints, under leader election.
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/controllers"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+)
+
+type options struct {
+	metricsAddr    string
+	secureMetrics  bool
+	probeAddr      string
+	leaderElection bool
+	watchNamespace string
+	cloudName      string
+	authorityHost  string
+	graphEndpoint  string
+	armEndpoint    string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorised through the API server.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the liveness and readiness probes.")
+	flag.BoolVar(&o.leaderElection, "leader-elect", true, "Elect a leader, so that only one replica acts at a time.")
+	flag.StringVar(&o.watchNamespace, "watch-namespace", "", "Watch only this namespace; empty watches all.")
+	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
+	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
+	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
+	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(o); err != nil {
+		ctrl.Log.Error(err, "Stopping")
+		os.Exit(1)
+	}
+}
+
+func (o options) cloud() (azure.Cloud, error) {
+	c, err := azure.CloudNamed(o.cloudName)
+	if err != nil {
+		return c, err
+	}
+	for _, override := range []struct {
+		to   *string
+		from string
+	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.ARMEndpoint, o.armEndpoint}} {
+		if override.from != "" {
+			*override.to = override.from
+		}
+	}
+	return c, c.Validate()
+}
+
+func run(o options) error {
+	cloud, err := o.cloud()
+	if err != nil {
+		return fmt.Errorf("cloud configuration: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.secureMetrics,
+		// HTTP/2 is off, as kubebuilder advises, against the HTTP/2 rapid-reset attacks.
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if o.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cacheOpts := cache.Options{}
+	if o.watchNamespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElection,
+		LeaderElectionID:       "credwatch.credwatch.dev",
+		Cache:                  cacheOpts,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	graphRequests, err := cwmetrics.NewGraphRequests(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	metrics.Registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
+	transport := graphRequests.RoundTripper(http.DefaultTransport)
+	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
+	if err != nil {
+		return err
+	}
+	if err := (&controllers.CredentialWatchReconciler{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorderFor("credwatch"),
+		Clock:        clock.RealClock{},
+		Rand:         rand.Float64,
+		Identities:   azure.NewIdentities(cloud, nil, nil),
+		Graph:        graphClient,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,88 @@
+package azure
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+)
+
+// Identities hands out token credentials for the operator's own identity and for identities
+// held in Kubernetes Secrets. Credentials are cached: each holds its token cache, and building
+// one per reconcile would fetch a new token every time.
+type Identities struct {
+	cloud     Cloud
+	transport policy.Transporter
+	operator  func(tenantID string) (azcore.TokenCredential, error)
+
+	mu    sync.Mutex
+	cache map[string]cachedCredential
+}
+
+// cachedCredential remembers which secret a credential was built from, by hash, so that a
+// rotated secret replaces its entry instead of adding one.
+type cachedCredential struct {
+	fingerprint string
+	cred        azcore.TokenCredential
+}
+
+// NewIdentities returns Identities for cloud. transport carries token requests (nil: the
+// default). operator builds the operator's own identity for a tenant; nil means azidentity's
+// DefaultAzureCredential, whose chain begins with workload identity.
+func NewIdentities(cloud Cloud, transport policy.Transporter, operator func(tenantID string) (azcore.TokenCredential, error)) *Identities {
+	i := &Identities{cloud: cloud, transport: transport, operator: operator, cache: map[string]cachedCredential{}}
+	if i.operator == nil {
+		i.operator = i.defaultCredential
+	}
+	return i
+}
+
+func (i *Identities) clientOptions() azcore.ClientOptions {
+	return azcore.ClientOptions{
+		Cloud:     azcloud.Configuration{ActiveDirectoryAuthorityHost: i.cloud.AuthorityHost},
+		Transport: i.transport,
+	}
+}
+
+func (i *Identities) defaultCredential(tenantID string) (azcore.TokenCredential, error) {
+	return azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{
+		ClientOptions:            i.clientOptions(),
+		TenantID:                 tenantID,
+		DisableInstanceDiscovery: !i.cloud.Known(),
+	})
+}
+
+// Operator returns the operator's own identity, signing in to tenantID.
+func (i *Identities) Operator(tenantID string) (azcore.TokenCredential, error) {
+	return i.cached("operator/"+tenantID, "", func() (azcore.TokenCredential, error) { return i.operator(tenantID) })
+}
+
+// ClientSecret returns an identity that signs in to tenantID as clientID with secret. A changed
+// secret gives a new credential; the cache holds a hash of the secret, never the secret.
+func (i *Identities) ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error) {
+	sum := sha256.Sum256([]byte(secret))
+	return i.cached("secret/"+tenantID+"/"+clientID, hex.EncodeToString(sum[:]), func() (azcore.TokenCredential, error) {
+		return azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
+			ClientOptions:            i.clientOptions(),
+			DisableInstanceDiscovery: !i.cloud.Known(),
+		})
+	})
+}
+
+func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenCredential, error)) (azcore.TokenCredential, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if c, ok := i.cache[key]; ok && c.fingerprint == fingerprint {
+		return c.cred, nil
+	}
+	c, err := build()
+	if err != nil {
+		return nil, err
+	}
+	i.cache[key] = cachedCredential{fingerprint: fingerprint, cred: c}
+	return c, nil
+}

@@ -1,0 +1,87 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind sorts Graph failures by what the operator should do about them.
+type Kind int
+
+const (
+	// KindOther is any failure not listed below.
+	KindOther Kind = iota
+	// KindNotFound: the object does not exist in the tenant.
+	KindNotFound
+	// KindForbidden: the identity lacks permission (403).
+	KindForbidden
+	// KindUnauthenticated: no token could be had, or Graph rejected it (401).
+	KindUnauthenticated
+	// KindThrottled: Graph answered 429; RetryAfter says when to come back.
+	KindThrottled
+	// KindUnavailable: no answer, or a 5xx: try again later.
+	KindUnavailable
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNotFound:
+		return "not found"
+	case KindForbidden:
+		return "access denied"
+	case KindUnauthenticated:
+		return "authentication failed"
+	case KindThrottled:
+		return "throttled"
+	case KindUnavailable:
+		return "unavailable"
+	default:
+		return "error"
+	}
+}
+
+// Error is a classified Graph failure. Its message carries the HTTP status and Graph's error
+// code, never a response body: bodies can echo request data, and messages end up in events.
+type Error struct {
+	Kind Kind
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int
+	// Code is Graph's OData error code, such as Request_ResourceNotFound.
+	Code string
+	// RetryAfter is the wait Graph asked for with a 429 or 503, 0 when it named none.
+	RetryAfter time.Duration
+	// Err is the underlying failure; its text is not part of Error's message.
+	Err error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Status != 0 && e.Code != "":
+		return fmt.Sprintf("%s (HTTP %d, %s)", e.Kind, e.Status, e.Code)
+	case e.Status != 0:
+		return fmt.Sprintf("%s (HTTP %d)", e.Kind, e.Status)
+	default:
+		return e.Kind.String()
+	}
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of the first *Error in err's chain, KindOther when there is none.
+func KindOf(err error) Kind {
+	var ge *Error
+	if errors.As(err, &ge) {
+		return ge.Kind
+	}
+	return KindOther
+}
+
+// RetryAfterOf returns the wait Graph asked for somewhere in err's chain, 0 when it asked none.
+func RetryAfterOf(err error) time.Duration {
+	var ge *Error
+	if errors.As(err, &ge) {
+		return ge.RetryAfter
+	}
+	return 0
+}

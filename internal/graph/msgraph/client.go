@@ -1,0 +1,243 @@
+package msgraph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/google/uuid"
+	abstractions "github.com/microsoft/kiota-abstractions-go"
+	kiotaauth "github.com/microsoft/kiota-authentication-azure-go"
+	khttp "github.com/microsoft/kiota-http-go"
+	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
+	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
+	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
+	"github.com/microsoftgraph/msgraph-sdk-go/models"
+	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
+	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// credentialFields is all a watch reads: $select keeps responses small and costs Graph one
+// resource unit less per request.
+var credentialFields = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
+
+// Client reads application and service-principal credentials from one Graph endpoint.
+type Client struct {
+	baseURL    string
+	scope      string
+	host       string
+	httpClient *http.Client
+}
+
+// New returns a Client for the Graph endpoint (https://graph.microsoft.com, or a sovereign
+// cloud's, or a test server's). transport carries the requests; nil means http.DefaultTransport.
+func New(endpoint string, transport http.RoundTripper) (*Client, error) {
+	u, err := url.Parse(strings.TrimSuffix(endpoint, "/"))
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("graph endpoint %q: want an https URL such as https://graph.microsoft.com", endpoint)
+	}
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	return &Client{
+		baseURL:    u.String() + "/v1.0",
+		scope:      u.String() + "/.default",
+		host:       u.Hostname(),
+		httpClient: &http.Client{Transport: khttp.NewCustomTransportWithParentTransport(transport, middlewares()...)},
+	}, nil
+}
+
+// middlewares is the SDK's default pipeline without its retry handler. That handler sleeps
+// inside the request for up to three Retry-After periods; the controller instead records the
+// failure in status and requeues, so a throttled watch is visible and holds no worker.
+func middlewares() []khttp.Middleware {
+	opts := msgraphsdk.GetDefaultClientOptions()
+	var kept []khttp.Middleware
+	for _, m := range msgraphcore.GetDefaultMiddlewaresWithOptions(&opts) {
+		if _, retry := m.(*khttp.RetryHandler); retry {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceClient, error) {
+	// Kiota attaches tokens only for the hosts it is told of; without this a sovereign or test
+	// endpoint gets no token and Graph answers 401 "Access token is empty".
+	auth, err := kiotaauth.NewAzureIdentityAuthenticationProviderWithScopesAndValidHosts(cred, []string{c.scope}, []string{c.host})
+	if err != nil {
+		return nil, err
+	}
+	adapter, err := msgraphsdk.NewGraphRequestAdapterWithParseNodeFactoryAndSerializationWriterFactoryAndHttpClient(auth, nil, nil, c.httpClient)
+	if err != nil {
+		return nil, err
+	}
+	adapter.SetBaseUrl(c.baseURL)
+	return msgraphsdk.NewGraphServiceClient(adapter), nil
+}
+
+// ReadCredentials returns the credentials of the application and the service principal with
+// appID, in the tenant cred signs in to. It fails with a graph.Error of KindNotFound only when
+// neither object exists.
+func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	svc, err := c.service(cred)
+	if err != nil {
+		return graph.Snapshot{}, err
+	}
+	var snap graph.Snapshot
+
+	app, err := svc.ApplicationsWithAppId(&appID).Get(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
+		QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+	})
+	appErr := classify(err)
+	if appErr != nil && graph.KindOf(appErr) != graph.KindNotFound {
+		return graph.Snapshot{}, fmt.Errorf("reading application %s: %w", appID, appErr)
+	}
+	if app != nil {
+		snap.ApplicationObjectID = deref(app.GetId())
+		snap.DisplayName = deref(app.GetDisplayName())
+		snap.Credentials = append(snap.Credentials, convert(graph.Application, app.GetPasswordCredentials(), app.GetKeyCredentials())...)
+	}
+
+	sp, err := svc.ServicePrincipalsWithAppId(&appID).Get(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
+		QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+	})
+	spErr := classify(err)
+	if spErr != nil && graph.KindOf(spErr) != graph.KindNotFound {
+		return graph.Snapshot{}, fmt.Errorf("reading service principal %s: %w", appID, spErr)
+	}
+	if sp != nil {
+		snap.ServicePrincipalObjectID = deref(sp.GetId())
+		if snap.DisplayName == "" {
+			snap.DisplayName = deref(sp.GetDisplayName())
+		}
+		snap.Credentials = append(snap.Credentials, convert(graph.ServicePrincipal, sp.GetPasswordCredentials(), sp.GetKeyCredentials())...)
+	}
+
+	if appErr != nil && spErr != nil {
+		return graph.Snapshot{}, fmt.Errorf("no application or service principal has appId %s: %w", appID, spErr)
+	}
+	return snap, nil
+}
+
+func convert(src graph.Source, passwords []models.PasswordCredentialable, keys []models.KeyCredentialable) []graph.Credential {
+	out := make([]graph.Credential, 0, len(passwords)+len(keys))
+	for _, p := range passwords {
+		out = append(out, graph.Credential{
+			KeyID:       uuidString(p.GetKeyId()),
+			Type:        graph.Password,
+			Source:      src,
+			DisplayName: deref(p.GetDisplayName()),
+			Hint:        deref(p.GetHint()),
+			Start:       derefTime(p.GetStartDateTime()),
+			End:         derefTime(p.GetEndDateTime()),
+		})
+	}
+	for _, k := range keys {
+		out = append(out, graph.Credential{
+			KeyID:       uuidString(k.GetKeyId()),
+			Type:        graph.Certificate,
+			Source:      src,
+			DisplayName: deref(k.GetDisplayName()),
+			Start:       derefTime(k.GetStartDateTime()),
+			End:         derefTime(k.GetEndDateTime()),
+		})
+	}
+	return out
+}
+
+// classify turns an SDK or transport error into a graph.Error; nil stays nil.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var authErr *azidentity.AuthenticationFailedError
+	if errors.As(err, &authErr) {
+		status := 0
+		if authErr.RawResponse != nil {
+			status = authErr.RawResponse.StatusCode
+		}
+		// The token endpoint's answer is left out of the message on purpose: only the status.
+		return &graph.Error{Kind: graph.KindUnauthenticated, Status: status, Code: "TokenRequestFailed", Err: err}
+	}
+	var odata *odataerrors.ODataError
+	if errors.As(err, &odata) {
+		ge := &graph.Error{Status: odata.GetStatusCode(), Err: err}
+		if main := odata.GetErrorEscaped(); main != nil {
+			ge.Code = deref(main.GetCode())
+		}
+		ge.Kind = kindOfStatus(ge.Status)
+		ge.RetryAfter = retryAfter(odata.GetResponseHeaders())
+		return ge
+	}
+	var api *abstractions.ApiError
+	if errors.As(err, &api) {
+		return &graph.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) || errors.Is(err, context.DeadlineExceeded) {
+		return &graph.Error{Kind: graph.KindUnavailable, Err: err}
+	}
+	return &graph.Error{Kind: graph.KindOther, Err: err}
+}
+
+func kindOfStatus(status int) graph.Kind {
+	switch {
+	case status == http.StatusNotFound:
+		return graph.KindNotFound
+	case status == http.StatusForbidden:
+		return graph.KindForbidden
+	case status == http.StatusUnauthorized:
+		return graph.KindUnauthenticated
+	case status == http.StatusTooManyRequests:
+		return graph.KindThrottled
+	case status >= 500:
+		return graph.KindUnavailable
+	default:
+		return graph.KindOther
+	}
+}
+
+// retryAfter reads Retry-After as Graph sends it, in whole seconds.
+func retryAfter(h *abstractions.ResponseHeaders) time.Duration {
+	if h == nil {
+		return 0
+	}
+	for _, v := range h.Get("Retry-After") {
+		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
+			return time.Duration(s) * time.Second
+		}
+	}
+	return 0
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func uuidString(id *uuid.UUID) string {
+	if id == nil {
+		return ""
+	}
+	return id.String()
+}

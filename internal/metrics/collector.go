@@ -1,0 +1,93 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+var (
+	expirationDesc = prometheus.NewDesc(
+		"credwatch_credential_expiration_timestamp_seconds",
+		"The date after which the credential expires, as a Unix timestamp.",
+		[]string{"namespace", "name", "client_id", "key_id", "type", "source"}, nil)
+	readyDesc = prometheus.NewDesc(
+		"credwatch_watch_ready_status",
+		"The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.",
+		[]string{"namespace", "name", "client_id", "condition"}, nil)
+	lastCheckDesc = prometheus.NewDesc(
+		"credwatch_watch_last_check_timestamp_seconds",
+		"When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.",
+		[]string{"namespace", "name", "client_id"}, nil)
+	failuresDesc = prometheus.NewDesc(
+		"credwatch_watch_consecutive_check_failures",
+		"Failed checks of the watch since its last successful one.",
+		[]string{"namespace", "name", "client_id"}, nil)
+)
+
+// listTimeout bounds a scrape's read of the cache, which only blocks before the cache has synced.
+const listTimeout = 10 * time.Second
+
+// Collector turns the CredentialWatches in a cache into metrics at each scrape.
+type Collector struct {
+	reader client.Reader
+}
+
+// NewCollector returns a Collector reading watches through reader, which should be a cache.
+func NewCollector(reader client.Reader) *Collector { return &Collector{reader: reader} }
+
+var _ prometheus.Collector = &Collector{}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{expirationDesc, readyDesc, lastCheckDesc, failuresDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	defer cancel()
+	var list v1alpha1.CredentialWatchList
+	if err := c.reader.List(ctx, &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(expirationDesc, err)
+		return
+	}
+	for i := range list.Items {
+		collectWatch(ch, &list.Items[i])
+	}
+}
+
+func collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
+	clientID := ""
+	if sp := w.Spec.Target.ServicePrincipal; sp != nil {
+		clientID = sp.ClientID
+	}
+	for _, c := range w.Status.Credentials {
+		ch <- prometheus.MustNewConstMetric(expirationDesc, prometheus.GaugeValue, float64(c.EndTime.Unix()),
+			w.Namespace, w.Name, clientID, c.KeyID, string(c.Type), string(c.Source))
+	}
+	ready := metav1.ConditionUnknown
+	for _, cond := range w.Status.Conditions {
+		if cond.Type == v1alpha1.ConditionReady {
+			ready = cond.Status
+		}
+	}
+	for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+		v := 0.0
+		if s == ready {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, v, w.Namespace, w.Name, clientID, string(s))
+	}
+	if t := w.Status.LastCheckTime; t != nil {
+		ch <- prometheus.MustNewConstMetric(lastCheckDesc, prometheus.GaugeValue, float64(t.Unix()), w.Namespace, w.Name, clientID)
+	}
+	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(w.Status.ConsecutiveFailures), w.Namespace, w.Name, clientID)
+}
