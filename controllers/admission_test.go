@@ -1,0 +1,101 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// TestAdmission checks, through the real API server, that the CRD's OpenAPI and CEL rules turn
+// nonsense away with a message a person can act on, and fill in the defaults.
+func TestAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	valid := func() v1alpha1.CredentialWatchSpec {
+		return v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{
+			TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", ClientID: "3F2C8A5E-9B1D-4C6E-8F7A-2B4D6E8F0A1C"}}}
+	}
+	tests := map[string]struct {
+		edit    func(*v1alpha1.CredentialWatchSpec)
+		wantErr []string // substrings of the rejection; none means accepted
+	}{
+		"defaults": {edit: func(*v1alpha1.CredentialWatchSpec) {}},
+		"durations as people write them": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.CheckInterval, s.Thresholds = "90m", v1alpha1.Thresholds{Warning: "2w", Critical: "72h"}
+		}},
+		"tenant that is not a GUID": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.ServicePrincipal.TenantID = "contoso.onmicrosoft.com" },
+			wantErr: []string{"spec.target.servicePrincipal.tenantID", "should match"},
+		},
+		"client ID that is not a GUID": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.ServicePrincipal.ClientID = "aks-prod-sp" },
+			wantErr: []string{"spec.target.servicePrincipal.clientID", "should match"},
+		},
+		"no target": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.ServicePrincipal = nil },
+			wantErr: []string{"target must set exactly one of: servicePrincipal"},
+		},
+		"critical longer than warning": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Thresholds = v1alpha1.Thresholds{Warning: "7d", Critical: "2w"}
+			},
+			wantErr: []string{"thresholds.critical must be shorter than thresholds.warning"},
+		},
+		"critical equal to warning, in other units": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Thresholds = v1alpha1.Thresholds{Warning: "1w", Critical: "168h"}
+			},
+			wantErr: []string{"thresholds.critical must be shorter than thresholds.warning"},
+		},
+		"duration in words": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "30 days" },
+			wantErr: []string{"spec.thresholds.warning", "should match"},
+		},
+		"compound duration": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.CheckInterval = "1h30m" },
+			wantErr: []string{"spec.checkInterval", "should match"},
+		},
+		"check interval under a minute": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.CheckInterval = "30s" },
+			wantErr: []string{"checkInterval must be at least 1m"},
+		},
+		"check interval over a week": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.CheckInterval = "2w" },
+			wantErr: []string{"checkInterval must be at most 7d"},
+		},
+		"threshold beyond ten years": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "999999w" },
+			wantErr: []string{"must be at most 3650d"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{GenerateName: "w-", Namespace: ns}, Spec: valid()}
+			tc.edit(&w.Spec)
+			err := k8s.Create(context.Background(), w)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				if name == "defaults" && (w.Spec.CheckInterval != "6h" || w.Spec.Thresholds.Warning != "30d" || w.Spec.Thresholds.Critical != "7d") {
+					t.Errorf("defaults = %q, %+v; want 6h, 30d, 7d", w.Spec.CheckInterval, w.Spec.Thresholds)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted, want a rejection")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("rejection %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "evaluation error") || strings.Contains(err.Error(), "no such overload") {
+				t.Errorf("rejection %q shows a CEL evaluation error to the user", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Keys of the Secret named by azureCredentialRef.
+const (
+	secretKeyClientID     = "clientID"
+	secretKeyClientSecret = "clientSecret"
+)
+
+// Event reasons of a check.
+const (
+	eventCheckRecovered = "CheckRecovered"
+)
+
+// reconcileCheck reads the target's credentials from Graph into status, or records why it could
+// not and when it will try again.
+func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1alpha1.CredentialWatch, s settings, now time.Time) {
+	log := ctrl.LoggerFrom(ctx)
+	if obj.Generation != obj.Status.ObservedGeneration {
+		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
+		obj.Status.ConsecutiveFailures = 0
+	}
+	obj.Status.ObservedGeneration = obj.Generation
+	wasFailing := meta.IsStatusConditionFalse(obj.Status.Conditions, v1alpha1.ConditionReady)
+
+	log.V(1).Info("Reading credentials from Microsoft Graph")
+	snap, err := r.read(ctx, obj)
+	if err != nil {
+		obj.Status.ConsecutiveFailures++
+		wait := policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, graph.RetryAfterOf(err), s.interval)
+		next := metav1.NewTime(now.Add(wait))
+		obj.Status.NextCheckTime = &next
+		reason := reasonFor(err)
+		log.Error(err, "Checking credentials failed", "reason", reason, "retryIn", wait.String())
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
+			fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), now)
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking credentials failed: %v", err)
+		return
+	}
+
+	obj.Status.ConsecutiveFailures = 0
+	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{
+		DisplayName:              snap.DisplayName,
+		ApplicationObjectID:      snap.ApplicationObjectID,
+		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
+	}
+	obj.Status.Credentials = credentialsOf(snap)
+	checked := metav1.NewTime(now)
+	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
+	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
+	log.V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", next.UTC().Format(time.RFC3339))
+	if wasFailing {
+		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials from Microsoft Graph works again")
+	}
+}
+
+func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (graph.Snapshot, error) {
+	sp := obj.Spec.Target.ServicePrincipal
+	if sp == nil {
+		return graph.Snapshot{}, errors.New("the target names no service principal")
+	}
+	cred, err := r.identity(ctx, obj, sp.TenantID)
+	if err != nil {
+		return graph.Snapshot{}, err
+	}
+	return r.Graph.ReadCredentials(ctx, cred, sp.ClientID)
+}
+
+// secretError is a problem with the Secret named by azureCredentialRef: a person must fix it.
+type secretError struct{ msg string }
+
+func (e *secretError) Error() string { return e.msg }
+
+func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.CredentialWatch, tenantID string) (azcore.TokenCredential, error) {
+	ref := obj.Spec.AzureCredentialRef
+	if ref == nil {
+		return r.Identities.Operator(tenantID)
+	}
+	key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
+	var secret corev1.Secret
+	if err := r.SecretReader.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef does not exist", key)}
+		}
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	clientID, clientSecret := string(secret.Data[secretKeyClientID]), string(secret.Data[secretKeyClientSecret])
+	if clientID == "" || clientSecret == "" {
+		return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
+	}
+	return r.Identities.ClientSecret(tenantID, clientID, clientSecret)
+}
+
+// reasonFor is the one place failures become Ready condition reasons.
+func reasonFor(err error) string {
+	var se *secretError
+	if errors.As(err, &se) {
+		return v1alpha1.ReasonCredentialSecretInvalid
+	}
+	switch graph.KindOf(err) {
+	case graph.KindNotFound:
+		return v1alpha1.ReasonServicePrincipalNotFound
+	case graph.KindForbidden:
+		return v1alpha1.ReasonAccessDenied
+	case graph.KindUnauthenticated:
+		return v1alpha1.ReasonAuthenticationFailed
+	case graph.KindThrottled:
+		return v1alpha1.ReasonThrottled
+	case graph.KindUnavailable:
+		return v1alpha1.ReasonGraphUnreachable
+	default:
+		return v1alpha1.ReasonGraphError
+	}
+}
+
+func checkedMessage(snap graph.Snapshot) string {
+	var where string
+	switch {
+	case snap.ApplicationObjectID != "" && snap.ServicePrincipalObjectID != "":
+		where = "the application and its service principal"
+	case snap.ApplicationObjectID != "":
+		where = "the application; the tenant has no service principal for it"
+	default:
+		where = "the service principal; the application object is not in this tenant, so credentials on it are not seen"
+	}
+	return fmt.Sprintf("Read %d credentials of %q from %s", len(snap.Credentials), snap.DisplayName, where)
+}
+
+// credentialsOf lists a snapshot's credentials as status records them, soonest expiry first.
+// States are left for reconcileExpiry, which sets them for every reconcile.
+func credentialsOf(snap graph.Snapshot) []v1alpha1.Credential {
+	out := make([]v1alpha1.Credential, 0, len(snap.Credentials))
+	for _, c := range snap.Credentials {
+		cred := v1alpha1.Credential{
+			KeyID:       c.KeyID,
+			Type:        v1alpha1.CredentialType(c.Type),
+			Source:      v1alpha1.CredentialSource(c.Source),
+			DisplayName: c.DisplayName,
+			Hint:        c.Hint,
+			EndTime:     metav1.NewTime(c.End),
+		}
+		if !c.Start.IsZero() {
+			start := metav1.NewTime(c.Start)
+			cred.StartTime = &start
+		}
+		out = append(out, cred)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].EndTime.Equal(&out[j].EndTime) {
+			return out[i].EndTime.Before(&out[j].EndTime)
+		}
+		return out[i].KeyID < out[j].KeyID
+	})
+	return out
+}

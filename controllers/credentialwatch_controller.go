@@ -1,0 +1,137 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Identities gives the credential the operator signs in to Azure with.
+type Identities interface {
+	// Operator is the operator's own identity in tenantID.
+	Operator(tenantID string) (azcore.TokenCredential, error)
+	// ClientSecret is the identity clientID, authenticating with secret in tenantID.
+	ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error)
+}
+
+// CredentialReader reads the credentials of an appId from Microsoft Graph.
+type CredentialReader interface {
+	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
+}
+
+// checkJitter spreads the checks of watches created together over a tenth of their interval.
+const checkJitter = 0.1
+
+// CredentialWatchReconciler keeps a CredentialWatch's status in step with Microsoft Graph and
+// the clock.
+type CredentialWatchReconciler struct {
+	client.Client
+	// SecretReader reads the Secrets named by azureCredentialRef one at a time. It should not be
+	// a cache: a cache would list and watch every Secret in the cluster.
+	SecretReader client.Reader
+	Recorder     record.EventRecorder
+	Clock        clock.PassiveClock
+	// Rand returns a number in [0, 1), for jitter.
+	Rand       func() float64
+	Identities Identities
+	Graph      CredentialReader
+}
+
+// +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile reads Graph when a check is due, re-evaluates every credential against the clock,
+// writes status once, and comes back at the next check or state change, whichever is first.
+func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	obj := &v1alpha1.CredentialWatch{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := obj.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, obj); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	settings, err := settingsOf(obj.Spec)
+	if err != nil {
+		// The API server validates the spec; getting here means it did not, and retrying won't help.
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	now := r.Clock.Now()
+
+	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, now) {
+		r.reconcileCheck(ctx, obj, settings, now)
+	}
+	summary := r.reconcileExpiry(obj, before, settings, now)
+
+	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time, summary.NextTransition)}, nil
+}
+
+// settings are a spec's durations, parsed once.
+type settings struct {
+	interval   time.Duration
+	thresholds policy.Thresholds
+}
+
+func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
+	interval, err := spec.CheckInterval.Parse()
+	if err != nil {
+		return settings{}, fmt.Errorf("checkInterval: %w", err)
+	}
+	thresholds, err := policy.ThresholdsOf(spec.Thresholds)
+	if err != nil {
+		return settings{}, err
+	}
+	return settings{interval: interval, thresholds: thresholds}, nil
+}
+
+func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj *v1alpha1.CredentialWatch) error {
+	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler. Status-only updates are filtered out: the
+// reconciler wrote them and schedules its own return.
+func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Named("credentialwatch").
+		Complete(r)
+}
+
+func setCondition(obj *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason, message string, now time.Time) {
+	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: obj.Generation,
+		LastTransitionTime: metav1.NewTime(now),
+	})
+}

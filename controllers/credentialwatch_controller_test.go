@@ -1,0 +1,484 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+const day = 24 * time.Hour
+
+// harness drives one watch through the reconciler by hand, with a fake clock, so that days pass
+// in an instant while every read and write goes to the real API server and the Graph fake.
+type harness struct {
+	t        *testing.T
+	clock    *clocktesting.FakeClock
+	recorder *record.FakeRecorder
+	logs     *logBuffer
+	r        *CredentialWatchReconciler
+	key      types.NamespacedName
+	events   []string
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{
+		t:        t,
+		clock:    clocktesting.NewFakeClock(time.Now().UTC().Truncate(time.Second)),
+		recorder: record.NewFakeRecorder(1000),
+		logs:     &logBuffer{},
+	}
+	// A test that stops half-way must not leave Graph broken for the next one.
+	t.Cleanup(func() {
+		fake.SetUnreachable(false)
+		fake.Deny(operatorClientID, false)
+		fake.Throttle(0, 0)
+	})
+	h.r = &CredentialWatchReconciler{
+		Client:       k8s,
+		SecretReader: k8s,
+		Recorder:     h.recorder,
+		Clock:        h.clock,
+		Rand:         func() float64 { return 0 },
+		Identities:   identities,
+		Graph:        graphAPI,
+	}
+	return h
+}
+
+// create makes a watch of appID in a new namespace, with the spec's defaults unless edit says otherwise.
+func (h *harness) create(appID string, edit func(*v1alpha1.CredentialWatchSpec)) {
+	h.t.Helper()
+	w := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Name: "watch", Namespace: newNamespace(h.t)},
+		Spec: v1alpha1.CredentialWatchSpec{
+			Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: appID}},
+		},
+	}
+	if edit != nil {
+		edit(&w.Spec)
+	}
+	if err := k8s.Create(context.Background(), w); err != nil {
+		h.t.Fatalf("creating watch: %v", err)
+	}
+	h.key = client.ObjectKeyFromObject(w)
+}
+
+// reconcile runs one reconcile at the fake clock's time and returns the watch as stored after it.
+func (h *harness) reconcile() (*v1alpha1.CredentialWatch, ctrl.Result) {
+	h.t.Helper()
+	ctx := ctrl.LoggerInto(context.Background(), h.logs.logger())
+	res, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: h.key})
+	if err != nil {
+		h.t.Fatalf("reconcile: %v", err)
+	}
+	h.drainEvents()
+	return h.get(), res
+}
+
+func (h *harness) get() *v1alpha1.CredentialWatch {
+	h.t.Helper()
+	w := &v1alpha1.CredentialWatch{}
+	if err := k8s.Get(context.Background(), h.key, w); err != nil {
+		h.t.Fatalf("getting watch: %v", err)
+	}
+	return w
+}
+
+func (h *harness) drainEvents() {
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			h.events = append(h.events, e)
+		default:
+			return
+		}
+	}
+}
+
+// takeEvents returns the events raised since the last call.
+func (h *harness) takeEvents() []string {
+	e := h.events
+	h.events = nil
+	return e
+}
+
+func (h *harness) step(d time.Duration) { h.clock.Step(d) }
+
+func condition(w *v1alpha1.CredentialWatch, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(w.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func assertCondition(t *testing.T, w *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := condition(w, condType)
+	if c.Status != status || c.Reason != reason {
+		t.Errorf("condition %s = %s/%s (%q), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
+	}
+	if c.ObservedGeneration != w.Generation {
+		t.Errorf("condition %s observedGeneration = %d, want %d", condType, c.ObservedGeneration, w.Generation)
+	}
+}
+
+func assertEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("events = %q, want %d events starting %q", got, len(want), want)
+		return
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("event %d = %q, want it to start %q", i, got[i], want[i])
+		}
+	}
+}
+
+// seed puts an application and its service principal into the fake, with one client secret on
+// each and a certificate on the application, ending after the given durations from now.
+type seeded struct {
+	appID, appSecretKey, spSecretKey, certKey string
+	appSecret, spSecret                       string
+}
+
+func seed(t *testing.T, now time.Time, appSecretLeft, spSecretLeft, certLeft time.Duration) seeded {
+	t.Helper()
+	s := seeded{
+		appID:        uuid.NewString(),
+		appSecretKey: uuid.NewString(),
+		spSecretKey:  uuid.NewString(),
+		certKey:      uuid.NewString(),
+		appSecret:    "aPp~" + strings.ReplaceAll(uuid.NewString(), "-", ""),
+		spSecret:     "sP8~" + strings.ReplaceAll(uuid.NewString(), "-", ""),
+	}
+	start := now.Add(-300 * day)
+	fake.PutApplication(tenantID, fakegraph.Object{
+		ID: uuid.NewString(), AppID: s.appID, DisplayName: "aks-prod-sp",
+		Passwords: []fakegraph.PasswordCredential{{KeyID: s.appSecretKey, DisplayName: "rbac", Hint: s.appSecret[:3], SecretText: s.appSecret, Start: start, End: now.Add(appSecretLeft)}},
+		Keys:      []fakegraph.KeyCredential{{KeyID: s.certKey, DisplayName: "CN=aks-prod", Type: "AsymmetricX509Cert", Usage: "Verify", Start: start, End: now.Add(certLeft)}},
+	})
+	fake.PutServicePrincipal(tenantID, fakegraph.Object{
+		ID: uuid.NewString(), AppID: s.appID, DisplayName: "aks-prod-sp",
+		Passwords: []fakegraph.PasswordCredential{{KeyID: s.spSecretKey, DisplayName: "reset by az", Hint: s.spSecret[:3], SecretText: s.spSecret, Start: start, End: now.Add(spSecretLeft)}},
+	})
+	return s
+}
+
+func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 40*day, 400*day, 200*day)
+	h.create(s.appID, nil)
+
+	w, res := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring)
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired)
+	if got := len(w.Status.Credentials); got != 3 {
+		t.Fatalf("credentials = %d, want 3 (two secrets, one certificate)", got)
+	}
+	first := w.Status.Credentials[0]
+	if first.KeyID != s.appSecretKey || first.Type != v1alpha1.CredentialTypePassword || first.Source != v1alpha1.SourceApplication ||
+		first.Hint != s.appSecret[:3] || first.DisplayName != "rbac" || !first.EndTime.Time.Equal(t0.Add(40*day)) || first.State != v1alpha1.StateValid {
+		t.Errorf("first credential = %+v, want the application's secret, Valid, ending in 40d", first)
+	}
+	if sp := w.Status.Credentials[2]; sp.KeyID != s.spSecretKey || sp.Source != v1alpha1.SourceServicePrincipal {
+		t.Errorf("last credential = %+v, want the service principal's secret", sp)
+	}
+	if c := w.Status.Credentials[1]; c.KeyID != s.certKey || c.Type != v1alpha1.CredentialTypeCertificate {
+		t.Errorf("second credential = %+v, want the certificate", c)
+	}
+	if w.Status.State != v1alpha1.StateValid || w.Status.ExpiresIn != "40d" || !w.Status.EarliestExpiry.Time.Equal(t0.Add(40*day)) {
+		t.Errorf("summary = %s, expires in %q at %v; want Valid, 40d", w.Status.State, w.Status.ExpiresIn, w.Status.EarliestExpiry)
+	}
+	if w.Status.ServicePrincipal == nil || w.Status.ServicePrincipal.DisplayName != "aks-prod-sp" ||
+		w.Status.ServicePrincipal.ApplicationObjectID == "" || w.Status.ServicePrincipal.ServicePrincipalObjectID == "" {
+		t.Errorf("servicePrincipal = %+v, want both objects found", w.Status.ServicePrincipal)
+	}
+	if res.RequeueAfter != 6*time.Hour {
+		t.Errorf("requeue after %v, want the 6h check interval", res.RequeueAfter)
+	}
+	assertEvents(t, h.takeEvents())
+
+	// Ten days on the application's secret is 30 days from expiry: Warning.
+	h.step(10 * day)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning)
+	if w.Status.State != v1alpha1.StateWarning || w.Status.ExpiresIn != "30d" {
+		t.Errorf("state %s, expires in %q; want Warning, 30d", w.Status.State, w.Status.ExpiresIn)
+	}
+	assertEvents(t, h.takeEvents(), "Warning CredentialWarning Secret \"rbac\" (keyId "+s.appSecretKey+", on the Application object) of \"aks-prod-sp\"")
+
+	// A reconcile with nothing new raises nothing: events fire on transitions only.
+	h.step(time.Minute)
+	h.reconcile()
+	assertEvents(t, h.takeEvents())
+
+	// With a weekly check, the reconcile after a state change comes at the next crossing, not the check.
+	w = h.get()
+	w.Spec.CheckInterval = "1w"
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.step(21*day - time.Minute) // 9d left: still Warning; Critical comes in 2d
+	w, res = h.reconcile()
+	if res.RequeueAfter != 2*day {
+		t.Errorf("requeue after %v, want 48h, when the secret turns Critical", res.RequeueAfter)
+	}
+	h.step(res.RequeueAfter)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical)
+	if w.Status.Credentials[0].State != v1alpha1.StateCritical {
+		t.Errorf("application secret is %s, want Critical", w.Status.Credentials[0].State)
+	}
+	assertEvents(t, h.takeEvents(), "Warning CredentialCritical Secret \"rbac\"")
+
+	// At its end time it is Expired, and the event says how to renew it.
+	h.step(7 * day)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	if w.Status.State != v1alpha1.StateExpired || w.Status.ExpiresIn != "0m" {
+		t.Errorf("state %s, expires in %q; want Expired, 0m", w.Status.State, w.Status.ExpiresIn)
+	}
+	events := h.takeEvents()
+	assertEvents(t, events, "Warning CredentialExpired Secret \"rbac\"")
+	if len(events) == 1 && !strings.Contains(events[0], "az ad app credential reset --id "+s.appID+" --append") {
+		t.Errorf("expired event %q does not say how to renew", events[0])
+	}
+}
+
+func TestAlreadyExpiredSecretIsExpired(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 300*day, -3*day, 300*day)
+	h.create(s.appID, nil)
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	if w.Status.State != v1alpha1.StateExpired || w.Status.ExpiresIn != "-3d" {
+		t.Errorf("state %s, expires in %q; want Expired, -3d", w.Status.State, w.Status.ExpiresIn)
+	}
+	if c := w.Status.Credentials[0]; c.KeyID != s.spSecretKey || c.State != v1alpha1.StateExpired {
+		t.Errorf("first credential = %+v, want the service principal's expired secret", c)
+	}
+	assertEvents(t, h.takeEvents(), "Warning CredentialExpired Secret \"reset by az\"")
+	if msg := condition(w, v1alpha1.ConditionExpired).Message; !strings.Contains(msg, "ServicePrincipal object") {
+		t.Errorf("Expired message %q does not say the secret is on the service principal", msg)
+	}
+}
+
+// failureStory is a Graph failure and how the watch must show it, then recover from it.
+type failureStory struct {
+	breakGraph   func(s seeded)
+	mendGraph    func(s seeded)
+	edit         func(*v1alpha1.CredentialWatchSpec)
+	wantReason   string
+	wantMinRetry time.Duration
+}
+
+func TestGraphFailuresShowAndRecover(t *testing.T) {
+	var app, sp fakegraph.Object
+	stories := map[string]failureStory{
+		"unknown appId": {
+			breakGraph: func(s seeded) {
+				app, _ = fake.Application(tenantID, s.appID)
+				sp, _ = fake.ServicePrincipal(tenantID, s.appID)
+				fake.DeleteApplication(tenantID, s.appID)
+				fake.DeleteServicePrincipal(tenantID, s.appID)
+			},
+			mendGraph: func(seeded) {
+				fake.PutApplication(tenantID, app)
+				fake.PutServicePrincipal(tenantID, sp)
+			},
+			wantReason:   v1alpha1.ReasonServicePrincipalNotFound,
+			wantMinRetry: 30 * time.Second,
+		},
+		"permission denied": {
+			breakGraph:   func(seeded) { fake.Deny(operatorClientID, true) },
+			mendGraph:    func(seeded) { fake.Deny(operatorClientID, false) },
+			wantReason:   v1alpha1.ReasonAccessDenied,
+			wantMinRetry: 30 * time.Second,
+		},
+		"throttled: Retry-After is honoured": {
+			breakGraph:   func(seeded) { fake.Throttle(1, 150*time.Second) },
+			mendGraph:    func(seeded) {},
+			wantReason:   v1alpha1.ReasonThrottled,
+			wantMinRetry: 150 * time.Second,
+		},
+		"Graph unreachable": {
+			breakGraph:   func(seeded) { fake.SetUnreachable(true) },
+			mendGraph:    func(seeded) { fake.SetUnreachable(false) },
+			wantReason:   v1alpha1.ReasonGraphUnreachable,
+			wantMinRetry: 30 * time.Second,
+		},
+	}
+	for name, story := range stories {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			s := seed(t, h.clock.Now(), 20*day, 300*day, 300*day)
+			h.create(s.appID, story.edit)
+			story.breakGraph(s)
+
+			w, res := h.reconcile()
+			assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, story.wantReason)
+			if res.RequeueAfter < story.wantMinRetry || res.RequeueAfter > 15*time.Minute {
+				t.Errorf("retry after %v, want between %v and 15m", res.RequeueAfter, story.wantMinRetry)
+			}
+			if w.Status.ConsecutiveFailures != 1 || w.Status.LastCheckTime != nil {
+				t.Errorf("failures %d, last check %v; want 1 and none", w.Status.ConsecutiveFailures, w.Status.LastCheckTime)
+			}
+			assertEvents(t, h.takeEvents(), "Warning "+story.wantReason+" Checking credentials failed")
+
+			// Before the retry is due a reconcile (a restart, an unrelated update) leaves Graph alone.
+			before := len(fake.Requests())
+			h.reconcile()
+			if after := len(fake.Requests()); after != before {
+				t.Errorf("a reconcile before the retry was due sent %d Graph requests", after-before)
+			}
+
+			story.mendGraph(s)
+			h.step(res.RequeueAfter)
+			w, _ = h.reconcile()
+			assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+			assertCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning)
+			if w.Status.ConsecutiveFailures != 0 || len(w.Status.Credentials) != 3 {
+				t.Errorf("failures %d, credentials %d; want 0 and 3", w.Status.ConsecutiveFailures, len(w.Status.Credentials))
+			}
+			assertEvents(t, h.takeEvents(), "Normal CheckRecovered", "Warning CredentialWarning")
+		})
+	}
+}
+
+func TestBackoffGrowsAndExpiryStillAdvancesWhileGraphIsDown(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 2*time.Hour, 300*day, 300*day)
+	h.create(s.appID, nil)
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	h.takeEvents()
+
+	fake.SetUnreachable(true)
+	defer fake.SetUnreachable(false)
+	h.step(6 * time.Hour)
+	var waits []time.Duration
+	for range 4 {
+		_, res := h.reconcile()
+		waits = append(waits, res.RequeueAfter)
+		h.step(res.RequeueAfter)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Errorf("retry waits = %v, want %v", waits, want)
+			break
+		}
+	}
+	w = h.get()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonGraphUnreachable)
+	// The secret ended while Graph was down: the clock alone says it is expired.
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	if w.Status.ConsecutiveFailures != 4 {
+		t.Errorf("failures = %d, want 4", w.Status.ConsecutiveFailures)
+	}
+}
+
+func TestAzureCredentialRef(t *testing.T) {
+	const watcherClient = "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e"
+	const watcherSecret = "wAtCh~er-SECRET-abcdefghijklmnopqrstuvwxyz0123"
+	fake.AddClient(tenantID, watcherClient, watcherSecret)
+
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+	})
+	ctx := context.Background()
+
+	// No Secret yet: a person has to create it; the condition says which.
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialSecretInvalid)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, h.key.Namespace+"/graph-reader") {
+		t.Errorf("message %q does not name the Secret", msg)
+	}
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "graph-reader", Namespace: h.key.Namespace},
+		Data:       map[string][]byte{"clientID": []byte(watcherClient), "clientSecret": []byte("not-the-secret")},
+	}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAuthenticationFailed)
+
+	secret.Data["clientSecret"] = []byte(watcherSecret)
+	if err := k8s.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetRequests()
+	h.step(time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	for _, r := range fake.Requests() {
+		if r.ClientID != watcherClient {
+			t.Errorf("Graph request %s %s signed in as %s, want the Secret's client %s", r.Method, r.Path, r.ClientID, watcherClient)
+		}
+	}
+	assertNoSecrets(t, h, watcherSecret)
+}
+
+func TestGraphIsReadWithOnlyTheFieldsNeeded(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	h.create(s.appID, nil)
+	fake.ResetRequests()
+	h.reconcile()
+	reqs := fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("Graph requests = %+v, want one for the application and one for the service principal", reqs)
+	}
+	for _, r := range reqs {
+		if r.Method != "GET" || !strings.Contains(r.Path, s.appID) || !strings.Contains(r.RawQuery, "select=") {
+			t.Errorf("request %+v, want a GET by appId with $select", r)
+		}
+	}
+}
+
+// assertNoSecrets fails if a secret the fake holds, or extra, appears in what the harness logged
+// or recorded, or in the watch's stored status.
+func assertNoSecrets(t *testing.T, h *harness, extra ...string) {
+	t.Helper()
+	status, err := json.Marshal(h.get())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{
+		"logs":   h.logs.String(),
+		"events": strings.Join(h.events, "\n"),
+		"status": string(status),
+	}
+	for _, secret := range append(fake.SecretTexts(), extra...) {
+		for where, text := range seen {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s contain a secret value (%s...)", where, secret[:3])
+			}
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Event reasons of credentials changing state, one per state worth telling someone about.
+var stateEventReasons = map[v1alpha1.CredentialState]string{
+	v1alpha1.StateWarning:  "CredentialWarning",
+	v1alpha1.StateCritical: "CredentialCritical",
+	v1alpha1.StateExpired:  "CredentialExpired",
+}
+
+// reconcileExpiry sets every known credential's state as of now, the Expiring and Expired
+// conditions and the summary fields, and raises an event for each credential that got worse
+// since the status was last written. It runs whether or not Graph was read: expiry is a matter
+// of the clock, so a watch whose Graph is unreachable still turns Expired on time.
+func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatch, before *v1alpha1.CredentialWatch, s settings, now time.Time) policy.Summary {
+	st := &obj.Status
+	summary := policy.Evaluate(st.Credentials, now, s.thresholds)
+	if st.LastCheckTime == nil {
+		// Nothing has been read yet: nothing is known to be fine or expiring.
+		return summary
+	}
+
+	st.State = summary.State
+	st.EarliestExpiry, st.ExpiresIn = nil, ""
+	if e := summary.Earliest; e != nil {
+		end := e.EndTime
+		st.EarliestExpiry = &end
+		st.ExpiresIn = policy.HumanDuration(end.Sub(now))
+	}
+	setExpiryConditions(obj, s.thresholds, now)
+
+	previous := map[string]v1alpha1.CredentialState{}
+	for _, c := range before.Status.Credentials {
+		previous[credentialKey(c)] = c.State
+	}
+	for _, c := range st.Credentials {
+		was, seen := previous[credentialKey(c)]
+		reason, notable := stateEventReasons[c.State]
+		if notable && (!seen || policy.Worse(c.State, was)) {
+			r.Recorder.Event(obj, corev1.EventTypeWarning, reason, stateMessage(obj, c, now))
+		}
+	}
+	return summary
+}
+
+func setExpiryConditions(obj *v1alpha1.CredentialWatch, t policy.Thresholds, now time.Time) {
+	var expired, critical, warning []v1alpha1.Credential
+	for _, c := range obj.Status.Credentials {
+		switch c.State {
+		case v1alpha1.StateExpired:
+			expired = append(expired, c)
+		case v1alpha1.StateCritical:
+			critical = append(critical, c)
+		case v1alpha1.StateWarning:
+			warning = append(warning, c)
+		}
+	}
+
+	// Credentials are sorted soonest expiry first, so [0] is the most urgent of each group.
+	switch {
+	case len(critical) > 0:
+		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
+			fmt.Sprintf("%d credentials expire within %s, %d of them within %s; first %s", len(critical)+len(warning),
+				policy.HumanDuration(t.Warning), len(critical), policy.HumanDuration(t.Critical), expiryPhrase(describe(critical[0]), critical[0], now)), now)
+	case len(warning) > 0:
+		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
+			fmt.Sprintf("%d credentials expire within %s; first %s", len(warning), policy.HumanDuration(t.Warning), expiryPhrase(describe(warning[0]), warning[0], now)), now)
+	default:
+		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
+			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
+	}
+
+	if len(expired) > 0 {
+		last := expired[len(expired)-1]
+		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
+			fmt.Sprintf("%d credentials have expired; the latest %s", len(expired), expiryPhrase(describe(last), last, now)), now)
+	} else {
+		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
+	}
+}
+
+func credentialKey(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
+
+// describe names a credential the way a person finds it again in the portal or az.
+func describe(c v1alpha1.Credential) string {
+	kind := "secret"
+	if c.Type == v1alpha1.CredentialTypeCertificate {
+		kind = "certificate"
+	}
+	name := ""
+	if c.DisplayName != "" {
+		name = fmt.Sprintf(" %q", c.DisplayName)
+	}
+	return fmt.Sprintf("%s%s (keyId %s, on the %s object)", kind, name, c.KeyID, c.Source)
+}
+
+// expiryPhrase says when c expires or expired, with subject naming it.
+func expiryPhrase(subject string, c v1alpha1.Credential, now time.Time) string {
+	end := c.EndTime.UTC().Format(time.RFC3339)
+	if left := c.EndTime.Sub(now); left > 0 {
+		return fmt.Sprintf("%s expires at %s, in %s", subject, end, policy.HumanDuration(left))
+	}
+	return fmt.Sprintf("%s expired at %s, %s ago", subject, end, policy.HumanDuration(now.Sub(c.EndTime.Time)))
+}
+
+// stateMessage says what happened, to what, and how to fix it.
+func stateMessage(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time.Time) string {
+	subject := describe(c) + " of " + targetName(obj)
+	return fmt.Sprintf("%s; renew with: %s", capitalise(expiryPhrase(subject, c, now)), renewCommand(obj, c))
+}
+
+func targetName(obj *v1alpha1.CredentialWatch) string {
+	sp := obj.Spec.Target.ServicePrincipal
+	name := sp.ClientID
+	if obj.Status.ServicePrincipal != nil && obj.Status.ServicePrincipal.DisplayName != "" {
+		name = fmt.Sprintf("%q (appId %s)", obj.Status.ServicePrincipal.DisplayName, sp.ClientID)
+	}
+	return name
+}
+
+// renewCommand adds a new credential beside the old one; --append keeps the old one working
+// until every consumer has moved to the new.
+func renewCommand(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
+	object := "app"
+	if c.Source == v1alpha1.SourceServicePrincipal {
+		object = "sp"
+	}
+	if c.Type == v1alpha1.CredentialTypeCertificate {
+		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, obj.Spec.Target.ServicePrincipal.ClientID)
+	}
+	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, obj.Spec.Target.ServicePrincipal.ClientID)
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

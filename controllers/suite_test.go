@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+// The suite runs one real kube-apiserver and etcd, and one Graph fake, for every test.
+var (
+	cfg        *rest.Config
+	k8s        client.Client
+	scheme     = runtime.NewScheme()
+	fake       *fakegraph.Server
+	identities *azure.Identities
+	graphAPI   *msgraph.Client
+)
+
+const (
+	tenantID         = "7a3c5b9e-1f2d-4e6a-8b0c-9d1e2f3a4b5c"
+	operatorClientID = "0e4d2c1b-9a8f-4e7d-b6c5-a4b3c2d1e0f9"
+	operatorSecret   = "op~SECRET-value-0123456789abcdefghij"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd into bin/k8s")
+		return 1
+	}
+	ctrl.SetLogger(logr.Discard())
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		panic(err)
+	}
+
+	fake = fakegraph.New()
+	defer fake.Close()
+	fake.AddClient(tenantID, operatorClientID, operatorSecret)
+	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL(), ARMEndpoint: fake.URL()}
+	transport := fake.Client().Transport
+	identities = azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
+		return operatorStandIn(cloud).ClientSecret(tenant, operatorClientID, operatorSecret)
+	})
+	if graphAPI, err = msgraph.New(cloud.GraphEndpoint, transport); err != nil {
+		panic(err)
+	}
+	return m.Run()
+}
+
+// operatorStandIn signs in as the operator's identity would in a cluster, through the fake's
+// token endpoint instead of workload identity.
+func operatorStandIn(cloud azure.Cloud) *azure.Identities {
+	return azure.NewIdentities(cloud, fake.Client(), nil)
+}
+
+// newNamespace gives each test its own namespace, so that tests cannot see each other's objects.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cw-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// logBuffer captures what the reconciler logs, so tests can read it back.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.b.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 2})
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
