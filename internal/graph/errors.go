@@ -41,8 +41,10 @@ func (k Kind) String() string {
 	}
 }
 
-// Error is a classified Graph failure. Its message carries the HTTP status and Graph's error
-// code, never a response body: bodies can echo request data, and messages end up in events.
+// Error is a classified Graph failure. When Graph answered, its message carries the HTTP status
+// and Graph's error code but never the response body: bodies can echo request data, and
+// messages end up in events. When no answer came, it carries the transport's error, which says
+// why (connection refused, timeout) and holds nothing but the URL.
 type Error struct {
 	Kind Kind
 	// Status is the HTTP status, 0 when no response arrived.
@@ -61,6 +63,8 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s (HTTP %d, %s)", e.Kind, e.Status, e.Code)
 	case e.Status != 0:
 		return fmt.Sprintf("%s (HTTP %d)", e.Kind, e.Status)
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", e.Kind, e.Err)
 	default:
 		return e.Kind.String()
 	}
