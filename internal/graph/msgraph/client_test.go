@@ -1,0 +1,190 @@
+package msgraph
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+const (
+	tenant = "1b2c3d4e-5f60-4172-8394-a5b6c7d8e9f0"
+	client = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
+	secret = "cLiEnT~secret-0123456789-abcdefghijkl"
+	appID  = "2c3d4e5f-6071-4283-9405-b6c7d8e9f0a1"
+)
+
+var (
+	end1 = time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+	end2 = time.Date(2027, 9, 1, 0, 0, 0, 0, time.UTC)
+	end3 = time.Date(2028, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func setup(t *testing.T) (*fakegraph.Server, *Client, azcore.TokenCredential) {
+	t.Helper()
+	fake := fakegraph.New()
+	t.Cleanup(fake.Close)
+	fake.AddClient(tenant, client, secret)
+	c, err := New(fake.URL(), fake.Client().Transport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake, c, credential(t, fake, secret)
+}
+
+func credential(t *testing.T, fake *fakegraph.Server, secret string) azcore.TokenCredential {
+	t.Helper()
+	cred, err := azidentity.NewClientSecretCredential(tenant, client, secret, &azidentity.ClientSecretCredentialOptions{
+		ClientOptions:            azcore.ClientOptions{Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: fake.URL() + "/"}, Transport: fake.Client()},
+		DisableInstanceDiscovery: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+func seed(fake *fakegraph.Server, app, sp bool) {
+	if app {
+		fake.PutApplication(tenant, fakegraph.Object{
+			ID: "a0000000-0000-4000-8000-000000000001", AppID: appID, DisplayName: "payments-sp",
+			Passwords: []fakegraph.PasswordCredential{{KeyID: "a1111111-1111-4111-8111-111111111111", DisplayName: "ci", SecretText: "Xyz~app-secret-text-000000000000000", Start: end1.AddDate(-1, 0, 0), End: end1}},
+			Keys:      []fakegraph.KeyCredential{{KeyID: "a2222222-2222-4222-8222-222222222222", DisplayName: "CN=payments", Type: "AsymmetricX509Cert", Usage: "Verify", Start: end3.AddDate(-1, 0, 0), End: end3}},
+		})
+	}
+	if sp {
+		fake.PutServicePrincipal(tenant, fakegraph.Object{
+			ID: "b0000000-0000-4000-8000-000000000002", AppID: appID, DisplayName: "payments-sp",
+			Passwords: []fakegraph.PasswordCredential{{KeyID: "b1111111-1111-4111-8111-111111111111", SecretText: "Qrs~sp-secret-text-0000000000000000", Start: end2.AddDate(-1, 0, 0), End: end2}},
+		})
+	}
+}
+
+func TestReadCredentialsOfBothObjects(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+
+	snap, err := c.ReadCredentials(context.Background(), cred, appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.DisplayName != "payments-sp" || snap.ApplicationObjectID != "a0000000-0000-4000-8000-000000000001" || snap.ServicePrincipalObjectID != "b0000000-0000-4000-8000-000000000002" {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	want := []graph.Credential{
+		{KeyID: "a1111111-1111-4111-8111-111111111111", Type: graph.Password, Source: graph.Application, DisplayName: "ci", Hint: "Xyz", Start: end1.AddDate(-1, 0, 0), End: end1},
+		{KeyID: "a2222222-2222-4222-8222-222222222222", Type: graph.Certificate, Source: graph.Application, DisplayName: "CN=payments", Start: end3.AddDate(-1, 0, 0), End: end3},
+		{KeyID: "b1111111-1111-4111-8111-111111111111", Type: graph.Password, Source: graph.ServicePrincipal, Hint: "Qrs", Start: end2.AddDate(-1, 0, 0), End: end2},
+	}
+	if len(snap.Credentials) != len(want) {
+		t.Fatalf("credentials = %+v, want %+v", snap.Credentials, want)
+	}
+	for i := range want {
+		if snap.Credentials[i] != want[i] {
+			t.Errorf("credential %d = %+v, want %+v", i, snap.Credentials[i], want[i])
+		}
+	}
+	for _, r := range fake.Requests() {
+		if !strings.Contains(r.RawQuery, "select=id,appId,displayName,passwordCredentials,keyCredentials") {
+			t.Errorf("request %s?%s does not select only the credential fields", r.Path, r.RawQuery)
+		}
+	}
+}
+
+func TestReadCredentialsWhenOneObjectIsMissing(t *testing.T) {
+	tests := map[string]struct {
+		app, sp  bool
+		wantKeys int
+	}{
+		"application in another tenant": {app: false, sp: true, wantKeys: 1},
+		"no service principal yet":      {app: true, sp: false, wantKeys: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake, c, cred := setup(t)
+			seed(fake, tc.app, tc.sp)
+			snap, err := c.ReadCredentials(context.Background(), cred, appID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Credentials) != tc.wantKeys || (snap.ApplicationObjectID != "") != tc.app || (snap.ServicePrincipalObjectID != "") != tc.sp {
+				t.Errorf("snapshot = %+v", snap)
+			}
+		})
+	}
+}
+
+func TestReadCredentialsClassifiesFailures(t *testing.T) {
+	tests := map[string]struct {
+		breakIt        func(*fakegraph.Server)
+		secret         string
+		wantKind       graph.Kind
+		wantRetryAfter time.Duration
+		maxRequests    int
+	}{
+		"neither object exists": {breakIt: func(f *fakegraph.Server) {}, wantKind: graph.KindNotFound, maxRequests: 2},
+		"permission denied": {
+			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Deny(client, true) },
+			wantKind: graph.KindForbidden, maxRequests: 1,
+		},
+		// One request only: the SDK's retry handler would have slept and retried inside the call.
+		"throttled": {
+			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Throttle(5, 42*time.Second) },
+			wantKind: graph.KindThrottled, wantRetryAfter: 42 * time.Second, maxRequests: 1,
+		},
+		// Two at most: net/http itself resends a GET once when a reused connection closes unanswered.
+		"unreachable": {
+			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.SetUnreachable(true) },
+			wantKind: graph.KindUnavailable, maxRequests: 2,
+		},
+		"wrong client secret": {
+			breakIt: func(f *fakegraph.Server) { seed(f, true, true) }, secret: "wrong",
+			wantKind: graph.KindUnauthenticated, maxRequests: 0,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake, c, cred := setup(t)
+			if tc.secret != "" {
+				cred = credential(t, fake, tc.secret)
+			}
+			tc.breakIt(fake)
+			_, err := c.ReadCredentials(context.Background(), cred, appID)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := graph.KindOf(err); got != tc.wantKind {
+				t.Errorf("kind = %v, want %v (%v)", got, tc.wantKind, err)
+			}
+			if got := graph.RetryAfterOf(err); got != tc.wantRetryAfter {
+				t.Errorf("retry after = %v, want %v", got, tc.wantRetryAfter)
+			}
+			if got := len(fake.Requests()); got > tc.maxRequests {
+				t.Errorf("Graph requests = %d, want at most %d", got, tc.maxRequests)
+			}
+			for _, s := range fake.SecretTexts() {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q contains a secret", err)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRejectsEndpointsThatAreNotHTTPS(t *testing.T) {
+	for _, endpoint := range []string{"", "graph.microsoft.com", "http://graph.microsoft.com", "https://"} {
+		if _, err := New(endpoint, nil); err == nil {
+			t.Errorf("New(%q) accepted it", endpoint)
+		}
+	}
+	if _, err := New("https://graph.microsoft.us/", nil); err != nil {
+		t.Errorf("New(US Government endpoint) = %v", err)
+	}
+}

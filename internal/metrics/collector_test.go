@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatus, failures int32) *v1alpha1.CredentialWatch {
+	w := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "platform"},
+		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{
+			TenantID: "t", ClientID: "c-" + name}}},
+		Status: v1alpha1.CredentialWatchStatus{Credentials: creds, ConsecutiveFailures: failures},
+	}
+	if ready != "" {
+		w.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: ready}}
+		last := metav1.NewTime(time.Unix(1_800_000_000, 0))
+		w.Status.LastCheckTime = &last
+	}
+	return w
+}
+
+func TestCollector(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	creds := []v1alpha1.Credential{
+		{KeyID: "k1", Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(time.Unix(1_900_000_000, 0))},
+		{KeyID: "k2", Type: v1alpha1.CredentialTypeCertificate, Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(time.Unix(2_000_000_000, 0))},
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		watch("ok", creds, metav1.ConditionTrue, 0),
+		watch("new", nil, "", 0),
+		watch("failing", nil, metav1.ConditionFalse, 3),
+	).Build()
+
+	want := `
+# HELP credwatch_credential_expiration_timestamp_seconds The date after which the credential expires, as a Unix timestamp.
+# TYPE credwatch_credential_expiration_timestamp_seconds gauge
+credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k1",name="ok",namespace="platform",source="Application",type="Password"} 1.9e+09
+credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k2",name="ok",namespace="platform",source="ServicePrincipal",type="Certificate"} 2e+09
+# HELP credwatch_watch_consecutive_check_failures Failed checks of the watch since its last successful one.
+# TYPE credwatch_watch_consecutive_check_failures gauge
+credwatch_watch_consecutive_check_failures{client_id="c-failing",name="failing",namespace="platform"} 3
+credwatch_watch_consecutive_check_failures{client_id="c-new",name="new",namespace="platform"} 0
+credwatch_watch_consecutive_check_failures{client_id="c-ok",name="ok",namespace="platform"} 0
+# HELP credwatch_watch_last_check_timestamp_seconds When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.
+# TYPE credwatch_watch_last_check_timestamp_seconds gauge
+credwatch_watch_last_check_timestamp_seconds{client_id="c-failing",name="failing",namespace="platform"} 1.8e+09
+credwatch_watch_last_check_timestamp_seconds{client_id="c-ok",name="ok",namespace="platform"} 1.8e+09
+# HELP credwatch_watch_ready_status The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.
+# TYPE credwatch_watch_ready_status gauge
+credwatch_watch_ready_status{client_id="c-failing",condition="False",name="failing",namespace="platform"} 1
+credwatch_watch_ready_status{client_id="c-failing",condition="True",name="failing",namespace="platform"} 0
+credwatch_watch_ready_status{client_id="c-failing",condition="Unknown",name="failing",namespace="platform"} 0
+credwatch_watch_ready_status{client_id="c-new",condition="False",name="new",namespace="platform"} 0
+credwatch_watch_ready_status{client_id="c-new",condition="True",name="new",namespace="platform"} 0
+credwatch_watch_ready_status{client_id="c-new",condition="Unknown",name="new",namespace="platform"} 1
+credwatch_watch_ready_status{client_id="c-ok",condition="False",name="ok",namespace="platform"} 0
+credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
+credwatch_watch_ready_status{client_id="c-ok",condition="Unknown",name="ok",namespace="platform"} 0
+`
+	if err := testutil.CollectAndCompare(NewCollector(c), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGraphRequestsCountsFailuresToo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g, err := NewGraphRequests(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := g.RoundTripper(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Path == "/down" {
+			return nil, errors.New("connection refused")
+		}
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Body: http.NoBody}, nil
+	}))
+	for _, path := range []string{"/a", "/a", "/down"} {
+		req, _ := http.NewRequest(http.MethodGet, "https://graph.example"+path, nil)
+		if resp, err := rt.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	want := `
+# HELP credwatch_graph_requests_total HTTP requests sent to Microsoft Graph, by response status code ("error" when none arrived).
+# TYPE credwatch_graph_requests_total counter
+credwatch_graph_requests_total{code="429"} 2
+credwatch_graph_requests_total{code="error"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if _, err := NewGraphRequests(reg); err == nil {
+		t.Error("registering the counter twice succeeded")
+	}
+}
