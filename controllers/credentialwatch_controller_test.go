@@ -32,7 +32,8 @@ type harness struct {
 	logs     *logBuffer
 	r        *CredentialWatchReconciler
 	key      types.NamespacedName
-	events   []string
+	events   []string // since the last takeEvents
+	all      []string // every event, for the leak check
 }
 
 func newHarness(t *testing.T) *harness {
@@ -104,6 +105,7 @@ func (h *harness) drainEvents() {
 		select {
 		case e := <-h.recorder.Events:
 			h.events = append(h.events, e)
+			h.all = append(h.all, e)
 		default:
 			return
 		}
@@ -361,6 +363,7 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 				t.Errorf("failures %d, credentials %d; want 0 and 3", w.Status.ConsecutiveFailures, len(w.Status.Credentials))
 			}
 			assertEvents(t, h.takeEvents(), "Normal CheckRecovered", "Warning CredentialWarning")
+			assertNoSecrets(t, h)
 		})
 	}
 }
@@ -471,7 +474,7 @@ func assertNoSecrets(t *testing.T, h *harness, extra ...string) {
 	}
 	seen := map[string]string{
 		"logs":   h.logs.String(),
-		"events": strings.Join(h.events, "\n"),
+		"events": strings.Join(h.all, "\n"),
 		"status": string(status),
 	}
 	for _, secret := range append(fake.SecretTexts(), extra...) {

@@ -138,16 +138,36 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Errorf("credwatch_graph_requests_total{code=200} = %v, want at least 2", ok)
 	}
 
-	// Nothing secret anywhere a person or a log shipper can see.
+	// Nothing secret anywhere a person, a log shipper or Prometheus can see.
 	status, _ := json.Marshal(w)
 	eventText, _ := json.Marshal(events)
+	metricText, _ := json.Marshal(families)
 	for _, secret := range append(fake.SecretTexts(), operatorSecret) {
-		for where, text := range map[string]string{"logs": logs.String(), "events": string(eventText), "status": string(status)} {
+		for where, text := range map[string]string{"logs": logs.String(), "events": string(eventText), "status": string(status), "metrics": string(metricText)} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s contain a secret value (%s...)", where, secret[:3])
 			}
 		}
 	}
+
+	// A credential removed in Azure loses its series once the watch has seen it go: editing the
+	// spec makes the operator read Graph again at once.
+	sp, _ := fake.ServicePrincipal(tenantID, s.appID)
+	sp.Passwords = nil
+	fake.PutServicePrincipal(tenantID, sp)
+	_ = k8s.Get(ctx, key, w)
+	w.Spec.Thresholds.Warning = "45d"
+	if err := k8s.Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the removed secret's series to disappear", func() bool {
+		for _, m := range gather(t, registry)["credwatch_credential_expiration_timestamp_seconds"] {
+			if labels(m)["key_id"] == s.spSecretKey {
+				return false
+			}
+		}
+		return true
+	})
 
 	// Deleting the watch removes its series.
 	if err := k8s.Delete(ctx, w); err != nil {
