@@ -71,23 +71,31 @@ func setExpiryConditions(obj *v1alpha1.CredentialWatch, t policy.Thresholds, now
 	switch {
 	case len(critical) > 0:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
-			fmt.Sprintf("%d credentials expire within %s, %d of them within %s; first %s", len(critical)+len(warning),
+			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(len(critical)+len(warning)),
 				policy.HumanDuration(t.Warning), len(critical), policy.HumanDuration(t.Critical), expiryPhrase(describe(critical[0]), critical[0], now)), now)
 	case len(warning) > 0:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
-			fmt.Sprintf("%d credentials expire within %s; first %s", len(warning), policy.HumanDuration(t.Warning), expiryPhrase(describe(warning[0]), warning[0], now)), now)
+			fmt.Sprintf("%s within %s; the first: %s", expireCount(len(warning)), policy.HumanDuration(t.Warning),
+				expiryPhrase(describe(warning[0]), warning[0], now)), now)
 	default:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
 			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
 	}
 
-	if len(expired) > 0 {
-		last := expired[len(expired)-1]
+	if n := len(expired); n > 0 {
+		last := expired[n-1]
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
-			fmt.Sprintf("%d credentials have expired; the latest %s", len(expired), expiryPhrase(describe(last), last, now)), now)
+			fmt.Sprintf("%d of %d credentials expired; the latest: %s", n, len(obj.Status.Credentials), expiryPhrase(describe(last), last, now)), now)
 	} else {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
 	}
+}
+
+func expireCount(n int) string {
+	if n == 1 {
+		return "1 credential expires"
+	}
+	return fmt.Sprintf("%d credentials expire", n)
 }
 
 func credentialKey(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }

@@ -185,7 +185,15 @@ func classify(err error) error {
 		return &graph.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
 	}
 	var urlErr *url.Error
-	if errors.As(err, &urlErr) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &urlErr) {
+		// The URL, query and all, would bury the reason in a condition message; the host is enough.
+		host := urlErr.URL
+		if u, perr := url.Parse(urlErr.URL); perr == nil {
+			host = u.Host
+		}
+		return &graph.Error{Kind: graph.KindUnavailable, Err: fmt.Errorf("no answer from %s: %w", host, urlErr.Err)}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return &graph.Error{Kind: graph.KindUnavailable, Err: err}
 	}
 	return &graph.Error{Kind: graph.KindOther, Err: err}

@@ -169,6 +169,9 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 			if got := len(fake.Requests()); got > tc.maxRequests {
 				t.Errorf("Graph requests = %d, want at most %d", got, tc.maxRequests)
 			}
+			if tc.wantKind == graph.KindUnavailable && !strings.Contains(err.Error(), "no answer from "+fake.Host()) {
+				t.Errorf("error %q does not say which host did not answer", err)
+			}
 			for _, s := range fake.SecretTexts() {
 				if strings.Contains(err.Error(), s) {
 					t.Errorf("error %q contains a secret", err)
