@@ -94,43 +94,61 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 	if err != nil {
 		return graph.Snapshot{}, err
 	}
-	var snap graph.Snapshot
-
-	app, err := svc.ApplicationsWithAppId(&appID).Get(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
-		QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+	app, appErr := fetch("application", appID, func() (credentialHolder, error) {
+		return svc.ApplicationsWithAppId(&appID).Get(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
+			QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		})
 	})
-	appErr := classify(err)
 	if appErr != nil && graph.KindOf(appErr) != graph.KindNotFound {
-		return graph.Snapshot{}, fmt.Errorf("reading application %s: %w", appID, appErr)
+		return graph.Snapshot{}, appErr
 	}
+	sp, spErr := fetch("service principal", appID, func() (credentialHolder, error) {
+		return svc.ServicePrincipalsWithAppId(&appID).Get(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
+			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		})
+	})
+	if spErr != nil && graph.KindOf(spErr) != graph.KindNotFound {
+		return graph.Snapshot{}, spErr
+	}
+	if app == nil && sp == nil {
+		return graph.Snapshot{}, fmt.Errorf("no application or service principal has appId %s: %w", appID, spErr)
+	}
+
+	var snap graph.Snapshot
 	if app != nil {
 		snap.ApplicationObjectID = deref(app.GetId())
 		snap.DisplayName = deref(app.GetDisplayName())
-		snap.Credentials = append(snap.Credentials, convert(graph.Application, app.GetPasswordCredentials(), app.GetKeyCredentials())...)
-	}
-
-	sp, err := svc.ServicePrincipalsWithAppId(&appID).Get(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
-		QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
-	})
-	spErr := classify(err)
-	if spErr != nil && graph.KindOf(spErr) != graph.KindNotFound {
-		return graph.Snapshot{}, fmt.Errorf("reading service principal %s: %w", appID, spErr)
+		snap.Credentials = append(snap.Credentials, convert(graph.Application, app)...)
 	}
 	if sp != nil {
 		snap.ServicePrincipalObjectID = deref(sp.GetId())
 		if snap.DisplayName == "" {
 			snap.DisplayName = deref(sp.GetDisplayName())
 		}
-		snap.Credentials = append(snap.Credentials, convert(graph.ServicePrincipal, sp.GetPasswordCredentials(), sp.GetKeyCredentials())...)
-	}
-
-	if appErr != nil && spErr != nil {
-		return graph.Snapshot{}, fmt.Errorf("no application or service principal has appId %s: %w", appID, spErr)
+		snap.Credentials = append(snap.Credentials, convert(graph.ServicePrincipal, sp)...)
 	}
 	return snap, nil
 }
 
-func convert(src graph.Source, passwords []models.PasswordCredentialable, keys []models.KeyCredentialable) []graph.Credential {
+// credentialHolder is what applications and service principals share that a watch reads.
+type credentialHolder interface {
+	GetId() *string
+	GetDisplayName() *string
+	GetPasswordCredentials() []models.PasswordCredentialable
+	GetKeyCredentials() []models.KeyCredentialable
+}
+
+// fetch runs get and classifies its error; a missing object is (nil, a KindNotFound error).
+func fetch(what, appID string, get func() (credentialHolder, error)) (credentialHolder, error) {
+	obj, err := get()
+	if err := classify(err); err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, err)
+	}
+	return obj, nil
+}
+
+func convert(src graph.Source, obj credentialHolder) []graph.Credential {
+	passwords, keys := obj.GetPasswordCredentials(), obj.GetKeyCredentials()
 	out := make([]graph.Credential, 0, len(passwords)+len(keys))
 	for _, p := range passwords {
 		out = append(out, graph.Credential{
