@@ -21,8 +21,8 @@ type CredentialWatchSpec struct {
 
 	// CheckInterval is how often Microsoft Graph is read, between 1m and 7d. Threshold crossings
 	// are acted on at the moment they happen, whatever the interval.
-	// +kubebuilder:validation:XValidation:rule="int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 60",message="checkInterval must be at least 1m: Microsoft Graph is not polled more often than once a minute per watch"
-	// +kubebuilder:validation:XValidation:rule="int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 604800",message="checkInterval must be at most 7d: a credential added or removed by hand would otherwise go unseen for longer than a week"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 60",message="checkInterval must be at least 1m: Microsoft Graph is not polled more often than once a minute per watch"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 604800",message="checkInterval must be at most 7d: a credential added or removed by hand would otherwise go unseen for longer than a week"
 	// +kubebuilder:default="6h"
 	// +optional
 	CheckInterval Duration `json:"checkInterval,omitempty"`
@@ -47,18 +47,20 @@ type Target struct {
 // ServicePrincipalTarget identifies a service principal by its tenant and application (client) ID.
 type ServicePrincipalTarget struct {
 	// TenantID is the Entra ID tenant (directory) ID, a GUID.
-	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="tenantID must be the directory's GUID, such as 72f988bf-86f1-41af-91ab-2d7cd011db47, not a domain name"
 	// +required
 	TenantID string `json:"tenantID"`
 
 	// ClientID is the application (client) ID, the appId, a GUID.
-	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="clientID must be the application's appId, a GUID such as 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c, not its name"
 	// +required
 	ClientID string `json:"clientID"`
 }
 
 // Thresholds are the times before expiry at which a credential turns Warning and Critical.
-// +kubebuilder:validation:XValidation:rule="int(self.critical.substring(0, size(self.critical)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.critical.substring(size(self.critical)-1)] < int(self.warning.substring(0, size(self.warning)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.warning.substring(size(self.warning)-1)]",message="thresholds.critical must be shorter than thresholds.warning: a credential turns Warning first, then Critical closer to expiry"
+// +kubebuilder:validation:XValidation:rule="!self.warning.matches('^[0-9]{1,6}[smhdw]$') || !self.critical.matches('^[0-9]{1,6}[smhdw]$') || int(self.critical.substring(0, size(self.critical)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.critical.substring(size(self.critical)-1)] < int(self.warning.substring(0, size(self.warning)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.warning.substring(size(self.warning)-1)]",message="thresholds.critical must be shorter than thresholds.warning: a credential turns Warning first, then Critical closer to expiry"
 type Thresholds struct {
 	// Warning is how long before expiry a credential turns Warning.
 	// +kubebuilder:default="30d"

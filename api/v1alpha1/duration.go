@@ -11,10 +11,14 @@ import (
 // unit, s, m, h, d (24h) or w (7d), such as 30d, 720h or 2w. Go's time.ParseDuration has no days or
 // weeks, and metav1.Duration would make users write 8760h for a year. One unit only, so that the
 // CEL rules below can compare durations at admission.
+//
+// The format is checked by CEL rather than an OpenAPI pattern so that the rejection can say what
+// is wanted, and each rule that converts the number first checks the format, so that a malformed
+// value gets that one message instead of a CEL conversion error.
 // +kubebuilder:validation:Type=string
 // +kubebuilder:validation:MaxLength=8
-// +kubebuilder:validation:Pattern=`^[0-9]{1,6}[smhdw]$`
-// +kubebuilder:validation:XValidation:rule="int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 315360000",message="must be at most 3650d (ten years)"
+// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,6}[smhdw]$')",message="must be a whole number and one unit, s, m, h, d (days) or w (weeks), such as 30d, 2w or 720h"
+// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 315360000",message="must be at most 3650d (ten years)"
 type Duration string
 
 var durationPattern = regexp.MustCompile(`^([0-9]{1,6})([smhdw])$`)
