@@ -31,30 +31,58 @@ const (
 	eventCheckRecovered = "CheckRecovered"
 )
 
+// defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
+// second, so that a Graph that never answers cannot hold a worker.
+const defaultCheckTimeout = time.Minute
+
 // reconcileCheck reads the target's credentials from Graph into status, or records why it could
-// not and when it will try again.
-func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1alpha1.CredentialWatch, s settings, now time.Time) {
+// not and when it will try again. It returns an error only for failures that are not the
+// check's (the API server, a cancelled reconcile), which controller-runtime retries.
+func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1alpha1.CredentialWatch, s settings, now time.Time) error {
 	log := ctrl.LoggerFrom(ctx)
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
 		obj.Status.ConsecutiveFailures = 0
 	}
-	obj.Status.ObservedGeneration = obj.Generation
-	wasFailing := meta.IsStatusConditionFalse(obj.Status.Conditions, v1alpha1.ConditionReady)
+	before := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
+	wasFailing := before != nil && before.Status == metav1.ConditionFalse
 
+	timeout := r.CheckTimeout
+	if timeout == 0 {
+		timeout = defaultCheckTimeout
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	log.V(1).Info("Reading credentials from Microsoft Graph")
-	snap, err := r.read(ctx, obj)
+	snap, err := r.read(checkCtx, obj)
+	if ctx.Err() != nil {
+		// The operator is stopping: this is not the check failing.
+		return ctx.Err()
+	}
+	var apiErr *kubernetesError
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	obj.Status.ObservedGeneration = obj.Generation
+
 	if err != nil {
 		obj.Status.ConsecutiveFailures++
-		wait := policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, graph.RetryAfterOf(err), s.interval)
+		wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, graph.RetryAfterOf(err), s.interval), checkJitter, r.Rand)
 		next := metav1.NewTime(now.Add(wait))
 		obj.Status.NextCheckTime = &next
 		reason := reasonFor(err)
-		log.Error(err, "Checking credentials failed", "reason", reason, "retryIn", wait.String())
+		log.Info("Checking credentials failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
 		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
 			fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), now)
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking credentials failed: %v", err)
-		return
+		if !wasFailing || before.Reason != reason {
+			// Once per kind of failure: retries would differ only in ports and times, which the
+			// recorder cannot fold into one event.
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking credentials failed: %v", err)
+		}
+		if reason == v1alpha1.ReasonServicePrincipalNotFound {
+			forgetCredentials(obj)
+		}
+		return nil
 	}
 
 	obj.Status.ConsecutiveFailures = 0
@@ -72,6 +100,17 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	if wasFailing {
 		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials from Microsoft Graph works again")
 	}
+	return nil
+}
+
+// forgetCredentials drops what was known of a service principal that no longer exists, so that
+// neither status nor metrics go on reporting credentials that are gone.
+func forgetCredentials(obj *v1alpha1.CredentialWatch) {
+	st := &obj.Status
+	st.ServicePrincipal, st.Credentials, st.LastCheckTime = nil, nil, nil
+	st.State, st.EarliestExpiry, st.ExpiresIn = "", nil, ""
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpiring)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpired)
 }
 
 func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (graph.Snapshot, error) {
@@ -91,6 +130,13 @@ type secretError struct{ msg string }
 
 func (e *secretError) Error() string { return e.msg }
 
+// kubernetesError is a failure to talk to the API server while checking: not the check's fault,
+// so it is retried by controller-runtime instead of counted against the watch.
+type kubernetesError struct{ err error }
+
+func (e *kubernetesError) Error() string { return e.err.Error() }
+func (e *kubernetesError) Unwrap() error { return e.err }
+
 func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.CredentialWatch, tenantID string) (azcore.TokenCredential, error) {
 	ref := obj.Spec.AzureCredentialRef
 	if ref == nil {
@@ -102,7 +148,7 @@ func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.
 		if apierrors.IsNotFound(err) {
 			return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef does not exist", key)}
 		}
-		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+		return nil, &kubernetesError{fmt.Errorf("reading Secret %s: %w", key, err)}
 	}
 	clientID, clientSecret := string(secret.Data[secretKeyClientID]), string(secret.Data[secretKeyClientSecret])
 	if clientID == "" || clientSecret == "" {

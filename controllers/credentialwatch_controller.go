@@ -52,6 +52,8 @@ type CredentialWatchReconciler struct {
 	Rand       func() float64
 	Identities Identities
 	Graph      CredentialReader
+	// CheckTimeout bounds one check of Graph; zero means a minute.
+	CheckTimeout time.Duration
 }
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
@@ -80,12 +82,16 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	now := r.Clock.Now()
 
-	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, now) {
-		r.reconcileCheck(ctx, obj, settings, now)
+	ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
+	throttled := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled
+	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, now) {
+		if err := r.reconcileCheck(ctx, obj, settings, now); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	summary := r.reconcileExpiry(obj, before, settings, now)
 
-	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time, summary.NextTransition)}, nil
+	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time, summary.NextTransition, summary.NextDisplayChange)}, nil
 }
 
 // settings are a spec's durations, parsed once.
@@ -110,8 +116,8 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	if err := r.Status().Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("patching status: %w", err)
 	}
 	return nil
 }
@@ -120,7 +126,7 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 // reconciler wrote them and schedules its own return.
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("credentialwatch").
 		Complete(r)
 }

@@ -40,16 +40,8 @@ func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatc
 	}
 	setExpiryConditions(obj, s.thresholds, now)
 
-	previous := map[string]v1alpha1.CredentialState{}
-	for _, c := range before.Status.Credentials {
-		previous[credentialKey(c)] = c.State
-	}
-	for _, c := range st.Credentials {
-		was, seen := previous[credentialKey(c)]
-		reason, notable := stateEventReasons[c.State]
-		if notable && (!seen || policy.Worse(c.State, was)) {
-			r.Recorder.Event(obj, corev1.EventTypeWarning, reason, stateMessage(obj, c, now))
-		}
+	for _, c := range policy.Worsened(before.Status.Credentials, st.Credentials) {
+		r.Recorder.Event(obj, corev1.EventTypeWarning, stateEventReasons[c.State], stateMessage(obj, c, now))
 	}
 	return summary
 }
@@ -97,8 +89,6 @@ func expireCount(n int) string {
 	}
 	return fmt.Sprintf("%d credentials expire", n)
 }
-
-func credentialKey(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
 
 // describe names a credential the way a person finds it again in the portal or az.
 func describe(c v1alpha1.Credential) string {

@@ -61,6 +61,9 @@ type Summary struct {
 	// NextTransition is the first instant after now at which a credential changes state; zero
 	// when none ever will (every credential already expired, or none at all).
 	NextTransition time.Time
+	// NextDisplayChange is when the time left to the earliest expiry, as HumanDuration shows
+	// it, next reads differently; zero when there are no credentials.
+	NextDisplayChange time.Time
 }
 
 // Evaluate sets each credential's State as of now and summarises them. creds is modified in place.
@@ -82,6 +85,9 @@ func Evaluate(creds []v1alpha1.Credential, now time.Time, t Thresholds) Summary 
 			}
 		}
 	}
+	if s.Earliest != nil {
+		s.NextDisplayChange = NextDisplayChange(s.Earliest.EndTime.Time, now)
+	}
 	return s
 }
 
@@ -92,12 +98,54 @@ func HumanDuration(d time.Duration) string {
 	if d < 0 {
 		sign, d = "-", -d
 	}
+	unit := displayUnit(d)
+	if d < time.Minute {
+		sign = ""
+	}
+	return fmt.Sprintf("%s%d%s", sign, d/unit, unitSuffix[unit])
+}
+
+var unitSuffix = map[time.Duration]string{24 * time.Hour: "d", time.Hour: "h", time.Minute: "m"}
+
+// displayUnit is the unit HumanDuration counts a span of length d in.
+func displayUnit(d time.Duration) time.Duration {
 	switch {
 	case d >= 48*time.Hour:
-		return fmt.Sprintf("%s%dd", sign, d/(24*time.Hour))
+		return 24 * time.Hour
 	case d >= time.Hour:
-		return fmt.Sprintf("%s%dh", sign, d/time.Hour)
+		return time.Hour
 	default:
-		return fmt.Sprintf("%s%dm", sign, d/time.Minute)
+		return time.Minute
 	}
+}
+
+// NextDisplayChange is the first whole second after now at which HumanDuration(end - t) reads
+// differently from HumanDuration(end - now), so that a status showing "expires in" can be
+// refreshed exactly when it would go stale.
+func NextDisplayChange(end, now time.Time) time.Time {
+	if left := end.Sub(now); left > 0 {
+		unit := displayUnit(left)
+		n := left / unit // shown while left stays above n units
+		return end.Add(-n * unit).Add(time.Second).Truncate(time.Second)
+	}
+	past := now.Sub(end)
+	unit := displayUnit(past)
+	return end.Add((past/unit + 1) * unit)
+}
+
+// Worsened lists the credentials in after that are in a worse state than they were in before,
+// or that are new and not Valid: the ones worth an event.
+func Worsened(before, after []v1alpha1.Credential) []v1alpha1.Credential {
+	was := map[string]v1alpha1.CredentialState{}
+	for _, c := range before {
+		was[string(c.Source)+"/"+c.KeyID] = c.State
+	}
+	var out []v1alpha1.Credential
+	for _, c := range after {
+		prev, seen := was[string(c.Source)+"/"+c.KeyID]
+		if (!seen && c.State != v1alpha1.StateValid) || (seen && Worse(c.State, prev)) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,7 @@ func TestHumanDuration(t *testing.T) {
 		{time.Hour, "1h"},
 		{59 * time.Minute, "59m"},
 		{0, "0m"},
+		{-30 * time.Second, "0m"},
 		{-3 * day, "-3d"},
 		{-90 * time.Minute, "-1h"},
 	}
@@ -157,5 +159,69 @@ func TestThresholdsOf(t *testing.T) {
 	}
 	if _, err := ThresholdsOf(v1alpha1.Thresholds{Warning: "30 days", Critical: "7d"}); err == nil {
 		t.Error("ThresholdsOf accepted a warning of \"30 days\"")
+	}
+}
+
+func TestNextDisplayChange(t *testing.T) {
+	tests := map[string]struct {
+		left time.Duration // end - now
+		want time.Duration // change - now
+	}{
+		"12d5h left: 12d until 12d remain":     {left: 12*day + 5*time.Hour, want: 5*time.Hour + time.Second},
+		"exactly 12d: 11d a second later":      {left: 12 * day, want: time.Second},
+		"2d3h: shows 2d, then 47h":             {left: 2*day + 3*time.Hour, want: 3*time.Hour + time.Second},
+		"30h30m: 30h, then 29h":                {left: 30*time.Hour + 30*time.Minute, want: 30*time.Minute + time.Second},
+		"5m30s: 5m, then 4m":                   {left: 5*time.Minute + 30*time.Second, want: 31 * time.Second},
+		"just expired: 0m until a minute past": {left: -10 * time.Second, want: 50 * time.Second},
+		"3h past: -3h, then -4h":               {left: -3 * time.Hour, want: time.Hour},
+		"47h past: -47h, then -2d":             {left: -47 * time.Hour, want: time.Hour},
+		"3d12h past: -3d, then -4d":            {left: -3*day - 12*time.Hour, want: 12 * time.Hour},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			end := now.Add(tc.left)
+			got := NextDisplayChange(end, now)
+			if got.Sub(now) != tc.want {
+				t.Fatalf("NextDisplayChange = now+%v, want now+%v", got.Sub(now), tc.want)
+			}
+			if HumanDuration(end.Sub(got)) == HumanDuration(end.Sub(now)) {
+				t.Errorf("at the change %q still reads %q", HumanDuration(end.Sub(got)), HumanDuration(end.Sub(now)))
+			}
+			if HumanDuration(end.Sub(got.Add(-time.Second))) != HumanDuration(end.Sub(now)) {
+				t.Errorf("a second before the change it reads %q, not %q", HumanDuration(end.Sub(got.Add(-time.Second))), HumanDuration(end.Sub(now)))
+			}
+		})
+	}
+}
+
+func TestWorsened(t *testing.T) {
+	c := func(id string, s v1alpha1.CredentialState) v1alpha1.Credential {
+		return v1alpha1.Credential{KeyID: id, Source: v1alpha1.SourceApplication, State: s}
+	}
+	sp := c("a", v1alpha1.StateValid)
+	sp.Source = v1alpha1.SourceServicePrincipal
+	tests := map[string]struct {
+		before, after []v1alpha1.Credential
+		want          []string
+	}{
+		"first sight, valid: nothing":           {after: []v1alpha1.Credential{c("a", v1alpha1.StateValid)}},
+		"first sight, expiring: worth an event": {after: []v1alpha1.Credential{c("a", v1alpha1.StateWarning)}, want: []string{"a"}},
+		"valid to warning":                      {before: []v1alpha1.Credential{c("a", v1alpha1.StateValid)}, after: []v1alpha1.Credential{c("a", v1alpha1.StateWarning)}, want: []string{"a"}},
+		"unchanged":                             {before: []v1alpha1.Credential{c("a", v1alpha1.StateCritical)}, after: []v1alpha1.Credential{c("a", v1alpha1.StateCritical)}},
+		"better (thresholds lowered)":           {before: []v1alpha1.Credential{c("a", v1alpha1.StateCritical)}, after: []v1alpha1.Credential{c("a", v1alpha1.StateWarning)}},
+		"same keyId on the other object is another credential": {
+			before: []v1alpha1.Credential{sp}, after: []v1alpha1.Credential{c("a", v1alpha1.StateExpired)}, want: []string{"a"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, w := range Worsened(tc.before, tc.after) {
+				got = append(got, w.KeyID)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("Worsened = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

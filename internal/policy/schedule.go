@@ -8,9 +8,13 @@ import (
 
 // CheckDue reports whether Graph should be read now: the spec changed since the last check, no
 // check is scheduled, or the scheduled time has come. A restarted operator therefore does not
-// re-read Graph for watches checked a moment ago.
-func CheckDue(generation, observedGeneration int64, nextCheck *metav1.Time, now time.Time) bool {
-	return generation != observedGeneration || nextCheck == nil || !now.Before(nextCheck.Time)
+// re-read Graph for watches checked a moment ago. While Graph throttles the watch, its
+// Retry-After holds even against a spec change: reading sooner would only be throttled again.
+func CheckDue(generation, observedGeneration int64, nextCheck *metav1.Time, throttled bool, now time.Time) bool {
+	if nextCheck == nil || !now.Before(nextCheck.Time) {
+		return true
+	}
+	return generation != observedGeneration && !throttled
 }
 
 // Jitter lengthens d by up to frac of itself, so that watches created together spread their
@@ -37,13 +41,16 @@ func RetryAfterFailure(failures int32, retryAfter, checkInterval time.Duration) 
 	return max(d, retryAfter)
 }
 
-// RequeueAfter is how long from now until the earlier of the next check and the next state
-// transition, the two moments at which a watch has something new to say. A zero transition
-// means there is none.
-func RequeueAfter(now, nextCheck, nextTransition time.Time) time.Duration {
+// RequeueAfter is how long from now until the earliest of the next check and the given moments
+// (state transitions, alerts falling due), at which a watch has something new to say. Zero
+// moments are ignored. The result is at least a second: controller-runtime reads zero as "do
+// not come back".
+func RequeueAfter(now, nextCheck time.Time, moments ...time.Time) time.Duration {
 	at := nextCheck
-	if !nextTransition.IsZero() && nextTransition.Before(at) {
-		at = nextTransition
+	for _, m := range moments {
+		if !m.IsZero() && m.Before(at) {
+			at = m
+		}
 	}
-	return max(at.Sub(now), 0)
+	return max(at.Sub(now), time.Second)
 }

@@ -14,18 +14,22 @@ func TestCheckDue(t *testing.T) {
 	tests := map[string]struct {
 		gen, observed int64
 		next          *metav1.Time
+		throttled     bool
 		want          bool
 	}{
-		"never checked":                {gen: 1, observed: 0, next: nil, want: true},
-		"spec changed before schedule": {gen: 2, observed: 1, next: &later, want: true},
-		"scheduled in the future":      {gen: 1, observed: 1, next: &later, want: false},
-		"schedule passed":              {gen: 1, observed: 1, next: &earlier, want: true},
-		"schedule is now":              {gen: 1, observed: 1, next: &exactly, want: true},
-		"no schedule recorded":         {gen: 1, observed: 1, next: nil, want: true},
+		"never checked":                          {gen: 1, observed: 0, next: nil, want: true},
+		"spec changed before schedule":           {gen: 2, observed: 1, next: &later, want: true},
+		"spec changed while throttled":           {gen: 2, observed: 1, next: &later, throttled: true, want: false},
+		"throttling over, spec changed":          {gen: 2, observed: 1, next: &earlier, throttled: true, want: true},
+		"scheduled in the future":                {gen: 1, observed: 1, next: &later, want: false},
+		"schedule passed":                        {gen: 1, observed: 1, next: &earlier, want: true},
+		"schedule is now":                        {gen: 1, observed: 1, next: &exactly, want: true},
+		"no schedule recorded":                   {gen: 1, observed: 1, next: nil, want: true},
+		"no schedule recorded, throttled before": {gen: 2, observed: 1, next: nil, throttled: true, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := CheckDue(tc.gen, tc.observed, tc.next, now); got != tc.want {
+			if got := CheckDue(tc.gen, tc.observed, tc.next, tc.throttled, now); got != tc.want {
 				t.Errorf("CheckDue = %v, want %v", got, tc.want)
 			}
 		})
@@ -59,17 +63,19 @@ func TestRetryAfterFailure(t *testing.T) {
 
 func TestRequeueAfter(t *testing.T) {
 	tests := map[string]struct {
-		next, transition time.Time
-		want             time.Duration
+		next    time.Time
+		moments []time.Time
+		want    time.Duration
 	}{
-		"check first":          {next: now.Add(time.Hour), transition: now.Add(2 * time.Hour), want: time.Hour},
-		"transition first":     {next: now.Add(6 * time.Hour), transition: now.Add(time.Minute), want: time.Minute},
-		"no transition":        {next: now.Add(6 * time.Hour), want: 6 * time.Hour},
-		"overdue check is now": {next: now.Add(-time.Minute), want: 0},
+		"check first":                    {next: now.Add(time.Hour), moments: []time.Time{now.Add(2 * time.Hour)}, want: time.Hour},
+		"transition first":               {next: now.Add(6 * time.Hour), moments: []time.Time{now.Add(time.Minute)}, want: time.Minute},
+		"earliest of several":            {next: now.Add(6 * time.Hour), moments: []time.Time{now.Add(time.Hour), {}, now.Add(time.Minute)}, want: time.Minute},
+		"no transition":                  {next: now.Add(6 * time.Hour), moments: []time.Time{{}}, want: 6 * time.Hour},
+		"overdue check: soon, not never": {next: now.Add(-time.Minute), want: time.Second},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := RequeueAfter(now, tc.next, tc.transition); got != tc.want {
+			if got := RequeueAfter(now, tc.next, tc.moments...); got != tc.want {
 				t.Errorf("RequeueAfter = %v, want %v", got, tc.want)
 			}
 		})
