@@ -39,7 +39,6 @@ type options struct {
 	cloudName      string
 	authorityHost  string
 	graphEndpoint  string
-	armEndpoint    string
 }
 
 func main() {
@@ -52,7 +51,6 @@ func main() {
 	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
 	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
 	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
-	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -72,7 +70,7 @@ func (o options) cloud() (azure.Cloud, error) {
 	for _, override := range []struct {
 		to   *string
 		from string
-	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.ARMEndpoint, o.armEndpoint}} {
+	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}} {
 		if override.from != "" {
 			*override.to = override.from
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -65,6 +66,10 @@ func TestAdmission(t *testing.T) {
 		"check interval over a week": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.CheckInterval = "2w" },
 			wantErr: []string{"checkInterval must be at most 7d"},
+		},
+		"credential Secret without a name": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.AzureCredentialRef = &corev1.LocalObjectReference{} },
+			wantErr: []string{"azureCredentialRef.name must name a Secret"},
 		},
 		"threshold beyond ten years": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "999999w" },

@@ -46,6 +46,7 @@ func newHarness(t *testing.T) *harness {
 	// A test that stops half-way must not leave Graph broken for the next one.
 	t.Cleanup(func() {
 		fake.SetUnreachable(false)
+		fake.SetStalled(false)
 		fake.Deny(operatorClientID, false)
 		fake.Throttle(0, 0)
 	})
@@ -57,6 +58,7 @@ func newHarness(t *testing.T) *harness {
 		Rand:         func() float64 { return 0 },
 		Identities:   identities,
 		Graph:        graphAPI,
+		CheckTimeout: time.Second,
 	}
 	return h
 }
@@ -185,7 +187,8 @@ func seed(t *testing.T, now time.Time, appSecretLeft, spSecretLeft, certLeft tim
 func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
 	h := newHarness(t)
 	t0 := h.clock.Now()
-	s := seed(t, t0, 40*day, 400*day, 200*day)
+	end := t0.Add(40*day + 30*time.Minute)
+	s := seed(t, t0, end.Sub(t0), 400*day, 200*day)
 	h.create(s.appID, nil)
 
 	w, res := h.reconcile()
@@ -197,7 +200,7 @@ func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
 	}
 	first := w.Status.Credentials[0]
 	if first.KeyID != s.appSecretKey || first.Type != v1alpha1.CredentialTypePassword || first.Source != v1alpha1.SourceApplication ||
-		first.Hint != s.appSecret[:3] || first.DisplayName != "rbac" || !first.EndTime.Time.Equal(t0.Add(40*day)) || first.State != v1alpha1.StateValid {
+		first.Hint != s.appSecret[:3] || first.DisplayName != "rbac" || !first.EndTime.Time.Equal(end) || first.State != v1alpha1.StateValid {
 		t.Errorf("first credential = %+v, want the application's secret, Valid, ending in 40d", first)
 	}
 	if sp := w.Status.Credentials[2]; sp.KeyID != s.spSecretKey || sp.Source != v1alpha1.SourceServicePrincipal {
@@ -206,20 +209,20 @@ func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
 	if c := w.Status.Credentials[1]; c.KeyID != s.certKey || c.Type != v1alpha1.CredentialTypeCertificate {
 		t.Errorf("second credential = %+v, want the certificate", c)
 	}
-	if w.Status.State != v1alpha1.StateValid || w.Status.ExpiresIn != "40d" || !w.Status.EarliestExpiry.Time.Equal(t0.Add(40*day)) {
+	if w.Status.State != v1alpha1.StateValid || w.Status.ExpiresIn != "40d" || !w.Status.EarliestExpiry.Time.Equal(end) {
 		t.Errorf("summary = %s, expires in %q at %v; want Valid, 40d", w.Status.State, w.Status.ExpiresIn, w.Status.EarliestExpiry)
 	}
 	if w.Status.ServicePrincipal == nil || w.Status.ServicePrincipal.DisplayName != "aks-prod-sp" ||
 		w.Status.ServicePrincipal.ApplicationObjectID == "" || w.Status.ServicePrincipal.ServicePrincipalObjectID == "" {
 		t.Errorf("servicePrincipal = %+v, want both objects found", w.Status.ServicePrincipal)
 	}
-	if res.RequeueAfter != 6*time.Hour {
-		t.Errorf("requeue after %v, want the 6h check interval", res.RequeueAfter)
+	if res.RequeueAfter != 30*time.Minute+time.Second {
+		t.Errorf("requeue after %v, want 30m1s, when EXPIRES IN turns from 40d to 39d", res.RequeueAfter)
 	}
 	assertEvents(t, h.takeEvents())
 
-	// Ten days on the application's secret is 30 days from expiry: Warning.
-	h.step(10 * day)
+	// At 30 days from expiry the application's secret turns Warning.
+	h.step(10*day + 30*time.Minute)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning)
 	if w.Status.State != v1alpha1.StateWarning || w.Status.ExpiresIn != "30d" {
@@ -232,16 +235,16 @@ func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
 	h.reconcile()
 	assertEvents(t, h.takeEvents())
 
-	// With a weekly check, the reconcile after a state change comes at the next crossing, not the check.
+	// With a weekly check, the reconcile comes back at the next crossing, not the next check.
 	w = h.get()
 	w.Spec.CheckInterval = "1w"
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	h.step(21*day - time.Minute) // 9d left: still Warning; Critical comes in 2d
-	w, res = h.reconcile()
-	if res.RequeueAfter != 2*day {
-		t.Errorf("requeue after %v, want 48h, when the secret turns Critical", res.RequeueAfter)
+	h.step(23*day - 11*time.Minute) // 7d10m left: Critical in 10m
+	_, res = h.reconcile()
+	if res.RequeueAfter != 10*time.Minute {
+		t.Errorf("requeue after %v, want 10m, when the secret turns Critical", res.RequeueAfter)
 	}
 	h.step(res.RequeueAfter)
 	w, _ = h.reconcile()
@@ -329,6 +332,12 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			wantReason:   v1alpha1.ReasonGraphUnreachable,
 			wantMinRetry: 30 * time.Second,
 		},
+		"Graph accepts and never answers": {
+			breakGraph:   func(seeded) { fake.SetStalled(true) },
+			mendGraph:    func(seeded) { fake.SetStalled(false) },
+			wantReason:   v1alpha1.ReasonGraphUnreachable,
+			wantMinRetry: 30 * time.Second,
+		},
 	}
 	for name, story := range stories {
 		t.Run(name, func(t *testing.T) {
@@ -394,10 +403,48 @@ func TestBackoffGrowsAndExpiryStillAdvancesWhileGraphIsDown(t *testing.T) {
 	}
 	w = h.get()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonGraphUnreachable)
+	// One event for the outage and one for the expiry, not one per retry.
+	assertEvents(t, h.takeEvents(), "Warning GraphUnreachable", "Warning CredentialExpired")
 	// The secret ended while Graph was down: the clock alone says it is expired.
 	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
 	if w.Status.ConsecutiveFailures != 4 {
 		t.Errorf("failures = %d, want 4", w.Status.ConsecutiveFailures)
+	}
+
+	fake.SetUnreachable(false)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertEvents(t, h.takeEvents(), "Normal CheckRecovered")
+}
+
+func TestDeletedServicePrincipalForgetsItsCredentials(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 3*day, 300*day, -day)
+	h.create(s.appID, nil)
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	h.takeEvents()
+
+	fake.DeleteApplication(tenantID, s.appID)
+	fake.DeleteServicePrincipal(tenantID, s.appID)
+	h.step(6 * time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServicePrincipalNotFound)
+	if len(w.Status.Credentials) != 0 || w.Status.State != "" || w.Status.EarliestExpiry != nil || w.Status.ServicePrincipal != nil {
+		t.Errorf("status still describes the deleted service principal: %+v", w.Status)
+	}
+	for _, c := range []string{v1alpha1.ConditionExpiring, v1alpha1.ConditionExpired} {
+		if meta.FindStatusCondition(w.Status.Conditions, c) != nil {
+			t.Errorf("condition %s is still set for credentials that no longer exist", c)
+		}
+	}
+	// Nothing is left to expire, so no event about the credentials it had.
+	h.step(3 * day)
+	h.reconcile()
+	for _, e := range h.takeEvents() {
+		if strings.Contains(e, "CredentialCritical") || strings.Contains(e, "CredentialExpired") {
+			t.Errorf("event about a deleted credential: %q", e)
+		}
 	}
 }
 
@@ -444,7 +491,7 @@ func TestAzureCredentialRef(t *testing.T) {
 			t.Errorf("Graph request %s %s signed in as %s, want the Secret's client %s", r.Method, r.Path, r.ClientID, watcherClient)
 		}
 	}
-	assertNoSecrets(t, h, watcherSecret)
+	assertNoSecrets(t, h, watcherSecret, "not-the-secret")
 }
 
 func TestGraphIsReadWithOnlyTheFieldsNeeded(t *testing.T) {

@@ -23,7 +23,7 @@ func TestCloudNamed(t *testing.T) {
 }
 
 func TestCustomCloud(t *testing.T) {
-	c := Cloud{AuthorityHost: "https://127.0.0.1:8443/", GraphEndpoint: "https://127.0.0.1:8443", ARMEndpoint: "https://127.0.0.1:8443"}
+	c := Cloud{AuthorityHost: "https://127.0.0.1:8443/", GraphEndpoint: "https://127.0.0.1:8443"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() = %v", err)
 	}
@@ -56,15 +56,21 @@ func TestIdentitiesAreCachedUntilTheSecretChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := ids.ClientSecret("tenant-a", "client", "secret-1")
-	rotated, _ := ids.ClientSecret("tenant-a", "client", "secret-2")
-	if first != again {
-		t.Error("the same secret gave a new credential: its token cache is lost")
+	second, _ := ids.ClientSecret("tenant-a", "client", "secret-2")
+	if first == second {
+		t.Fatal("a second secret gave the first one's credential")
 	}
-	if first == rotated {
-		t.Error("a rotated secret gave the old credential")
+	// Two watches mid-rotation, one on each secret: neither evicts the other.
+	if again, _ := ids.ClientSecret("tenant-a", "client", "secret-1"); again != first {
+		t.Error("the first secret's credential was rebuilt: its token cache is lost")
 	}
-	if n := len(ids.cache); n != 3 {
-		t.Errorf("cache holds %d entries, want 3: a rotated secret replaces its entry", n)
+	for _, s := range []string{"secret-3", "secret-4", "secret-5"} {
+		_, _ = ids.ClientSecret("tenant-a", "client", s)
+	}
+	if n := len(ids.cache["secret/tenant-a/client"]); n != secretsPerClient {
+		t.Errorf("%d secrets of one client cached, want at most %d", n, secretsPerClient)
+	}
+	if again, _ := ids.ClientSecret("tenant-a", "client", "secret-1"); again == first {
+		t.Error("the oldest secret's credential outlived four newer ones")
 	}
 }

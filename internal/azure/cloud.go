@@ -6,14 +6,12 @@ import (
 	"strings"
 )
 
-// Cloud is the set of endpoints of one Azure cloud.
+// Cloud is the set of endpoints of one Azure cloud that credwatch talks to.
 type Cloud struct {
 	// AuthorityHost is Entra ID's sign-in endpoint, such as https://login.microsoftonline.com/.
 	AuthorityHost string
 	// GraphEndpoint is Microsoft Graph's root, such as https://graph.microsoft.com.
 	GraphEndpoint string
-	// ARMEndpoint is Azure Resource Manager's root, such as https://management.azure.com.
-	ARMEndpoint string
 }
 
 // The clouds Azure runs, by the names azure-cli gives them.
@@ -21,17 +19,14 @@ var clouds = map[string]Cloud{
 	"AzurePublic": {
 		AuthorityHost: "https://login.microsoftonline.com/",
 		GraphEndpoint: "https://graph.microsoft.com",
-		ARMEndpoint:   "https://management.azure.com",
 	},
 	"AzureChina": {
 		AuthorityHost: "https://login.chinacloudapi.cn/",
 		GraphEndpoint: "https://microsoftgraph.chinacloudapi.cn",
-		ARMEndpoint:   "https://management.chinacloudapi.cn",
 	},
 	"AzureUSGovernment": {
 		AuthorityHost: "https://login.microsoftonline.us/",
 		GraphEndpoint: "https://graph.microsoft.us",
-		ARMEndpoint:   "https://management.usgovcloudapi.net",
 	},
 }
 
@@ -57,7 +52,7 @@ func (c Cloud) Known() bool {
 
 // Validate checks that every endpoint is an https URL.
 func (c Cloud) Validate() error {
-	for name, v := range map[string]string{"authority host": c.AuthorityHost, "Graph endpoint": c.GraphEndpoint, "ARM endpoint": c.ARMEndpoint} {
+	for name, v := range map[string]string{"authority host": c.AuthorityHost, "Graph endpoint": c.GraphEndpoint} {
 		u, err := url.Parse(v)
 		if err != nil || u.Scheme != "https" || u.Host == "" {
 			return fmt.Errorf("%s %q: want an https URL", name, v)

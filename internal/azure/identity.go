@@ -20,21 +20,25 @@ type Identities struct {
 	operator  func(tenantID string) (azcore.TokenCredential, error)
 
 	mu    sync.Mutex
-	cache map[string]cachedCredential
+	cache map[string][]cachedCredential
 }
 
-// cachedCredential remembers which secret a credential was built from, by hash, so that a
-// rotated secret replaces its entry instead of adding one.
+// cachedCredential remembers which secret a credential was built from, by hash.
 type cachedCredential struct {
 	fingerprint string
 	cred        azcore.TokenCredential
 }
 
+// secretsPerClient is how many secrets of one client stay cached: enough for a rotation in
+// progress, where watches hold the old and the new secret, without letting every secret a
+// client ever had pile up.
+const secretsPerClient = 4
+
 // NewIdentities returns Identities for cloud. transport carries token requests (nil: the
 // default). operator builds the operator's own identity for a tenant; nil means azidentity's
 // DefaultAzureCredential, whose chain begins with workload identity.
 func NewIdentities(cloud Cloud, transport policy.Transporter, operator func(tenantID string) (azcore.TokenCredential, error)) *Identities {
-	i := &Identities{cloud: cloud, transport: transport, operator: operator, cache: map[string]cachedCredential{}}
+	i := &Identities{cloud: cloud, transport: transport, operator: operator, cache: map[string][]cachedCredential{}}
 	if i.operator == nil {
 		i.operator = i.defaultCredential
 	}
@@ -61,8 +65,9 @@ func (i *Identities) Operator(tenantID string) (azcore.TokenCredential, error) {
 	return i.cached("operator/"+tenantID, "", func() (azcore.TokenCredential, error) { return i.operator(tenantID) })
 }
 
-// ClientSecret returns an identity that signs in to tenantID as clientID with secret. A changed
-// secret gives a new credential; the cache holds a hash of the secret, never the secret.
+// ClientSecret returns an identity that signs in to tenantID as clientID with secret. Each secret
+// gets its own credential, so two watches holding different secrets of one client do not evict
+// each other's tokens; the cache is keyed by a hash of the secret, never the secret.
 func (i *Identities) ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error) {
 	sum := sha256.Sum256([]byte(secret))
 	return i.cached("secret/"+tenantID+"/"+clientID, hex.EncodeToString(sum[:]), func() (azcore.TokenCredential, error) {
@@ -76,13 +81,19 @@ func (i *Identities) ClientSecret(tenantID, clientID, secret string) (azcore.Tok
 func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenCredential, error)) (azcore.TokenCredential, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if c, ok := i.cache[key]; ok && c.fingerprint == fingerprint {
-		return c.cred, nil
+	entries := i.cache[key]
+	for _, c := range entries {
+		if c.fingerprint == fingerprint {
+			return c.cred, nil
+		}
 	}
 	c, err := build()
 	if err != nil {
 		return nil, err
 	}
-	i.cache[key] = cachedCredential{fingerprint: fingerprint, cred: c}
+	if len(entries) == secretsPerClient {
+		entries = entries[1:] // the oldest secret is the likeliest to be gone
+	}
+	i.cache[key] = append(entries, cachedCredential{fingerprint: fingerprint, cred: c})
 	return c, nil
 }

@@ -60,13 +60,21 @@ var (
 // count attempts (retries) as well as outcomes.
 func (s *Server) serveGraph(w http.ResponseWriter, r *http.Request, segs []string) {
 	s.mu.Lock()
-	unreachable := s.unreachable
+	unreachable, stalled := s.unreachable, s.stalled
 	rec := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	if tok, ok := s.tokens[bearer(r)]; ok {
 		rec.ClientID, rec.TenantID = tok.clientID, tok.tenantID
 	}
 	s.mu.Unlock()
 
+	if stalled {
+		s.logRequest(rec)
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
 	if unreachable {
 		s.logRequest(rec)
 		if hj, ok := w.(http.Hijacker); ok {

@@ -28,6 +28,8 @@ type Server struct {
 	throttleLeft  int
 	throttleAfter time.Duration
 	unreachable   bool
+	stalled       bool
+	closing       chan struct{}
 	tokenLifetime time.Duration
 	requests      []Request
 	tokenRequests []TokenRequest
@@ -98,6 +100,7 @@ func New() *Server {
 	s := &Server{
 		tenants:       map[string]*tenant{},
 		tokens:        map[string]issuedToken{},
+		closing:       make(chan struct{}),
 		denied:        map[string]bool{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
@@ -132,7 +135,11 @@ func (s *Server) CertPEM() []byte {
 func (s *Server) Certificate() *x509.Certificate { return s.ts.Certificate() }
 
 // Close stops the server; SDK clients built on Client() stop working too.
-func (s *Server) Close() { s.ts.Close() }
+// Close stops the server, releasing requests held by SetStalled first.
+func (s *Server) Close() {
+	close(s.closing)
+	s.ts.Close()
+}
 
 func (s *Server) tenantLocked(tenantID string, create bool) *tenant {
 	key := strings.ToLower(tenantID)
@@ -354,6 +361,14 @@ func (s *Server) SetUnreachable(unreachable bool) {
 	s.unreachable = unreachable
 }
 
+// SetStalled makes Graph accept each request and never answer, as an overloaded endpoint or a
+// black-holing proxy does: the client's own timeout is all that ends the request.
+func (s *Server) SetStalled(stalled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalled = stalled
+}
+
 // Requests returns a copy of the Graph requests seen so far, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -377,11 +392,15 @@ func (s *Server) ResetRequests() {
 }
 
 // SecretTexts lists, sorted and without duplicates, every secret the server holds (SecretTexts of
-// all objects and AddClient secrets), so tests can check logs, events and status for leaks.
+// all objects and AddClient secrets) and every access token it issued, so tests can check logs,
+// events and status for leaks.
 func (s *Server) SecretTexts() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := map[string]bool{}
+	for tok := range s.tokens {
+		set[tok] = true
+	}
 	for _, t := range s.tenants {
 		for _, m := range []map[string]*stored{t.apps, t.sps} {
 			for _, st := range m {

@@ -2,6 +2,7 @@ package msgraph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/google/uuid"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
@@ -49,12 +52,21 @@ func New(endpoint string, transport http.RoundTripper) (*Client, error) {
 		transport = http.DefaultTransport
 	}
 	return &Client{
-		baseURL:    u.String() + "/v1.0",
-		scope:      u.String() + "/.default",
-		host:       u.Hostname(),
-		httpClient: &http.Client{Transport: khttp.NewCustomTransportWithParentTransport(transport, middlewares()...)},
+		baseURL: u.String() + "/v1.0",
+		scope:   u.String() + "/.default",
+		host:    u.Hostname(),
+		httpClient: &http.Client{
+			Transport: khttp.NewCustomTransportWithParentTransport(transport, middlewares()...),
+			// A Graph that accepts a connection and never answers must not hold a worker forever.
+			Timeout: requestTimeout,
+			// As Kiota's own client: redirects are its redirect handler's to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 	}, nil
 }
+
+// requestTimeout bounds one Graph request, well above Graph's own latency.
+const requestTimeout = 30 * time.Second
 
 // middlewares is the SDK's default pipeline without its retry handler. That handler sleeps
 // inside the request for up to three Retry-After periods; the controller instead records the
@@ -74,7 +86,7 @@ func middlewares() []khttp.Middleware {
 func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceClient, error) {
 	// Kiota attaches tokens only for the hosts it is told of; without this a sovereign or test
 	// endpoint gets no token and Graph answers 401 "Access token is empty".
-	auth, err := kiotaauth.NewAzureIdentityAuthenticationProviderWithScopesAndValidHosts(cred, []string{c.scope}, []string{c.host})
+	auth, err := kiotaauth.NewAzureIdentityAuthenticationProviderWithScopesAndValidHosts(classifiedCredential{cred}, []string{c.scope}, []string{c.host})
 	if err != nil {
 		return nil, err
 	}
@@ -179,14 +191,9 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	var authErr *azidentity.AuthenticationFailedError
-	if errors.As(err, &authErr) {
-		status := 0
-		if authErr.RawResponse != nil {
-			status = authErr.RawResponse.StatusCode
-		}
-		// The token endpoint's answer is left out of the message on purpose: only the status.
-		return &graph.Error{Kind: graph.KindUnauthenticated, Status: status, Code: "TokenRequestFailed", Err: err}
+	var ge *graph.Error
+	if errors.As(err, &ge) {
+		return ge
 	}
 	var odata *odataerrors.ODataError
 	if errors.As(err, &odata) {
@@ -202,6 +209,14 @@ func classify(err error) error {
 	if errors.As(err, &api) {
 		return &graph.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
 	}
+	if ue := unanswered(err); ue != nil {
+		return ue
+	}
+	return &graph.Error{Kind: graph.KindOther, Err: err}
+}
+
+// unanswered classifies a request that got no answer, nil if err is not one.
+func unanswered(err error) *graph.Error {
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
 		// The URL, query and all, would bury the reason in a condition message; the host is enough.
@@ -214,7 +229,51 @@ func classify(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &graph.Error{Kind: graph.KindUnavailable, Err: err}
 	}
-	return &graph.Error{Kind: graph.KindOther, Err: err}
+	return nil
+}
+
+// classifiedCredential sorts token failures before Kiota wraps them, so that a wrong secret
+// (AuthenticationFailed, with Entra's AADSTS code) is told apart from a login endpoint that does
+// not answer (GraphUnreachable) and from an identity that is not set up at all.
+type classifiedCredential struct{ azcore.TokenCredential }
+
+func (c classifiedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.TokenCredential.GetToken(ctx, opts)
+	if err == nil {
+		return tok, nil
+	}
+	var authErr *azidentity.AuthenticationFailedError
+	if errors.As(err, &authErr) && authErr.RawResponse != nil {
+		// Only the codes are kept: error_description is free text from the server.
+		return tok, &graph.Error{Kind: graph.KindUnauthenticated, Status: authErr.RawResponse.StatusCode, Code: tokenErrorCode(authErr.RawResponse), Err: err}
+	}
+	if ue := unanswered(err); ue != nil {
+		return tok, ue
+	}
+	// Typically DefaultAzureCredential finding no identity: its text lists what it tried, which
+	// is what a person needs to set workload identity up. It holds no secret; it is flattened
+	// to one line for conditions and events.
+	return tok, &graph.Error{Kind: graph.KindUnauthenticated, Err: errors.New(strings.Join(strings.Fields(err.Error()), " "))}
+}
+
+// tokenErrorCode reads Entra's error and first AADSTS code from a token response, such as
+// "invalid_client AADSTS7000215" (a wrong secret) or "invalid_client AADSTS7000222" (expired).
+func tokenErrorCode(resp *http.Response) string {
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return ""
+	}
+	var e struct {
+		Error      string `json:"error"`
+		ErrorCodes []int  `json:"error_codes"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	if len(e.ErrorCodes) > 0 {
+		return fmt.Sprintf("%s AADSTS%d", e.Error, e.ErrorCodes[0])
+	}
+	return e.Error
 }
 
 func kindOfStatus(status int) graph.Kind {

@@ -2,12 +2,14 @@ package msgraph
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/credwatch/credwatch/internal/graph"
@@ -127,17 +129,21 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 		secret         string
 		wantKind       graph.Kind
 		wantRetryAfter time.Duration
+		wantCode       string
+		wantText       string
+		cred           azcore.TokenCredential
+		timeout        time.Duration
 		maxRequests    int
 	}{
-		"neither object exists": {breakIt: func(f *fakegraph.Server) {}, wantKind: graph.KindNotFound, maxRequests: 2},
+		"neither object exists": {breakIt: func(f *fakegraph.Server) {}, wantKind: graph.KindNotFound, wantCode: "Request_ResourceNotFound", maxRequests: 2},
 		"permission denied": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Deny(client, true) },
-			wantKind: graph.KindForbidden, maxRequests: 1,
+			wantKind: graph.KindForbidden, wantCode: "Authorization_RequestDenied", maxRequests: 1,
 		},
 		// One request only: the SDK's retry handler would have slept and retried inside the call.
 		"throttled": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Throttle(5, 42*time.Second) },
-			wantKind: graph.KindThrottled, wantRetryAfter: 42 * time.Second, maxRequests: 1,
+			wantKind: graph.KindThrottled, wantCode: "TooManyRequests", wantRetryAfter: 42 * time.Second, maxRequests: 1,
 		},
 		// Two at most: net/http itself resends a GET once when a reused connection closes unanswered.
 		"unreachable": {
@@ -146,7 +152,20 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 		},
 		"wrong client secret": {
 			breakIt: func(f *fakegraph.Server) { seed(f, true, true) }, secret: "wrong",
-			wantKind: graph.KindUnauthenticated, maxRequests: 0,
+			wantKind: graph.KindUnauthenticated, wantCode: "invalid_client AADSTS7000215", maxRequests: 0,
+		},
+		"no identity set up": {
+			breakIt: func(f *fakegraph.Server) { seed(f, true, true) },
+			cred: tokenFunc(func() error {
+				return errors.New("DefaultAzureCredential: failed to acquire a token.\nAttempted credentials:\n\tWorkloadIdentityCredential: no token file")
+			}),
+			wantKind: graph.KindUnauthenticated, wantText: "Attempted credentials: WorkloadIdentityCredential: no token file", maxRequests: 0,
+		},
+		// Kiota's default client would wait 100 s; the caller's deadline must end it.
+		"stalled": {
+			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.SetStalled(true) },
+			timeout:  300 * time.Millisecond,
+			wantKind: graph.KindUnavailable, maxRequests: 1,
 		},
 	}
 	for name, tc := range tests {
@@ -155,13 +174,29 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 			if tc.secret != "" {
 				cred = credential(t, fake, tc.secret)
 			}
+			if tc.cred != nil {
+				cred = tc.cred
+			}
 			tc.breakIt(fake)
-			_, err := c.ReadCredentials(context.Background(), cred, appID)
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			_, err := c.ReadCredentials(ctx, cred, appID)
 			if err == nil {
 				t.Fatal("no error")
 			}
 			if got := graph.KindOf(err); got != tc.wantKind {
 				t.Errorf("kind = %v, want %v (%v)", got, tc.wantKind, err)
+			}
+			var ge *graph.Error
+			if errors.As(err, &ge) && ge.Code != tc.wantCode {
+				t.Errorf("code = %q, want %q", ge.Code, tc.wantCode)
+			}
+			if !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("error %q does not say %q", err, tc.wantText)
 			}
 			if got := graph.RetryAfterOf(err); got != tc.wantRetryAfter {
 				t.Errorf("retry after = %v, want %v", got, tc.wantRetryAfter)
@@ -179,6 +214,13 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tokenFunc is a credential that always fails with the error it returns.
+type tokenFunc func() error
+
+func (f tokenFunc) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, f()
 }
 
 func TestNewRejectsEndpointsThatAreNotHTTPS(t *testing.T) {
