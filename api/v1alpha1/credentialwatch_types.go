@@ -16,6 +16,7 @@ type CredentialWatchSpec struct {
 	// the target's tenant. Absent, the operator uses its own identity (azidentity's
 	// DefaultAzureCredential: workload identity, managed identity or environment).
 	// That identity needs Application.Read.All, or to own the application.
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="azureCredentialRef.name must name a Secret"
 	// +optional
 	AzureCredentialRef *corev1.LocalObjectReference `json:"azureCredentialRef,omitempty"`
 
@@ -237,7 +238,8 @@ type CredentialWatch struct {
 type CredentialWatchList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []CredentialWatch `json:"items"`
+	// Items are the watches.
+	Items []CredentialWatch `json:"items"`
 }
 
 func init() {
