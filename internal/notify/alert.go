@@ -1,0 +1,191 @@
+package notify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is what an alert announces.
+type Kind string
+
+const (
+	// KindReminder: a credential expires within one of the watch's reminder steps.
+	KindReminder Kind = "Reminder"
+	// KindExpired: a credential has expired; repeated daily while it stays.
+	KindExpired Kind = "Expired"
+	// KindResolved: a credential that was alerted on is gone: renewed, rotated or removed.
+	KindResolved Kind = "Resolved"
+	// KindCheckFailing: the watch has not been able to read Graph for longer than allowed.
+	KindCheckFailing Kind = "CheckFailing"
+	// KindCheckRecovered: reading Graph works again after a KindCheckFailing alert.
+	KindCheckRecovered Kind = "CheckRecovered"
+)
+
+// Severity orders alerts for people and for routing (PagerDuty bridges key on it).
+type Severity string
+
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityCritical Severity = "critical"
+)
+
+// Credential is the credential an alert is about. There is never a secret in it.
+type Credential struct {
+	KeyID       string
+	Type        string // Password or Certificate
+	Source      string // Application or ServicePrincipal
+	DisplayName string
+	Hint        string
+	End         time.Time
+}
+
+// Alert is one message, in terms every channel renders its own way.
+type Alert struct {
+	// ID is stable for one alert (watch, subject, step), so receivers can drop a duplicate.
+	ID       string
+	Kind     Kind
+	Severity Severity
+	// Namespace and Name are the CredentialWatch's.
+	Namespace, Name string
+	// Cluster names the AKS cluster using the service principal, empty when unknown.
+	Cluster string
+	// DisplayName, AppID and TenantID identify the service principal.
+	DisplayName, AppID, TenantID string
+	// Credential is set for reminders, expiry and resolution.
+	Credential *Credential
+	// Problem is why checks fail, for KindCheckFailing.
+	Problem string
+	// Fix is what a person should do, as an exact command or a sentence.
+	Fix string
+	// At is when the alert was raised; "in 6 days" is counted from it.
+	At time.Time
+}
+
+// Channel delivers alerts to one destination.
+type Channel interface {
+	// Name identifies the channel in status and events: slack, email, teams, webhook.
+	Name() string
+	Send(ctx context.Context, a Alert) error
+}
+
+// AlertID derives an Alert's ID from what makes it unique.
+func AlertID(watchUID, subject, step string) string {
+	sum := sha256.Sum256([]byte(watchUID + "\x00" + subject + "\x00" + step))
+	return hex.EncodeToString(sum[:16])
+}
+
+// GoodNews reports whether the alert announces that a problem is over, which channels show as
+// such whatever its severity.
+func (a Alert) GoodNews() bool { return a.Kind == KindResolved || a.Kind == KindCheckRecovered }
+
+// Title is a one-line summary: an email subject, a notification preview.
+func (a Alert) Title() string {
+	sp := a.spName()
+	switch a.Kind {
+	case KindReminder:
+		return fmt.Sprintf("%s of %s expires %s", a.credentialNoun(), sp, a.When())
+	case KindExpired:
+		return fmt.Sprintf("%s of %s expired %s", a.credentialNoun(), sp, a.When())
+	case KindResolved:
+		return fmt.Sprintf("Resolved: the expiring %s of %s is gone", strings.ToLower(a.credentialNoun()), sp)
+	case KindCheckFailing:
+		return fmt.Sprintf("credwatch cannot check the credentials of %s", sp)
+	case KindCheckRecovered:
+		return fmt.Sprintf("credwatch can check the credentials of %s again", sp)
+	}
+	return string(a.Kind)
+}
+
+// When says when the credential expires or expired, relative to At: "in 6 days", "3 days ago".
+func (a Alert) When() string {
+	if a.Credential == nil {
+		return ""
+	}
+	d := a.Credential.End.Sub(a.At)
+	if d > 0 {
+		return "in " + humanSpan(d)
+	}
+	if -d < time.Minute {
+		return "just now"
+	}
+	return humanSpan(-d) + " ago"
+}
+
+// Lines are the facts of the alert as label and value pairs, in the order people read them; every
+// channel shows these, so they say the same thing everywhere.
+func (a Alert) Lines() [][2]string {
+	var out [][2]string
+	add := func(label, value string) {
+		if value != "" {
+			out = append(out, [2]string{label, value})
+		}
+	}
+	add("Service principal", a.spName())
+	add("App ID", a.AppID)
+	add("Tenant", a.TenantID)
+	if c := a.Credential; c != nil {
+		add("Credential", c.describe())
+		add("Key ID", c.KeyID)
+		add("Hint", c.Hint)
+		add("On object", c.Source)
+		if !c.End.IsZero() {
+			add("Expires", c.End.UTC().Format("2006-01-02 15:04 UTC")+" ("+a.When()+")")
+		}
+	}
+	add("Problem", a.Problem)
+	add("Cluster", a.Cluster)
+	add("Watch", a.Namespace+"/"+a.Name)
+	add("Severity", string(a.Severity))
+	return out
+}
+
+func (a Alert) spName() string {
+	if a.DisplayName != "" {
+		return a.DisplayName
+	}
+	return a.AppID
+}
+
+// credentialNoun names the kind of credential; "Credential" when only its key is known, as for
+// one that is gone.
+func (a Alert) credentialNoun() string {
+	switch {
+	case a.Credential == nil || a.Credential.Type == "Password":
+		return "Secret"
+	case a.Credential.Type == "Certificate":
+		return "Certificate"
+	default:
+		return "Credential"
+	}
+}
+
+func (c Credential) describe() string {
+	noun := strings.ToLower(Alert{Credential: &c}.credentialNoun())
+	if c.DisplayName != "" {
+		return fmt.Sprintf("%s %q", noun, c.DisplayName)
+	}
+	return noun
+}
+
+// humanSpan renders a span as people say it: "6 days", "1 day", "5 hours", "42 minutes".
+func humanSpan(d time.Duration) string {
+	unit := func(n int64, word string) string {
+		if n == 1 {
+			return "1 " + word
+		}
+		return fmt.Sprintf("%d %ss", n, word)
+	}
+	switch {
+	case d >= 24*time.Hour:
+		return unit(int64(d/(24*time.Hour)), "day")
+	case d >= time.Hour:
+		return unit(int64(d/time.Hour), "hour")
+	default:
+		return unit(int64(d/time.Minute), "minute")
+	}
+}

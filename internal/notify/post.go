@@ -1,0 +1,87 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// PostJSON POSTs body as JSON to rawURL and returns nil on any 2xx answer, otherwise a
+// *notify.DeliveryError. Its message names the host and the HTTP status but never the URL, whose
+// path or query is the credential for Slack, Teams and most bridges, nor the response body, which
+// receivers fill with echoes of the request. header adds to Content-Type and User-Agent.
+func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []byte, header http.Header) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return &DeliveryError{Permanent: true, Err: Redact(err, urlSecrets(rawURL)...)}
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "credwatch")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return &DeliveryError{Err: Redact(err, urlSecrets(rawURL)...)}
+	}
+	defer resp.Body.Close()
+	// Drained so the connection is reused; bounded so a chatty receiver cannot stall us.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	return &DeliveryError{
+		Permanent:  PermanentStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		Err:        fmt.Errorf("%s answered %s", req.URL.Host, resp.Status),
+	}
+}
+
+// PermanentStatus reports whether an HTTP status means sending again cannot help until someone
+// changes configuration: a 4xx, except 408 and 429 which ask us to come back.
+func PermanentStatus(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
+}
+
+// ValidateURL checks that rawURL is an absolute http or https URL. Its error never quotes the URL,
+// because the URL is the credential.
+func ValidateURL(rawURL string) error {
+	if rawURL == "" {
+		return errors.New("the URL is empty")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errors.New("the URL is not an absolute http(s) URL")
+	}
+	return nil
+}
+
+// retryAfter reads a Retry-After header in seconds, the form Slack, Teams and most bridges use.
+func retryAfter(v string) time.Duration {
+	s, err := strconv.Atoi(v)
+	if err != nil || s < 0 {
+		return 0
+	}
+	return time.Duration(s) * time.Second
+}
+
+// urlSecrets are the spellings in which rawURL can appear in a net/http error: as given, as
+// re-encoded by url.URL, and its path and query alone, which a redirect can carry to another host.
+func urlSecrets(rawURL string) []string {
+	s := []string{rawURL}
+	if u, err := url.Parse(rawURL); err == nil {
+		s = append(s, u.String())
+		if p := u.RequestURI(); len(p) > 1 {
+			s = append(s, p)
+		}
+	}
+	return s
+}

@@ -1,0 +1,238 @@
+package teams
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/notify"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current rendering")
+
+var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+
+// alerts are one of each kind people see most, the same in every channel's tests.
+func alerts() map[string]notify.Alert {
+	reminder := notify.Alert{
+		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityWarning,
+		Namespace: "platform", Name: "aks-prod", Cluster: "aks-prod-weu", DisplayName: "aks-prod-sp",
+		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+		Credential: &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(6 * 24 * time.Hour)},
+		Fix:        "az ad app credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append",
+		At:         at,
+	}
+	expired := reminder
+	expired.ID, expired.Kind, expired.Severity = notify.AlertID("uid", "Application/k1", "expired"), notify.KindExpired, notify.SeverityCritical
+	expired.Credential = &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(-3 * 24 * time.Hour)}
+	resolved := reminder
+	resolved.ID, resolved.Kind, resolved.Severity, resolved.Fix = notify.AlertID("uid", "Application/k1", "resolved"), notify.KindResolved, notify.SeverityInfo, ""
+	return map[string]notify.Alert{
+		"reminder": reminder,
+		"expired":  expired,
+		"resolved": resolved,
+		"check-failing": {
+			ID: notify.AlertID("uid", "check", "failing"), Kind: notify.KindCheckFailing, Severity: notify.SeverityWarning,
+			Namespace: "platform", Name: "aks-prod", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+			Problem: "access denied (HTTP 403, Authorization_RequestDenied)",
+			Fix:     "Grant the operator's identity the Application.Read.All permission on Microsoft Graph, with admin consent.",
+			At:      at,
+		},
+	}
+}
+
+func TestCardGolden(t *testing.T) {
+	for name, a := range alerts() {
+		t.Run(name, func(t *testing.T) {
+			body, err := json.MarshalIndent(render(a), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name, append(body, '\n'))
+		})
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the rendering (run go test -update if the change is meant):\ngot:\n%s", path, got)
+	}
+}
+
+// workflow stands in for a Workflows webhook trigger: it rejects what the "Post card in a chat or
+// channel" step could not post, the way the real trigger's schema check does, and answers 202.
+func workflow(t *testing.T, gotFacts *[][2]string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := checkSchema(body, gotFacts); err != nil {
+			t.Errorf("payload rejected: %v\n%s", err, body)
+			http.Error(w, `{"error":{"code":"TriggerInputSchemaMismatch"}}`, http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+func checkSchema(body []byte, gotFacts *[][2]string) error {
+	var m struct {
+		Type        string `json:"type"`
+		Attachments []struct {
+			ContentType string           `json:"contentType"`
+			ContentURL  *json.RawMessage `json:"contentUrl"`
+			Content     struct {
+				Schema  string `json:"$schema"`
+				Type    string `json:"type"`
+				Version string `json:"version"`
+				Body    []struct {
+					Type  string `json:"type"`
+					Text  string `json:"text"`
+					Facts []struct{ Title, Value string }
+				} `json:"body"`
+			} `json:"content"`
+		} `json:"attachments"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return err
+	}
+	if m.Type != "message" || len(m.Attachments) != 1 {
+		return errors.New(`want "type":"message" with one attachment`)
+	}
+	att := m.Attachments[0]
+	if att.ContentType != "application/vnd.microsoft.card.adaptive" || !bytes.Contains(body, []byte(`"contentUrl":null`)) {
+		return errors.New("want an inline adaptive card attachment with contentUrl null")
+	}
+	c := att.Content
+	if c.Type != "AdaptiveCard" || c.Schema != "http://adaptivecards.io/schemas/adaptive-card.json" || c.Version != "1.4" {
+		return errors.New("want an AdaptiveCard 1.4 with $schema")
+	}
+	if len(c.Body) == 0 || c.Body[0].Type != "TextBlock" || c.Body[0].Text == "" {
+		return errors.New("want a title TextBlock first")
+	}
+	for _, e := range c.Body {
+		if e.Type == "FactSet" {
+			for _, f := range e.Facts {
+				*gotFacts = append(*gotFacts, [2]string{f.Title, f.Value})
+			}
+			return nil
+		}
+	}
+	return errors.New("want a FactSet")
+}
+
+func TestSendPostsTheCard(t *testing.T) {
+	for name, a := range alerts() {
+		t.Run(name, func(t *testing.T) {
+			var facts [][2]string
+			srv := httptest.NewServer(workflow(t, &facts))
+			defer srv.Close()
+			ch, err := New(srv.URL+"/workflows/0c1d/triggers/manual/paths/invoke?api-version=1&sig=SECRET-SIG", srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.Send(context.Background(), a); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			if !reflect.DeepEqual(facts, a.Lines()) {
+				t.Errorf("facts = %q, want the alert's lines %q", facts, a.Lines())
+			}
+		})
+	}
+}
+
+func TestSendClassifiesFailures(t *testing.T) {
+	tests := map[string]struct {
+		status         int
+		retryAfter     string
+		wantPermanent  bool
+		wantRetryAfter time.Duration
+	}{
+		"429 throttled names its wait":     {status: 429, retryAfter: "30", wantRetryAfter: 30 * time.Second},
+		"400 schema mismatch is permanent": {status: 400, wantPermanent: true},
+		"401 bad signature is permanent":   {status: 401, wantPermanent: true},
+		"404 flow deleted is permanent":    {status: 404, wantPermanent: true},
+		"502 gateway is retried":           {status: 502},
+		"408 timed out reading is retried": {status: 408},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				http.Error(w, `{"error":{"message":"echo `+r.URL.RawQuery+`"}}`, tc.status)
+			}))
+			defer srv.Close()
+			ch, err := New(srv.URL+"/workflows/0c1d/triggers/manual/paths/invoke?api-version=1&sig=SECRET-SIG", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = ch.Send(context.Background(), alerts()["expired"])
+			checkDeliveryError(t, err, tc.wantPermanent, tc.wantRetryAfter)
+		})
+	}
+}
+
+func TestSendTransportFailureIsRetriedAndRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	hook := srv.URL + "/workflows/SECRET-ID/triggers/manual/paths/invoke?api-version=1&sig=SECRET-SIG"
+	srv.Close()
+	ch, err := New(hook, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDeliveryError(t, ch.Send(context.Background(), alerts()["reminder"]), false, 0)
+}
+
+// checkDeliveryError asserts err is a *notify.DeliveryError classified as wanted that quotes
+// neither the webhook's secret parts nor the response body.
+func checkDeliveryError(t *testing.T, err error, permanent bool, retryAfter time.Duration) {
+	t.Helper()
+	var de *notify.DeliveryError
+	if !errors.As(err, &de) {
+		t.Fatalf("error %T %v is not a *notify.DeliveryError", err, err)
+	}
+	t.Logf("error: %v", err)
+	if de.Permanent != permanent || de.RetryAfter != retryAfter {
+		t.Errorf("Permanent = %v, RetryAfter = %v; want %v, %v", de.Permanent, de.RetryAfter, permanent, retryAfter)
+	}
+	if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "echo") {
+		t.Errorf("error message %q quotes the URL or the response", err)
+	}
+}
+
+func TestNewRejectsBadURLs(t *testing.T) {
+	for _, raw := range []string{"", "prod-12.westeurope.logic.azure.com/SECRET", "ftp://x/SECRET"} {
+		if _, err := New(raw, nil); err == nil || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("New(%q) = %v, want an error that does not quote the URL", raw, err)
+		}
+	}
+}
+
+func TestNameIsTeams(t *testing.T) {
+	ch, err := New("https://example.invalid/x", nil)
+	if err != nil || ch.Name() != "teams" {
+		t.Errorf("New() = %v, Name() = %q", err, ch.Name())
+	}
+}

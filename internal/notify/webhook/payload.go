@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"time"
+
+	"github.com/credwatch/credwatch/internal/notify"
+)
+
+// SchemaVersion names the shape of Payload. Fields may be added within a version; renaming or
+// removing one, or changing its meaning, makes a new version, so receivers can switch on it.
+const SchemaVersion = "credwatch.dev/v1"
+
+// Payload is the JSON body of every delivery. Every field is always present, empty when unknown,
+// so receivers need no existence checks; Credential is null for alerts about checks.
+type Payload struct {
+	SchemaVersion    string           `json:"schemaVersion"`
+	ID               string           `json:"id"`
+	Kind             notify.Kind      `json:"kind"`
+	Severity         notify.Severity  `json:"severity"`
+	Title            string           `json:"title"`
+	Text             string           `json:"text"`
+	At               time.Time        `json:"at"`
+	Watch            Watch            `json:"watch"`
+	ServicePrincipal ServicePrincipal `json:"servicePrincipal"`
+	Credential       *Credential      `json:"credential"`
+	Cluster          string           `json:"cluster"`
+	Problem          string           `json:"problem"`
+	Fix              string           `json:"fix"`
+}
+
+// Watch names the CredentialWatch that raised the alert.
+type Watch struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// ServicePrincipal identifies the Entra ID service principal the alert is about.
+type ServicePrincipal struct {
+	DisplayName string `json:"displayName"`
+	AppID       string `json:"appId"`
+	TenantID    string `json:"tenantId"`
+}
+
+// Credential is the credential the alert is about; never a secret, only its metadata.
+type Credential struct {
+	KeyID       string    `json:"keyId"`
+	Type        string    `json:"type"`
+	Source      string    `json:"source"`
+	DisplayName string    `json:"displayName"`
+	Hint        string    `json:"hint"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+// NewPayload renders an alert in the webhook schema. Title and Text are notify's renderings, so a
+// receiver that only forwards text says what Slack and email say.
+func NewPayload(a notify.Alert) Payload {
+	p := Payload{
+		SchemaVersion:    SchemaVersion,
+		ID:               a.ID,
+		Kind:             a.Kind,
+		Severity:         a.Severity,
+		Title:            a.Title(),
+		Text:             notify.Text(a),
+		At:               a.At.UTC(),
+		Watch:            Watch{Namespace: a.Namespace, Name: a.Name},
+		ServicePrincipal: ServicePrincipal{DisplayName: a.DisplayName, AppID: a.AppID, TenantID: a.TenantID},
+		Cluster:          a.Cluster,
+		Problem:          a.Problem,
+		Fix:              a.Fix,
+	}
+	if c := a.Credential; c != nil {
+		p.Credential = &Credential{
+			KeyID: c.KeyID, Type: c.Type, Source: c.Source, DisplayName: c.DisplayName, Hint: c.Hint,
+			ExpiresAt: c.End.UTC(),
+		}
+	}
+	return p
+}
