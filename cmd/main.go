@@ -22,12 +22,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+	"github.com/credwatch/credwatch/internal/notify/channels"
 )
 
 type options struct {
@@ -39,6 +41,8 @@ type options struct {
 	cloudName      string
 	authorityHost  string
 	graphEndpoint  string
+	defaultAlerts  string
+	namespace      string
 }
 
 func main() {
@@ -51,6 +55,8 @@ func main() {
 	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
 	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
 	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
+	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
+	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -76,6 +82,31 @@ func (o options) cloud() (azure.Cloud, error) {
 		}
 	}
 	return c, c.Validate()
+}
+
+// loadDefaultAlerts reads the operator-wide alert channels, nil when none are configured.
+func (o options) loadDefaultAlerts() (*v1alpha1.Alerts, error) {
+	if o.defaultAlerts == "" {
+		return nil, nil
+	}
+	if o.namespace == "" {
+		return nil, errors.New("--default-alerts needs --operator-namespace (or POD_NAMESPACE): the channels' Secrets are read there")
+	}
+	data, err := os.ReadFile(o.defaultAlerts)
+	if err != nil {
+		return nil, fmt.Errorf("reading --default-alerts: %w", err)
+	}
+	var a v1alpha1.Alerts
+	if err := yaml.UnmarshalStrict(data, &a); err != nil {
+		return nil, fmt.Errorf("--default-alerts %s: %w", o.defaultAlerts, err)
+	}
+	if len(a.RemindBefore) > 0 || a.CheckFailureAfter != "" || a.UseDefaultChannels != nil {
+		return nil, fmt.Errorf("--default-alerts %s: only channels are set here; the schedule (remindBefore, checkFailureAfter) is each watch's own", o.defaultAlerts)
+	}
+	if a.Slack == nil && a.Email == nil && a.Teams == nil && a.Webhook == nil {
+		return nil, fmt.Errorf("--default-alerts %s names no channel: set slack, email, teams or webhook", o.defaultAlerts)
+	}
+	return &a, nil
 }
 
 func run(o options) error {
@@ -122,6 +153,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	defaults, err := o.loadDefaultAlerts()
+	if err != nil {
+		return err
+	}
 	if err := (&controllers.CredentialWatchReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -130,6 +165,7 @@ func run(o options) error {
 		Rand:         rand.Float64,
 		Identities:   azure.NewIdentities(cloud, nil, nil),
 		Graph:        graphClient,
+		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
 	}

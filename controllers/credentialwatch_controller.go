@@ -52,6 +52,8 @@ type CredentialWatchReconciler struct {
 	Rand       func() float64
 	Identities Identities
 	Graph      CredentialReader
+	// Channels builds the alert channels of a watch.
+	Channels ChannelSource
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
 }
@@ -90,14 +92,18 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	summary := r.reconcileExpiry(obj, before, settings, now)
+	nextAlert := r.reconcileAlerts(ctx, obj, settings, now)
 
-	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time, summary.NextTransition, summary.NextDisplayChange)}, nil
+	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,
+		summary.NextTransition, summary.NextDisplayChange, nextAlert)}, nil
 }
 
 // settings are a spec's durations, parsed once.
 type settings struct {
-	interval   time.Duration
-	thresholds policy.Thresholds
+	interval          time.Duration
+	thresholds        policy.Thresholds
+	remindBefore      []time.Duration
+	checkFailureAfter time.Duration
 }
 
 func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
@@ -109,7 +115,20 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	return settings{interval: interval, thresholds: thresholds}, nil
+	s := settings{interval: interval, thresholds: thresholds, checkFailureAfter: policy.DefaultCheckFailureAfter}
+	var remind []v1alpha1.Duration
+	if a := spec.Alerts; a != nil {
+		remind = a.RemindBefore
+		if a.CheckFailureAfter != "" {
+			if s.checkFailureAfter, err = a.CheckFailureAfter.Parse(); err != nil {
+				return settings{}, fmt.Errorf("alerts.checkFailureAfter: %w", err)
+			}
+		}
+	}
+	if s.remindBefore, err = policy.RemindBefore(remind); err != nil {
+		return settings{}, err
+	}
+	return s, nil
 }
 
 func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj *v1alpha1.CredentialWatch) error {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -58,6 +59,7 @@ func newHarness(t *testing.T) *harness {
 		Rand:         func() float64 { return 0 },
 		Identities:   identities,
 		Graph:        graphAPI,
+		Channels:     &channels.Builder{Secrets: k8s},
 		CheckTimeout: time.Second,
 	}
 	return h

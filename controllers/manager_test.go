@@ -21,6 +21,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+	"github.com/credwatch/credwatch/internal/notify/channels"
 )
 
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
@@ -56,6 +57,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Rand:         rand.Float64,
 		Identities:   identities,
 		Graph:        counted,
+		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader()},
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ const (
 	ConditionExpiring = "Expiring"
 	// ConditionExpired is True when a credential is past its end time.
 	ConditionExpired = "Expired"
+	// ConditionAlertsDelivered is True when every alert that fell due reached its channels.
+	ConditionAlertsDelivered = "AlertsDelivered"
 )
 
 // Reasons of the Ready condition. Each failure has its own, because each needs a different fix.
@@ -43,4 +45,16 @@ const (
 	ReasonCredentialExpired = "CredentialExpired"
 	// ReasonNoneExpired: no credential is past its end time.
 	ReasonNoneExpired = "NoneExpired"
+)
+
+// Reasons of the AlertsDelivered condition.
+const (
+	// ReasonDelivered: every due alert was delivered, or none was due.
+	ReasonDelivered = "Delivered"
+	// ReasonNoChannels: the watch names no channel and uses no default channel.
+	ReasonNoChannels = "NoChannels"
+	// ReasonChannelMisconfigured: a channel's Secret is missing or malformed; a person must fix it.
+	ReasonChannelMisconfigured = "ChannelMisconfigured"
+	// ReasonDeliveryFailed: a channel refused or did not answer; delivery is retried with backoff.
+	ReasonDeliveryFailed = "DeliveryFailed"
 )

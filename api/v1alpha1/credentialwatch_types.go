@@ -32,6 +32,10 @@ type CredentialWatchSpec struct {
 	// +kubebuilder:default={warning: "30d", critical: "7d"}
 	// +optional
 	Thresholds Thresholds `json:"thresholds,omitempty"`
+
+	// Alerts says who is told, through which channels, and when.
+	// +optional
+	Alerts *Alerts `json:"alerts,omitempty"`
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set; more kinds of
@@ -157,6 +161,12 @@ type ServicePrincipalStatus struct {
 	// holds none for the appId.
 	// +optional
 	ServicePrincipalObjectID string `json:"servicePrincipalObjectID,omitempty"`
+
+	// OwnerEmails are the mail addresses of the application's owners, read only when
+	// alerts.email.notifyOwners is set, because that is who they are for.
+	// +listType=atomic
+	// +optional
+	OwnerEmails []string `json:"ownerEmails,omitempty"`
 }
 
 // CredentialWatchStatus is what the operator last saw of the target.
@@ -207,6 +217,10 @@ type CredentialWatchStatus struct {
 	// and survives operator restarts because it lives here.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// Alerts is the delivery ledger of the watch's alerts.
+	// +optional
+	Alerts *AlertsStatus `json:"alerts,omitempty"`
 }
 
 // CredentialWatch watches the secrets and certificates of an Azure service principal and reports

@@ -12,7 +12,6 @@ import (
 
 var (
 	now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	day = 24 * time.Hour
 	std = Thresholds{Warning: 30 * day, Critical: 7 * day}
 )
 

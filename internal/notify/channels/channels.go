@@ -1,0 +1,232 @@
+package channels
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/email"
+	"github.com/credwatch/credwatch/internal/notify/slack"
+	"github.com/credwatch/credwatch/internal/notify/teams"
+	"github.com/credwatch/credwatch/internal/notify/webhook"
+)
+
+// Keys of the Secret named by smtp.authSecretRef and smtp.caSecretRef.
+const (
+	keyUsername = "username"
+	keyPassword = "password"
+	keyCA       = "ca.crt"
+)
+
+// Builder makes a watch's channels.
+type Builder struct {
+	// Secrets reads Secrets one at a time; it should not be a cache, which would list and watch
+	// every Secret in the cluster.
+	Secrets client.Reader
+	// Defaults are the operator's default channels, for watches that name none; nil for none.
+	Defaults *v1alpha1.Alerts
+	// DefaultsNamespace holds the Secrets the default channels name: the operator's namespace.
+	DefaultsNamespace string
+	// HTTPClient carries Slack, Teams and webhook requests; nil means each channel's default.
+	HTTPClient *http.Client
+	// SlackAPIURL replaces Slack's API root, for tests and GovSlack; empty means Slack's.
+	SlackAPIURL string
+}
+
+// ConfigError is a channel configuration that a person must fix: a Secret or key that is
+// missing, a value that does not parse. Its message names the Secret and key, never a value.
+type ConfigError struct{ msg string }
+
+func (e *ConfigError) Error() string { return e.msg }
+
+// Set is a watch's channels: those configured, by name, and those that could be built.
+type Set struct {
+	// Configured names every channel the watch's alerts go to, built or not: what was sent to a
+	// channel whose Secret is broken for a while must not be forgotten.
+	Configured []string
+	Built      []notify.Channel
+}
+
+// For returns the channels alerts of obj go to: its own, or the defaults when it names none and
+// has not opted out. Channels that cannot be built are left out of Built, and the error says
+// why, each as a ConfigError where a person must act; one broken Secret silences only its channel.
+func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, error) {
+	spec, ns := b.effective(obj)
+	var set Set
+	if spec == nil {
+		return set, nil
+	}
+	r := secretReader{ctx: ctx, reader: b.Secrets, namespace: ns}
+	var errs []error
+	add := func(name string, build func() (notify.Channel, error)) {
+		set.Configured = append(set.Configured, name)
+		c, err := build()
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		set.Built = append(set.Built, c)
+	}
+	if s := spec.Slack; s != nil {
+		add("slack", func() (notify.Channel, error) { return b.slack(r, s) })
+	}
+	if e := spec.Email; e != nil {
+		add("email", func() (notify.Channel, error) { return b.email(r, e, ownerEmails(obj)) })
+	}
+	if t := spec.Teams; t != nil {
+		add("teams", func() (notify.Channel, error) { return b.teams(r, t) })
+	}
+	if w := spec.Webhook; w != nil {
+		add("webhook", func() (notify.Channel, error) { return b.webhook(r, w) })
+	}
+	return set, errors.Join(errs...)
+}
+
+// effective picks the alert spec that applies to obj and the namespace its Secrets live in.
+func (b *Builder) effective(obj *v1alpha1.CredentialWatch) (*v1alpha1.Alerts, string) {
+	a := obj.Spec.Alerts
+	if a != nil && (a.Slack != nil || a.Email != nil || a.Teams != nil || a.Webhook != nil) {
+		return a, obj.Namespace
+	}
+	if a != nil && a.UseDefaultChannels != nil && !*a.UseDefaultChannels {
+		return nil, ""
+	}
+	return b.Defaults, b.DefaultsNamespace
+}
+
+// ownerEmails are the application owners' addresses the last check found, when the watch asks
+// for its owners to be told.
+func ownerEmails(obj *v1alpha1.CredentialWatch) []string {
+	a := obj.Spec.Alerts
+	if a == nil || a.Email == nil || !a.Email.NotifyOwners || obj.Status.ServicePrincipal == nil {
+		return nil
+	}
+	return obj.Status.ServicePrincipal.OwnerEmails
+}
+
+func (b *Builder) slack(r secretReader, s *v1alpha1.SlackAlerts) (notify.Channel, error) {
+	o := slack.Options{Channel: s.Channel, HTTPClient: b.HTTPClient}
+	var err error
+	if s.TokenSecretRef != nil {
+		o.Token, err = r.key(*s.TokenSecretRef, "slack.tokenSecretRef")
+		o.APIURL = b.SlackAPIURL
+	} else if s.WebhookSecretRef != nil {
+		o.WebhookURL, err = r.key(*s.WebhookSecretRef, "slack.webhookSecretRef")
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := slack.New(o)
+	if err != nil {
+		return nil, &ConfigError{err.Error()}
+	}
+	return c, nil
+}
+
+func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string) (notify.Channel, error) {
+	o := email.Options{
+		Host: e.SMTP.Host,
+		Port: int(e.SMTP.Port),
+		TLS:  tlsModes[e.SMTP.TLS],
+		From: e.SMTP.From,
+		To:   append(append([]string(nil), e.To...), owners...),
+	}
+	if len(o.To) == 0 {
+		return nil, &ConfigError{"email: no recipients: to is empty and the application has no owner with a mail address"}
+	}
+	if ref := e.SMTP.AuthSecretRef; ref != nil {
+		var err error
+		if o.Username, err = r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyUsername}, "email.smtp.authSecretRef"); err != nil {
+			return nil, err
+		}
+		if o.Password, err = r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyPassword}, "email.smtp.authSecretRef"); err != nil {
+			return nil, err
+		}
+	}
+	if ref := e.SMTP.CASecretRef; ref != nil {
+		pem, err := r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyCA}, "email.smtp.caSecretRef")
+		if err != nil {
+			return nil, err
+		}
+		o.RootCAs = x509.NewCertPool()
+		if !o.RootCAs.AppendCertsFromPEM([]byte(pem)) {
+			return nil, &ConfigError{fmt.Sprintf("email.smtp.caSecretRef: key %s of Secret %s/%s holds no PEM certificate", keyCA, r.namespace, ref.Name)}
+		}
+	}
+	c, err := email.New(o)
+	if err != nil {
+		return nil, &ConfigError{err.Error()}
+	}
+	return c, nil
+}
+
+var tlsModes = map[v1alpha1.SMTPTLS]email.TLSMode{
+	"":                       email.StartTLS,
+	v1alpha1.SMTPStartTLS:    email.StartTLS,
+	v1alpha1.SMTPImplicitTLS: email.ImplicitTLS,
+	v1alpha1.SMTPNoTLS:       email.NoTLS,
+}
+
+func (b *Builder) teams(r secretReader, t *v1alpha1.TeamsAlerts) (notify.Channel, error) {
+	url, err := r.key(t.WebhookSecretRef, "teams.webhookSecretRef")
+	if err != nil {
+		return nil, err
+	}
+	c, err := teams.New(url, b.HTTPClient)
+	if err != nil {
+		return nil, &ConfigError{err.Error()}
+	}
+	return c, nil
+}
+
+func (b *Builder) webhook(r secretReader, w *v1alpha1.WebhookAlerts) (notify.Channel, error) {
+	url, err := r.key(w.URLSecretRef, "webhook.urlSecretRef")
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if ref := w.SigningKeySecretRef; ref != nil {
+		k, err := r.key(*ref, "webhook.signingKeySecretRef")
+		if err != nil {
+			return nil, err
+		}
+		key = []byte(k)
+	}
+	c, err := webhook.New(url, key, b.HTTPClient)
+	if err != nil {
+		return nil, &ConfigError{err.Error()}
+	}
+	return c, nil
+}
+
+// secretReader reads keys of Secrets in one namespace.
+type secretReader struct {
+	ctx       context.Context
+	reader    client.Reader
+	namespace string
+}
+
+// key returns one key of a Secret; field names the spec field that points at it, for the message.
+func (r secretReader) key(ref v1alpha1.SecretKeyRef, field string) (string, error) {
+	var s corev1.Secret
+	if err := r.reader.Get(r.ctx, types.NamespacedName{Namespace: r.namespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s does not exist", field, r.namespace, ref.Name)}
+		}
+		return "", fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, ref.Name, err)
+	}
+	v, ok := s.Data[ref.Key]
+	if !ok || len(v) == 0 {
+		return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s has no key %q, or it is empty", field, r.namespace, ref.Name, ref.Key)}
+	}
+	return string(v), nil
+}

@@ -1,0 +1,234 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// DefaultRemindBefore is the reminder schedule of a watch that sets none.
+var DefaultRemindBefore = []time.Duration{30 * day, 14 * day, 7 * day, 3 * day, day}
+
+// DefaultCheckFailureAfter is how long checks may fail before the channels are told.
+const DefaultCheckFailureAfter = time.Hour
+
+const day = 24 * time.Hour
+
+// Step is one point of a credential's alert schedule: a reminder some time before its end, or
+// a day after it. Steps are ordered by Due, which is all the ledger needs to compare.
+type Step struct {
+	// Name is how status and messages name the step: "7d" or "expired+3d".
+	Name    string
+	Due     time.Time
+	Expired bool
+}
+
+// CurrentStep is the latest step of a credential ending at end that has fallen due by now; ok
+// is false while none has. Reminders skipped while the operator was down are not sent late:
+// only the latest counts, because it is the one with the news.
+func CurrentStep(end, now time.Time, remindBefore []time.Duration) (step Step, ok bool) {
+	if !now.Before(end) {
+		n := now.Sub(end) / day
+		return Step{Name: fmt.Sprintf("expired+%dd", n), Due: end.Add(n * day), Expired: true}, true
+	}
+	for _, d := range remindBefore {
+		due := end.Add(-d)
+		if !due.After(now) && (!ok || due.After(step.Due)) {
+			step, ok = Step{Name: stepName(d), Due: due}, true
+		}
+	}
+	return step, ok
+}
+
+// stepName names a reminder by its lead time in the largest whole unit: 30d, 36h, 90m.
+func stepName(d time.Duration) string {
+	switch {
+	case d%day == 0:
+		return fmt.Sprintf("%dd", d/day)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	default:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+}
+
+// NextStepDue is when the next step after now falls due: a reminder still ahead, or the next
+// day of expiry.
+func NextStepDue(end, now time.Time, remindBefore []time.Duration) time.Time {
+	if !now.Before(end) {
+		return end.Add((now.Sub(end)/day + 1) * day)
+	}
+	next := end
+	for _, d := range remindBefore {
+		if due := end.Add(-d); due.After(now) && due.Before(next) {
+			next = due
+		}
+	}
+	return next
+}
+
+// Due reports whether step should be sent, given the one last sent on the channel (nil if none).
+func Due(step Step, last *v1alpha1.SentAlert) bool {
+	return last == nil || step.Due.After(last.DueTime.Time)
+}
+
+// Alert delivery backoff per channel: 1m, 2m, 4m, ... capped at 1h.
+const (
+	deliveryBase = time.Minute
+	deliveryCap  = time.Hour
+)
+
+// DeliveryBackoff is how long after failures consecutive failed deliveries a channel is tried
+// again; a peer's Retry-After is a floor.
+func DeliveryBackoff(failures int32, retryAfter time.Duration) time.Duration {
+	d := deliveryBase
+	for i := int32(1); i < failures && d < deliveryCap; i++ {
+		d *= 2
+	}
+	return max(min(d, deliveryCap), retryAfter)
+}
+
+// RemindBefore parses a watch's reminder schedule, latest-first; empty means the default.
+func RemindBefore(ds []v1alpha1.Duration) ([]time.Duration, error) {
+	if len(ds) == 0 {
+		return DefaultRemindBefore, nil
+	}
+	out := make([]time.Duration, 0, len(ds))
+	for _, d := range ds {
+		v, err := d.Parse()
+		if err != nil {
+			return nil, fmt.Errorf("alerts.remindBefore: %w", err)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] > out[j] })
+	return out, nil
+}
+
+// AlertKind is what a planned alert announces.
+type AlertKind string
+
+const (
+	AlertReminder       AlertKind = "Reminder"
+	AlertExpired        AlertKind = "Expired"
+	AlertResolved       AlertKind = "Resolved"
+	AlertCheckFailing   AlertKind = "CheckFailing"
+	AlertCheckRecovered AlertKind = "CheckRecovered"
+)
+
+// CheckSubject is the ledger subject of check-failure alerts.
+const CheckSubject = "check"
+
+// SubjectOf is the ledger subject of a credential's alerts.
+func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
+
+// PlannedAlert is one alert due on one channel.
+type PlannedAlert struct {
+	Channel string
+	Kind    AlertKind
+	Subject string
+	Step    Step
+	// Credential is what a reminder or an expiry is about; nil for the others.
+	Credential *v1alpha1.Credential
+	// Forget is true when, once delivered, the ledger entry goes: the matter is over.
+	Forget bool
+}
+
+// AlertInputs is what deciding the due alerts takes, all of it from the watch's spec and status.
+type AlertInputs struct {
+	// Credentials as of the last successful check; Checked is false when there was none, and
+	// then nothing is known to have been resolved.
+	Credentials []v1alpha1.Credential
+	Checked     bool
+	// Ready is the watch's Ready condition, nil before the first check.
+	Ready             *metav1.Condition
+	Sent              []v1alpha1.SentAlert
+	Channels          []string
+	RemindBefore      []time.Duration
+	CheckFailureAfter time.Duration
+}
+
+// AlertPlan is the alerts due now, and when the next one falls due.
+type AlertPlan struct {
+	Due []PlannedAlert
+	// Stale are ledger entries of channels the watch no longer has: dropped without a message.
+	Stale []v1alpha1.SentAlert
+	// Next is when the next step falls due; zero when none will.
+	Next time.Time
+}
+
+// PlanAlerts decides, per channel, which alerts are due at now: the latest step of each
+// credential not yet sent there, a resolution for each credential alerted on that is gone, and
+// a check-failure alert, or its recovery. In each channel they come soonest-expiring first.
+func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
+	var plan AlertPlan
+	sent := map[[2]string]*v1alpha1.SentAlert{}
+	for i := range in.Sent {
+		s := &in.Sent[i]
+		sent[[2]string{s.Channel, s.Subject}] = s
+	}
+	present := map[string]bool{}
+	for _, c := range in.Credentials {
+		present[SubjectOf(c)] = true
+	}
+	configured := map[string]bool{}
+	for _, ch := range in.Channels {
+		configured[ch] = true
+	}
+	for _, s := range in.Sent {
+		if !configured[s.Channel] {
+			plan.Stale = append(plan.Stale, s)
+		}
+	}
+	soonest := func(t time.Time) {
+		if !t.IsZero() && t.After(now) && (plan.Next.IsZero() || t.Before(plan.Next)) {
+			plan.Next = t
+		}
+	}
+
+	for _, ch := range in.Channels {
+		if in.Checked {
+			for i := range in.Credentials {
+				c := &in.Credentials[i]
+				subject := SubjectOf(*c)
+				end := c.EndTime.Time
+				soonest(NextStepDue(end, now, in.RemindBefore))
+				step, ok := CurrentStep(end, now, in.RemindBefore)
+				if !ok || !Due(step, sent[[2]string{ch, subject}]) {
+					continue
+				}
+				kind := AlertReminder
+				if step.Expired {
+					kind = AlertExpired
+				}
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
+			}
+			for _, s := range in.Sent {
+				if s.Channel == ch && s.Subject != CheckSubject && !present[s.Subject] {
+					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertResolved, Subject: s.Subject,
+						Step: Step{Name: "resolved", Due: now}, Forget: true})
+				}
+			}
+		}
+
+		last := sent[[2]string{ch, CheckSubject}]
+		switch failing := in.Ready != nil && in.Ready.Status == metav1.ConditionFalse; {
+		case failing:
+			due := in.Ready.LastTransitionTime.Add(in.CheckFailureAfter)
+			step := Step{Name: "failing", Due: due}
+			if now.Before(due) {
+				soonest(due)
+			} else if Due(step, last) {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertCheckFailing, Subject: CheckSubject, Step: step})
+			}
+		case last != nil:
+			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertCheckRecovered, Subject: CheckSubject,
+				Step: Step{Name: "recovered", Due: now}, Forget: true})
+		}
+	}
+	return plan
+}

@@ -1,0 +1,190 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func TestCurrentStepAndNextStepDue(t *testing.T) {
+	tests := map[string]struct {
+		left     time.Duration
+		wantStep string // "" for none
+		wantDue  time.Duration
+		wantNext time.Duration
+	}{
+		"far away: nothing yet, first reminder at 30d": {left: 45 * day, wantNext: 15 * day},
+		"exactly 30d: the 30d reminder":                {left: 30 * day, wantStep: "30d", wantDue: 0, wantNext: 16 * day},
+		"20d: still the 30d reminder":                  {left: 20 * day, wantStep: "30d", wantDue: -10 * day, wantNext: 6 * day},
+		"operator was down past 14d and 7d: only 7d":   {left: 5 * day, wantStep: "7d", wantDue: -2 * day, wantNext: 2 * day},
+		"12h: the 1d reminder, next at expiry":         {left: 12 * time.Hour, wantStep: "1d", wantDue: -12 * time.Hour, wantNext: 12 * time.Hour},
+		"at expiry: day 0":                             {left: 0, wantStep: "expired+0d", wantDue: 0, wantNext: day},
+		"3d12h after expiry: day 3":                    {left: -(3*day + 12*time.Hour), wantStep: "expired+3d", wantDue: -12 * time.Hour, wantNext: 12 * time.Hour},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			end := now.Add(tc.left)
+			step, ok := CurrentStep(end, now, DefaultRemindBefore)
+			if (tc.wantStep != "") != ok || step.Name != tc.wantStep {
+				t.Fatalf("CurrentStep = %+v, %v; want %q", step, ok, tc.wantStep)
+			}
+			if ok && step.Due.Sub(now) != tc.wantDue {
+				t.Errorf("step due at now%+v, want now%+v", step.Due.Sub(now), tc.wantDue)
+			}
+			if got := NextStepDue(end, now, DefaultRemindBefore).Sub(now); got != tc.wantNext {
+				t.Errorf("NextStepDue = now+%v, want now+%v", got, tc.wantNext)
+			}
+		})
+	}
+}
+
+func TestDeliveryBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		failures   int32
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, time.Minute}, {2, 0, 2 * time.Minute}, {7, 0, time.Hour}, {100, 0, time.Hour}, {1, 5 * time.Minute, 5 * time.Minute},
+	} {
+		if got := DeliveryBackoff(tc.failures, tc.retryAfter); got != tc.want {
+			t.Errorf("DeliveryBackoff(%d, %v) = %v, want %v", tc.failures, tc.retryAfter, got, tc.want)
+		}
+	}
+}
+
+func TestRemindBefore(t *testing.T) {
+	got, err := RemindBefore([]v1alpha1.Duration{"1d", "2w", "3d"})
+	if err != nil || len(got) != 3 || got[0] != 14*day || got[2] != day {
+		t.Errorf("RemindBefore = %v, %v; want latest first", got, err)
+	}
+	if got, _ := RemindBefore(nil); len(got) != len(DefaultRemindBefore) {
+		t.Errorf("RemindBefore(nil) = %v, want the default", got)
+	}
+}
+
+func sentAlert(ch, subject, step string, due time.Time) v1alpha1.SentAlert {
+	return v1alpha1.SentAlert{Channel: ch, Subject: subject, Step: step, DueTime: metav1.NewTime(due), SentTime: metav1.NewTime(due)}
+}
+
+func TestPlanAlerts(t *testing.T) {
+	secret := v1alpha1.Credential{KeyID: "k1", Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(now.Add(5 * day))}
+	cert := v1alpha1.Credential{KeyID: "k2", Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(now.Add(100 * day))}
+	ok := &metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}
+	failingFor := func(d time.Duration) *metav1.Condition {
+		return &metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-d))}
+	}
+	base := func() AlertInputs {
+		return AlertInputs{Credentials: []v1alpha1.Credential{secret, cert}, Checked: true, Ready: ok,
+			Channels: []string{"slack", "email"}, RemindBefore: DefaultRemindBefore, CheckFailureAfter: time.Hour}
+	}
+	tests := map[string]struct {
+		edit      func(*AlertInputs)
+		want      []string // channel kind subject step
+		wantStale int
+		wantNext  time.Duration
+	}{
+		"nothing sent yet: the 7d reminder on each channel": {
+			edit:     func(*AlertInputs) {},
+			want:     []string{"slack Reminder Application/k1 7d", "email Reminder Application/k1 7d"},
+			wantNext: 2 * day,
+		},
+		"already sent on one channel: only the other": {
+			edit: func(in *AlertInputs) {
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			want:     []string{"email Reminder Application/k1 7d"},
+			wantNext: 2 * day,
+		},
+		"an earlier step sent: the later one is due": {
+			edit: func(in *AlertInputs) {
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "14d", now.Add(-9*day))}
+			},
+			want:     []string{"slack Reminder Application/k1 7d", "email Reminder Application/k1 7d"},
+			wantNext: 2 * day,
+		},
+		"a credential alerted on is gone: resolved, once per channel that heard of it": {
+			edit: func(in *AlertInputs) {
+				in.Credentials = []v1alpha1.Credential{cert}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			want:     []string{"slack Resolved Application/k1 resolved"},
+			wantNext: 70 * day,
+		},
+		"no successful check: nothing is known, nothing resolved": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Checked = nil, false
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+		},
+		"checks failing less than the allowance: nothing yet": {
+			edit:     func(in *AlertInputs) { in.Ready = failingFor(20 * time.Minute); in.Channels = []string{"slack"} },
+			want:     []string{"slack Reminder Application/k1 7d"},
+			wantNext: 40 * time.Minute,
+		},
+		"checks failing past the allowance": {
+			edit:     func(in *AlertInputs) { in.Ready = failingFor(2 * time.Hour); in.Channels = []string{"slack"} },
+			want:     []string{"slack Reminder Application/k1 7d", "slack CheckFailing check failing"},
+			wantNext: 2 * day,
+		},
+		"the same failure already announced": {
+			edit: func(in *AlertInputs) {
+				in.Ready, in.Channels = failingFor(2*time.Hour), []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day)), sentAlert("slack", "check", "failing", now.Add(-time.Hour))}
+			},
+			wantNext: 2 * day,
+		},
+		"checks work again after an announced failure: recovered": {
+			edit: func(in *AlertInputs) {
+				in.Channels = []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day)), sentAlert("slack", "check", "failing", now.Add(-time.Hour))}
+			},
+			want:     []string{"slack CheckRecovered check recovered"},
+			wantNext: 2 * day,
+		},
+		"expired: daily": {
+			edit: func(in *AlertInputs) {
+				in.Credentials = []v1alpha1.Credential{{KeyID: "k1", Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(now.Add(-50 * time.Hour))}}
+				in.Channels = []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "expired+1d", now.Add(-26*time.Hour))}
+			},
+			want:     []string{"slack Expired Application/k1 expired+2d"},
+			wantNext: 22 * time.Hour,
+		},
+		"a channel removed from the spec: its entries go quietly": {
+			edit: func(in *AlertInputs) {
+				in.Channels = []string{"email"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			want: []string{"email Reminder Application/k1 7d"}, wantStale: 1,
+			wantNext: 2 * day,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := base()
+			tc.edit(&in)
+			plan := PlanAlerts(in, now)
+			var got []string
+			for _, p := range plan.Due {
+				got = append(got, strings.Join([]string{p.Channel, string(p.Kind), p.Subject, p.Step.Name}, " "))
+			}
+			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("due =\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(tc.want, "; "))
+			}
+			if len(plan.Stale) != tc.wantStale {
+				t.Errorf("stale = %v, want %d", plan.Stale, tc.wantStale)
+			}
+			var next time.Duration
+			if !plan.Next.IsZero() {
+				next = plan.Next.Sub(now)
+			}
+			if next != tc.wantNext {
+				t.Errorf("next = now+%v, want now+%v", next, tc.wantNext)
+			}
+		})
+	}
+}

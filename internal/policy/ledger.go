@@ -1,0 +1,83 @@
+package policy
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// The ledger is the alerts part of a watch's status: what each channel was last sent about each
+// subject, and which channels are failing. These functions are its only writers.
+
+// Forget drops what channel was sent about subject.
+func Forget(l *v1alpha1.AlertsStatus, channel, subject string) {
+	kept := l.Sent[:0]
+	for _, s := range l.Sent {
+		if s.Channel != channel || s.Subject != subject {
+			kept = append(kept, s)
+		}
+	}
+	l.Sent = kept
+}
+
+// RecordDelivery notes that p reached its channel at now, and that the channel works.
+func RecordDelivery(l *v1alpha1.AlertsStatus, p PlannedAlert, now time.Time) {
+	clearFailure(l, p.Channel)
+	Forget(l, p.Channel, p.Subject)
+	if p.Forget {
+		return
+	}
+	l.Sent = append(l.Sent, v1alpha1.SentAlert{
+		Channel: p.Channel, Subject: p.Subject, Step: p.Step.Name,
+		DueTime: metav1.NewTime(p.Step.Due), SentTime: metav1.NewTime(now),
+	})
+}
+
+// Failure is channel's failure record, nil when its last delivery worked.
+func Failure(l *v1alpha1.AlertsStatus, channel string) *v1alpha1.ChannelFailure {
+	for i := range l.Failing {
+		if l.Failing[i].Channel == channel {
+			return &l.Failing[i]
+		}
+	}
+	return nil
+}
+
+// RecordFailure notes a failed delivery on channel and schedules the next attempt.
+func RecordFailure(l *v1alpha1.AlertsStatus, channel, message string, retryAfter time.Duration, now time.Time) v1alpha1.ChannelFailure {
+	f := Failure(l, channel)
+	if f == nil {
+		l.Failing = append(l.Failing, v1alpha1.ChannelFailure{Channel: channel})
+		f = &l.Failing[len(l.Failing)-1]
+	}
+	f.Failures++
+	f.Message = message
+	f.NextAttemptTime = metav1.NewTime(now.Add(DeliveryBackoff(f.Failures, retryAfter)))
+	return *f
+}
+
+// KeepChannels drops failure records of channels no longer configured.
+func KeepChannels(l *v1alpha1.AlertsStatus, configured []string) {
+	kept := l.Failing[:0]
+	for _, f := range l.Failing {
+		for _, c := range configured {
+			if f.Channel == c {
+				kept = append(kept, f)
+				break
+			}
+		}
+	}
+	l.Failing = kept
+}
+
+func clearFailure(l *v1alpha1.AlertsStatus, channel string) {
+	kept := l.Failing[:0]
+	for _, f := range l.Failing {
+		if f.Channel != channel {
+			kept = append(kept, f)
+		}
+	}
+	l.Failing = kept
+}
