@@ -198,7 +198,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		return
 	}
 	var byAppID, byID string
+	owners := false
 	switch {
+	case !hasKey && len(segs) == 3 && segs[2] == "owners":
+		byID, owners = segs[1], true
 	case hasKey && len(segs) == 1:
 		if !strings.HasSuffix(key, ")") {
 			c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Bad Request - Error in query syntax: '%s'.", segs[0]))
@@ -222,6 +225,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		return
 	}
 	if !s.onlyGET(w, r, c) {
+		return
+	}
+	if owners {
+		s.owners(w, c, set, tok, byID)
 		return
 	}
 	q, errMsg := parseQuery(r.URL.RawQuery, set)
@@ -278,6 +285,43 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect() + "/$entity"}}
 	body = append(body, render(set, *found, q.selected, q.selected != nil)...)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// owners answers GET /{set}/{id}/owners as Graph does, each owner typed by @odata.type. It pages
+// nothing: an application has a handful of owners.
+func (s *Server) owners(w http.ResponseWriter, c graphCall, set *entitySet, tok issuedToken, id string) {
+	w.Header().Set("x-ms-resource-unit", "1")
+	s.mu.Lock()
+	var found *Object
+	if t := s.tenantLocked(tok.tenantID, false); t != nil {
+		m := t.apps
+		if set.sps {
+			m = t.sps
+		}
+		for _, st := range m {
+			if strings.EqualFold(st.obj.ID, id) {
+				o := st.obj.clone()
+				found = &o
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
+			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", id))
+		return
+	}
+	value := []object{}
+	for _, o := range found.Owners {
+		kind := "#microsoft.graph.user"
+		if o.ServicePrincipal {
+			kind = "#microsoft.graph.servicePrincipal"
+		}
+		value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", o.DisplayName},
+			{"mail", nullable(o.Mail)}, {"userPrincipalName", nullable(o.UserPrincipalName)}})
+	}
+	writeJSON(w, http.StatusOK, object{{"@odata.context", s.URL() + "/v1.0/$metadata#directoryObjects"}, {"value", value}})
 }
 
 func (s *Server) onlyGET(w http.ResponseWriter, r *http.Request, c graphCall) bool {

@@ -74,6 +74,14 @@ type Object struct {
 	ID, AppID, DisplayName string
 	Passwords              []PasswordCredential
 	Keys                   []KeyCredential
+	// Owners are listed by /applications/{id}/owners (and the same on service principals).
+	Owners []Owner
+}
+
+// Owner is an owner of an application: a user, or a service principal (which has no mail).
+type Owner struct {
+	ID, DisplayName, Mail, UserPrincipalName string
+	ServicePrincipal                         bool
 }
 
 // Request is what a test can assert about a Graph call without seeing any secret. Path is
@@ -430,6 +438,7 @@ func (s *Server) SecretTexts() []string {
 func (o Object) clone() Object {
 	o.Passwords = append([]PasswordCredential(nil), o.Passwords...)
 	o.Keys = append([]KeyCredential(nil), o.Keys...)
+	o.Owners = append([]Owner(nil), o.Owners...)
 	for i := range o.Keys {
 		o.Keys[i].CustomKeyIdentifier = append([]byte(nil), o.Keys[i].CustomKeyIdentifier...)
 		o.Keys[i].Key = append([]byte(nil), o.Keys[i].Key...)

@@ -142,6 +142,36 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 	return snap, nil
 }
 
+// ReadOwnerEmails returns the mail addresses of the owners of the application with object ID
+// applicationID: a user's mail, or its user principal name when it has none. Owners that are
+// service principals have neither and are skipped.
+func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
+	svc, err := c.service(cred)
+	if err != nil {
+		return nil, err
+	}
+	owners := svc.Applications().ByApplicationId(applicationID).Owners()
+	page, err := owners.Get(ctx, nil)
+	var out []string
+	for err == nil {
+		for _, o := range page.GetValue() {
+			if u, ok := o.(models.Userable); ok {
+				if mail := deref(u.GetMail()); mail != "" {
+					out = append(out, mail)
+				} else if upn := deref(u.GetUserPrincipalName()); upn != "" {
+					out = append(out, upn)
+				}
+			}
+		}
+		next := page.GetOdataNextLink()
+		if next == nil || *next == "" {
+			return out, nil
+		}
+		page, err = owners.WithUrl(*next).Get(ctx, nil)
+	}
+	return nil, fmt.Errorf("reading the owners of application %s: %w", applicationID, classify(err))
+}
+
 // credentialHolder is what applications and service principals share that a watch reads.
 type credentialHolder interface {
 	GetId() *string

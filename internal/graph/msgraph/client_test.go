@@ -100,6 +100,29 @@ func TestReadCredentialsOfBothObjects(t *testing.T) {
 	}
 }
 
+func TestReadOwnerEmails(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+	app, _ := fake.Application(tenant, appID)
+	app.Owners = []fakegraph.Owner{
+		{ID: "u1", DisplayName: "Ada", Mail: "ada@example.com", UserPrincipalName: "ada@contoso.onmicrosoft.com"},
+		{ID: "u2", DisplayName: "Bob", UserPrincipalName: "bob@contoso.onmicrosoft.com"},
+		{ID: "s1", DisplayName: "deploy-bot", ServicePrincipal: true},
+	}
+	fake.PutApplication(tenant, app)
+
+	got, err := c.ReadOwnerEmails(context.Background(), cred, app.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "ada@example.com,bob@contoso.onmicrosoft.com" {
+		t.Errorf("owners = %v, want Ada's mail and Bob's UPN, and no service principal", got)
+	}
+	if _, err := c.ReadOwnerEmails(context.Background(), cred, "a0000000-0000-4000-8000-00000000dead"); graph.KindOf(err) != graph.KindNotFound {
+		t.Errorf("owners of a missing application: %v, want not found", err)
+	}
+}
+
 func TestReadCredentialsWhenOneObjectIsMissing(t *testing.T) {
 	tests := map[string]struct {
 		app, sp  bool
