@@ -1,4 +1,6 @@
-package email
+// Package mailpit runs a real SMTP server, mailpit, for tests, and reads back what arrived through
+// its HTTP API. `make test` builds mailpit from hack/mailpit and points MAILPIT_BIN at it.
+package mailpit
 
 import (
 	"crypto/ecdsa"
@@ -22,32 +24,32 @@ import (
 	"time"
 )
 
-// mailpit is a real SMTP server for the tests, run as a subprocess: `make test` builds it from
-// hack/mailpit and points MAILPIT_BIN at it. Every test starts its own, so they share no mailbox.
-type mailpit struct {
-	smtpPort int
+// Server is a mailpit run as a subprocess. Every test starts its own, so they share no mailbox.
+type Server struct {
+	SMTPPort int
 	api      string
 }
 
-func startMailpit(t *testing.T, args ...string) *mailpit {
+// Start runs mailpit with args on free loopback ports until the test ends.
+func Start(t *testing.T, args ...string) *Server {
 	t.Helper()
 	bin := os.Getenv("MAILPIT_BIN")
 	if bin == "" {
-		t.Fatal("MAILPIT_BIN is not set: run `make test`, or `make mailpit` and MAILPIT_BIN=$PWD/bin/mailpit go test ./internal/notify/email/")
+		t.Fatal("MAILPIT_BIN is not set: run `make test`, or `make mailpit` and MAILPIT_BIN=$PWD/bin/mailpit go test ./...")
 	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("MAILPIT_BIN: %v", err)
 	}
 	dir := t.TempDir()
-	m := &mailpit{smtpPort: freePort(t)}
-	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	m := &Server{SMTPPort: FreePort(t)}
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 	m.api = "http://" + httpAddr + "/api/v1"
 	log, err := os.Create(filepath.Join(dir, "mailpit.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, append([]string{
-		"--smtp", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.smtpPort)),
+		"--smtp", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.SMTPPort)),
 		"--listen", httpAddr,
 		"--database", filepath.Join(dir, "mailpit.db"),
 		"--disable-version-check",
@@ -92,13 +94,13 @@ func startMailpit(t *testing.T, args ...string) *mailpit {
 	}
 }
 
-func (m *mailpit) ready() bool {
+func (m *Server) ready() bool {
 	resp, err := http.Get(m.api + "/messages")
 	if err != nil {
 		return false
 	}
 	_ = resp.Body.Close()
-	conn, err := net.DialTimeout("tcp", m.smtpAddr(), time.Second)
+	conn, err := net.DialTimeout("tcp", m.SMTPAddr(), time.Second)
 	if err != nil {
 		return false
 	}
@@ -106,37 +108,39 @@ func (m *mailpit) ready() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func (m *mailpit) smtpAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.smtpPort)) }
+// SMTPAddr is where mailpit takes mail.
+func (m *Server) SMTPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.SMTPPort)) }
 
-type apiAddress struct{ Name, Address string }
+type Address struct{ Name, Address string }
 
-// apiMessage is the part of mailpit's /api/v1/message/{ID} the tests read.
-type apiMessage struct {
+// Message is the part of mailpit's /api/v1/message/{ID} the tests read.
+type Message struct {
 	ID, MessageID, Subject, Text, HTML string
-	From                               apiAddress
-	To                                 []apiAddress
+	From                               Address
+	To                                 []Address
 }
 
-// messages returns every message mailpit received, newest first.
-func (m *mailpit) messages(t *testing.T) []apiMessage {
+// Messages returns every message mailpit received, newest first.
+func (m *Server) Messages(t *testing.T) []Message {
 	t.Helper()
 	var list struct{ Messages []struct{ ID string } }
 	m.get(t, "/messages", &list)
-	out := make([]apiMessage, len(list.Messages))
+	out := make([]Message, len(list.Messages))
 	for i, s := range list.Messages {
 		m.get(t, "/message/"+s.ID, &out[i])
 	}
 	return out
 }
 
-func (m *mailpit) headers(t *testing.T, id string) map[string][]string {
+// Headers returns the headers of message id.
+func (m *Server) Headers(t *testing.T, id string) map[string][]string {
 	t.Helper()
 	var h map[string][]string
 	m.get(t, "/message/"+id+"/headers", &h)
 	return h
 }
 
-func (m *mailpit) get(t *testing.T, path string, into any) {
+func (m *Server) get(t *testing.T, path string, into any) {
 	t.Helper()
 	resp, err := http.Get(m.api + path)
 	if err != nil {
@@ -151,7 +155,8 @@ func (m *mailpit) get(t *testing.T, path string, into any) {
 	}
 }
 
-func freePort(t *testing.T) int {
+// FreePort is a loopback port nothing listens on, for a server that is down.
+func FreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -161,9 +166,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// tlsFlags gives mailpit a certificate for 127.0.0.1, self-signed for this test, and returns the
+// TLSFlags gives mailpit a certificate for 127.0.0.1, self-signed for this test, and returns the
 // pool that trusts it.
-func tlsFlags(t *testing.T) ([]string, *x509.CertPool) {
+func TLSFlags(t *testing.T) ([]string, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -201,10 +206,10 @@ func tlsFlags(t *testing.T) ([]string, *x509.CertPool) {
 	return []string{"--smtp-tls-cert", certFile, "--smtp-tls-key", keyFile}, roots
 }
 
-// authFlags makes mailpit accept one user. Its password file is htpasswd's, read by
+// AuthFlags makes mailpit accept one user. Its password file is htpasswd's, read by
 // github.com/tg123/go-htpasswd: "user:hash" entries separated by whitespace; {SHA} is the one
 // hash the standard library can make.
-func authFlags(t *testing.T, user, password string) []string {
+func AuthFlags(t *testing.T, user, password string) []string {
 	t.Helper()
 	sum := sha1.Sum([]byte(password))
 	file := filepath.Join(t.TempDir(), "smtp-users")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/test/mailpit"
 )
 
 const (
@@ -21,9 +22,9 @@ const (
 )
 
 // options points at a mailpit; edit changes what a case is about.
-func options(m *mailpit, mode TLSMode, roots *x509.CertPool, edit func(*Options)) Options {
+func options(m *mailpit.Server, mode TLSMode, roots *x509.CertPool, edit func(*Options)) Options {
 	o := Options{
-		Host: "127.0.0.1", Port: m.smtpPort, TLS: mode, RootCAs: roots,
+		Host: "127.0.0.1", Port: m.SMTPPort, TLS: mode, RootCAs: roots,
 		From: "credwatch <alerts@example.com>", To: []string{"ops@example.com", "Platform Team <platform@example.com>"},
 		Timeout: 5 * time.Second,
 	}
@@ -47,9 +48,9 @@ func send(t *testing.T, o Options, a notify.Alert) error {
 // wantDelivered checks the one message mailpit has against what the channel renders. That AUTH
 // worked shows only in the delivery: the servers with a password file refuse mail without it, and
 // mailpit 1.27 records the user of AUTH LOGIN but not of AUTH PLAIN, which go-mail uses here.
-func wantDelivered(t *testing.T, m *mailpit, a notify.Alert) {
+func wantDelivered(t *testing.T, m *mailpit.Server, a notify.Alert) {
 	t.Helper()
-	msgs := m.messages(t)
+	msgs := m.Messages(t)
 	if len(msgs) != 1 {
 		t.Fatalf("mailpit has %d messages, want 1", len(msgs))
 	}
@@ -75,7 +76,7 @@ func wantDelivered(t *testing.T, m *mailpit, a notify.Alert) {
 			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
 		}
 	}
-	if h := m.headers(t, got.ID)[HeaderAlertID]; len(h) != 1 || h[0] != a.ID {
+	if h := m.Headers(t, got.ID)[HeaderAlertID]; len(h) != 1 || h[0] != a.ID {
 		t.Errorf("%s = %q, want [%q]", HeaderAlertID, h, a.ID)
 	}
 }
@@ -87,7 +88,7 @@ func normalize(s string) string {
 
 // wantFailed checks that err is a DeliveryError of the right kind that does not give the password
 // away, and that nothing was delivered.
-func wantFailed(t *testing.T, m *mailpit, err error, wantPermanent bool, wantText string) {
+func wantFailed(t *testing.T, m *mailpit.Server, err error, wantPermanent bool, wantText string) {
 	t.Helper()
 	t.Logf("Send() error: %v", err)
 	var de *notify.DeliveryError
@@ -104,7 +105,7 @@ func wantFailed(t *testing.T, m *mailpit, err error, wantPermanent bool, wantTex
 		t.Errorf("Send() error gives the password away: %q", err)
 	}
 	if m != nil {
-		if n := len(m.messages(t)); n != 0 {
+		if n := len(m.Messages(t)); n != 0 {
 			t.Errorf("mailpit has %d messages, want none", n)
 		}
 	}
@@ -112,10 +113,10 @@ func wantFailed(t *testing.T, m *mailpit, err error, wantPermanent bool, wantTex
 
 func TestSendStartTLSWithAuth(t *testing.T) {
 	t.Parallel()
-	tlsArgs, roots := tlsFlags(t)
+	tlsArgs, roots := mailpit.TLSFlags(t)
 
 	t.Run("the right password delivers", func(t *testing.T) {
-		m := startMailpit(t, append(append(tlsArgs, "--smtp-require-starttls"), authFlags(t, user, password)...)...)
+		m := mailpit.Start(t, append(append(tlsArgs, "--smtp-require-starttls"), mailpit.AuthFlags(t, user, password)...)...)
 		a := reminder()
 		if err := send(t, options(m, StartTLS, roots, func(o *Options) { o.Username, o.Password = user, password }), a); err != nil {
 			t.Fatalf("Send() error = %v", err)
@@ -123,7 +124,7 @@ func TestSendStartTLSWithAuth(t *testing.T) {
 		wantDelivered(t, m, a)
 	})
 
-	m := startMailpit(t, append(append(tlsArgs, "--smtp-require-starttls"), authFlags(t, user, password)...)...)
+	m := mailpit.Start(t, append(append(tlsArgs, "--smtp-require-starttls"), mailpit.AuthFlags(t, user, password)...)...)
 	tests := map[string]struct {
 		edit          func(*Options)
 		wantPermanent bool
@@ -151,8 +152,8 @@ func TestSendStartTLSWithAuth(t *testing.T) {
 
 func TestSendImplicitTLS(t *testing.T) {
 	t.Parallel()
-	tlsArgs, roots := tlsFlags(t)
-	m := startMailpit(t, append(append(tlsArgs, "--smtp-require-tls"), authFlags(t, user, password)...)...)
+	tlsArgs, roots := mailpit.TLSFlags(t)
+	m := mailpit.Start(t, append(append(tlsArgs, "--smtp-require-tls"), mailpit.AuthFlags(t, user, password)...)...)
 	a := reminder()
 	if err := send(t, options(m, ImplicitTLS, roots, func(o *Options) { o.Username, o.Password = user, password }), a); err != nil {
 		t.Fatalf("Send() error = %v", err)
@@ -164,19 +165,19 @@ func TestSendWithoutTLS(t *testing.T) {
 	t.Parallel()
 
 	t.Run("NoTLS delivers, with the HTML escaped", func(t *testing.T) {
-		m := startMailpit(t)
+		m := mailpit.Start(t)
 		a := hostile()
 		if err := send(t, options(m, NoTLS, nil, nil), a); err != nil {
 			t.Fatalf("Send() error = %v", err)
 		}
 		wantDelivered(t, m, a)
-		html := m.messages(t)[0].HTML
+		html := m.Messages(t)[0].HTML
 		if strings.Contains(html, "<script") || !strings.Contains(html, "&lt;script&gt;") {
 			t.Errorf("the HTML that arrived does not escape the display name:\n%s", html)
 		}
 	})
 
-	m := startMailpit(t, "--smtp-allowed-recipients", `@example\.com$`)
+	m := mailpit.Start(t, "--smtp-allowed-recipients", `@example\.com$`)
 	tests := map[string]struct {
 		mode          TLSMode
 		edit          func(*Options)
@@ -207,13 +208,13 @@ func TestSendRetryable(t *testing.T) {
 	t.Parallel()
 
 	t.Run("a temporary rejection (451)", func(t *testing.T) {
-		m := startMailpit(t, "--chaos-triggers", "Recipient:451:100")
+		m := mailpit.Start(t, "--chaos-triggers", "Recipient:451:100")
 		err := send(t, options(m, NoTLS, nil, nil), reminder())
 		wantFailed(t, m, err, false, "451")
 	})
 
 	t.Run("a server that is down", func(t *testing.T) {
-		down := &mailpit{smtpPort: freePort(t)}
+		down := &mailpit.Server{SMTPPort: mailpit.FreePort(t)}
 		err := send(t, options(down, StartTLS, nil, func(o *Options) { o.Username, o.Password = user, password }), reminder())
 		wantFailed(t, nil, err, false, "refused")
 	})
@@ -241,7 +242,7 @@ func TestSendRetryable(t *testing.T) {
 	})
 
 	t.Run("a cancelled context", func(t *testing.T) {
-		m := startMailpit(t)
+		m := mailpit.Start(t)
 		c, err := New(options(m, NoTLS, nil, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -280,7 +281,7 @@ func TestSendClosesRefusedConnections(t *testing.T) {
 
 // fakeSMTP listens on 127.0.0.1 and hands each connection to serve, for the failures mailpit
 // cannot act out: a server that hangs, a connection that must be closed.
-func fakeSMTP(t *testing.T, serve func(net.Conn)) *mailpit {
+func fakeSMTP(t *testing.T, serve func(net.Conn)) *mailpit.Server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -308,5 +309,5 @@ func fakeSMTP(t *testing.T, serve func(net.Conn)) *mailpit {
 			go serve(conn)
 		}
 	}()
-	return &mailpit{smtpPort: l.Addr().(*net.TCPAddr).Port}
+	return &mailpit.Server{SMTPPort: l.Addr().(*net.TCPAddr).Port}
 }
