@@ -71,6 +71,39 @@ func TestAdmission(t *testing.T) {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.AzureCredentialRef = &corev1.LocalObjectReference{} },
 			wantErr: []string{"azureCredentialRef.name must name a Secret"},
 		},
+		"alerts: slack with both a token and a webhook": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				ref := &v1alpha1.SecretKeyRef{Name: "slack", Key: "k"}
+				s.Alerts = &v1alpha1.Alerts{Slack: &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: ref, WebhookSecretRef: ref}}
+			},
+			wantErr: []string{"slack needs exactly one of tokenSecretRef (with channel) or webhookSecretRef"},
+		},
+		"alerts: slack token without a channel": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Alerts = &v1alpha1.Alerts{Slack: &v1alpha1.SlackAlerts{TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "k"}}}
+			},
+			wantErr: []string{"slack.channel is required with tokenSecretRef"},
+		},
+		"alerts: email to nobody": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Alerts = &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{SMTP: v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}}}
+			},
+			wantErr: []string{"email needs recipients in to, or notifyOwners: true"},
+		},
+		"alerts: a reminder that is not a duration": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Alerts = &v1alpha1.Alerts{RemindBefore: []v1alpha1.Duration{"30d", "a week"}}
+			},
+			wantErr: []string{"spec.alerts.remindBefore[1]", "must be a whole number and one unit"},
+		},
+		"alerts: email and webhook, with defaults filled in": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Alerts = &v1alpha1.Alerts{
+					Email:   &v1alpha1.EmailAlerts{To: []string{"platform@example.com"}, SMTP: v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}},
+					Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "hook", Key: "url"}},
+				}
+			},
+		},
 		"threshold beyond ten years": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "999999w" },
 			wantErr: []string{"must be at most 3650d"},
@@ -87,6 +120,10 @@ func TestAdmission(t *testing.T) {
 				}
 				if name == "defaults" && (w.Spec.CheckInterval != "6h" || w.Spec.Thresholds.Warning != "30d" || w.Spec.Thresholds.Critical != "7d") {
 					t.Errorf("defaults = %q, %+v; want 6h, 30d, 7d", w.Spec.CheckInterval, w.Spec.Thresholds)
+				}
+				if a := w.Spec.Alerts; a != nil && (a.Email.SMTP.Port != 587 || a.Email.SMTP.TLS != v1alpha1.SMTPStartTLS ||
+					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels) {
+					t.Errorf("alert defaults = %+v; want port 587, StartTLS, five reminders, 1h, default channels on", a)
 				}
 				return
 			}

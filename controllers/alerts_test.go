@@ -18,6 +18,8 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
+	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/mailpit"
 )
 
 // receiver is a webhook endpoint that checks every delivery's signature and keeps what arrived.
@@ -35,7 +37,11 @@ func newReceiver(t *testing.T, key []byte) *receiver {
 	rc := &receiver{t: t, key: key}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := webhook.Verify(body, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature), rc.key); err != nil {
+		if rc.key == nil {
+			if r.Header.Get(webhook.HeaderSignature) != "" {
+				t.Errorf("a delivery without a signing key is signed")
+			}
+		} else if err := webhook.Verify(body, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature), rc.key); err != nil {
 			t.Errorf("delivery with a bad signature: %v", err)
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
@@ -198,4 +204,172 @@ func TestAlertScheduleOverFortyDays(t *testing.T) {
 		t.Errorf("ledger after resolution = %+v, want empty", w.Status.Alerts.Sent)
 	}
 	assertNoSecrets(t, h, "T0K3N-in-the-path", "hm4c-k3y")
+}
+
+func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, []byte("k3y"))
+	h.withWebhook(rc)
+	rc.failNextDeliveries(2)
+
+	w, res := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed)
+	if res.RequeueAfter != time.Minute {
+		t.Errorf("retry after %v, want 1m", res.RequeueAfter)
+	}
+	msg := condition(w, v1alpha1.ConditionAlertsDelivered).Message
+	if !strings.Contains(msg, "webhook: ") || !strings.Contains(msg, "503") || strings.Contains(msg, "T0K3N") {
+		t.Errorf("condition message %q: want the channel and the status, never the URL", msg)
+	}
+	// The check itself is unaffected by a channel that fails.
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	events := h.takeEvents()
+	if n := countPrefix(events, "Warning AlertDeliveryFailed"); n != 1 {
+		t.Errorf("AlertDeliveryFailed events = %d, want 1: %q", n, events)
+	}
+
+	// Before the retry is due nothing is sent; then the backoff doubles.
+	h.step(30 * time.Second)
+	h.reconcile()
+	h.step(30 * time.Second)
+	w, res = h.reconcile()
+	if f := w.Status.Alerts.Failing; len(f) != 1 || f[0].Failures != 2 || res.RequeueAfter != 2*time.Minute {
+		t.Errorf("after the second failure: %+v, retry after %v; want 2 failures, 2m", f, res.RequeueAfter)
+	}
+	if n := countPrefix(h.takeEvents(), "Warning AlertDeliveryFailed"); n != 0 {
+		t.Errorf("a second failure raised %d more events, want none", n)
+	}
+
+	h.step(res.RequeueAfter)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
+	if got := rc.received(); len(got) != 1 || got[0].Kind != "Reminder" {
+		t.Fatalf("received %+v, want the 14d reminder once", got)
+	}
+	if w.Status.Alerts == nil || len(w.Status.Alerts.Failing) != 0 || len(w.Status.Alerts.Sent) != 1 || w.Status.Alerts.Sent[0].Step != "14d" {
+		t.Errorf("ledger = %+v, want the 14d step sent and no failure", w.Status.Alerts)
+	}
+	h.step(time.Minute)
+	h.reconcile()
+	if n := len(rc.received()); n != 1 {
+		t.Errorf("%d deliveries after a further reconcile, want still 1", n)
+	}
+}
+
+func TestMisconfiguredChannelIsAClearConditionAndLosesNothing(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 10*day, 400*day, 200*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Alerts = &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "alert-hook", Key: "url"}}}
+	})
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured)
+	if msg := condition(w, v1alpha1.ConditionAlertsDelivered).Message; !strings.Contains(msg, "webhook.urlSecretRef: Secret "+h.key.Namespace+"/alert-hook does not exist") {
+		t.Errorf("message %q does not say which Secret is missing", msg)
+	}
+	if n := countPrefix(h.takeEvents(), "Warning AlertChannelMisconfigured"); n != 1 {
+		t.Errorf("AlertChannelMisconfigured events = %d, want 1", n)
+	}
+
+	// Once the Secret exists, the reminder that fell due meanwhile goes out.
+	rc := newReceiver(t, nil)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "alert-hook", Namespace: h.key.Namespace},
+		Data:       map[string][]byte{"url": []byte(rc.srv.URL)},
+	}
+	if err := k8s.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	h.step(5 * time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
+	if got := rc.received(); len(got) != 1 || got[0].Kind != "Reminder" {
+		t.Errorf("received %+v, want the reminder that fell due while the Secret was missing", got)
+	}
+}
+
+func TestDefaultChannelsAndOptingOut(t *testing.T) {
+	rc := newReceiver(t, nil)
+	operatorNS := newNamespace(t)
+	if err := k8s.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-hook", Namespace: operatorNS},
+		Data:       map[string][]byte{"url": []byte(rc.srv.URL)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defaults := &channels.Builder{Secrets: k8s, DefaultsNamespace: operatorNS, Defaults: &v1alpha1.Alerts{
+		Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "default-hook", Key: "url"}},
+	}}
+	no := false
+	for name, tc := range map[string]struct {
+		alerts    *v1alpha1.Alerts
+		wantSent  int
+		wantReady string
+	}{
+		"a watch naming no channel uses the defaults": {alerts: nil, wantSent: 1, wantReady: v1alpha1.ReasonDelivered},
+		"a watch can opt out":                         {alerts: &v1alpha1.Alerts{UseDefaultChannels: &no}, wantSent: 0, wantReady: v1alpha1.ReasonNoChannels},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.r.Channels = defaults
+			s := seed(t, h.clock.Now(), 10*day, 400*day, 200*day)
+			h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.Alerts = tc.alerts })
+			before := len(rc.received())
+			w, _ := h.reconcile()
+			assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, tc.wantReady)
+			if got := len(rc.received()) - before; got != tc.wantSent {
+				t.Errorf("default channel got %d alerts, want %d", got, tc.wantSent)
+			}
+		})
+	}
+}
+
+func countPrefix(events []string, prefix string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestEmailReachesTheApplicationsOwners(t *testing.T) {
+	m := mailpit.Start(t)
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 6*day+time.Hour, 400*day, 200*day)
+	app, _ := fake.Application(tenantID, s.appID)
+	app.Owners = []fakegraph.Owner{
+		{ID: "5d6e7f80-1a2b-4c3d-9e4f-5a6b7c8d9e0f", DisplayName: "Ada", Mail: "ada@example.com"},
+		{ID: "6e7f8091-2b3c-4d4e-8f50-6b7c8d9e0f1a", DisplayName: "deploy-bot", ServicePrincipal: true},
+	}
+	fake.PutApplication(tenantID, app)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Alerts = &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{
+			To: []string{"platform@example.com"}, NotifyOwners: true,
+			SMTP: v1alpha1.SMTPServer{Host: "127.0.0.1", Port: int32(m.SMTPPort), TLS: v1alpha1.SMTPNoTLS, From: "credwatch@example.com"},
+		}}
+	})
+
+	w, _ := h.reconcile()
+	if got := w.Status.ServicePrincipal.OwnerEmails; strings.Join(got, ",") != "ada@example.com" {
+		t.Errorf("ownerEmails = %v, want Ada's, and not the service principal's", got)
+	}
+	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
+	msgs := m.Messages(t)
+	if len(msgs) != 1 {
+		t.Fatalf("mailpit has %d messages, want 1", len(msgs))
+	}
+	var to []string
+	for _, a := range msgs[0].To {
+		to = append(to, a.Address)
+	}
+	if strings.Join(to, ",") != "platform@example.com,ada@example.com" || msgs[0].Subject != "Secret of aks-prod-sp expires in 6 days" {
+		t.Errorf("mail to %v, subject %q", to, msgs[0].Subject)
+	}
+	if !strings.Contains(msgs[0].Text, "az ad app credential reset --id "+s.appID+" --append") {
+		t.Errorf("mail text does not say how to renew:\n%s", msgs[0].Text)
+	}
 }

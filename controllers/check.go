@@ -28,7 +28,8 @@ const (
 
 // Event reasons of a check.
 const (
-	eventCheckRecovered = "CheckRecovered"
+	eventCheckRecovered   = "CheckRecovered"
+	eventOwnersUnreadable = "OwnersUnreadable"
 )
 
 // defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
@@ -86,10 +87,15 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	}
 
 	obj.Status.ConsecutiveFailures = 0
+	var owners []string
+	if obj.Status.ServicePrincipal != nil {
+		owners = obj.Status.ServicePrincipal.OwnerEmails
+	}
 	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
+		OwnerEmails:              r.ownerEmails(checkCtx, obj, snap, owners),
 	}
 	obj.Status.Credentials = credentialsOf(snap)
 	checked := metav1.NewTime(now)
@@ -101,6 +107,25 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials from Microsoft Graph works again")
 	}
 	return nil
+}
+
+// ownerEmails reads the application's owners when the watch mails them, keeping what was known
+// when they cannot be read: the credentials were read, and that is what the check is for.
+func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, snap graph.Snapshot, known []string) []string {
+	a := obj.Spec.Alerts
+	if a == nil || a.Email == nil || !a.Email.NotifyOwners || snap.ApplicationObjectID == "" {
+		return nil
+	}
+	cred, err := r.identity(ctx, obj, obj.Spec.Target.ServicePrincipal.TenantID)
+	if err == nil {
+		var owners []string
+		if owners, err = r.Graph.ReadOwnerEmails(ctx, cred, snap.ApplicationObjectID); err == nil {
+			return owners
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
+	r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "Reading the application's owners failed, so they are not mailed: %v", err)
+	return known
 }
 
 // forgetCredentials drops what was known of a service principal that no longer exists, so that

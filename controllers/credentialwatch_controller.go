@@ -31,9 +31,11 @@ type Identities interface {
 	ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error)
 }
 
-// CredentialReader reads the credentials of an appId from Microsoft Graph.
+// CredentialReader reads the credentials of an appId, and the owners of its application, from
+// Microsoft Graph.
 type CredentialReader interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
+	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 }
 
 // checkJitter spreads the checks of watches created together over a tenth of their interval.

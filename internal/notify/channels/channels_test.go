@@ -1,0 +1,122 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func secret(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func TestFor(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		secret("team", "slack", map[string]string{"token": "xoxb-TOKEN", "hook": "https://hooks.slack.com/services/T/B/SECRETPATH"}),
+		secret("team", "smtp", map[string]string{"username": "alerts", "password": "SMTP-PASSWORD"}),
+		secret("team", "ca", map[string]string{"ca.crt": "not a certificate"}),
+		secret("team", "empty", map[string]string{"url": ""}),
+		secret("ops", "default-hook", map[string]string{"url": "https://bridge.example/hook?token=SECRET"}),
+	).Build()
+	defaults := &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "default-hook", Key: "url"}}}
+	b := &Builder{Secrets: reader, Defaults: defaults, DefaultsNamespace: "ops"}
+	no := false
+	smtp := v1alpha1.SMTPServer{Host: "smtp.example", Port: 587, TLS: v1alpha1.SMTPStartTLS, From: "credwatch@example.com",
+		AuthSecretRef: &corev1.LocalObjectReference{Name: "smtp"}}
+
+	tests := map[string]struct {
+		alerts         *v1alpha1.Alerts
+		owners         []string
+		wantConfigured string
+		wantBuilt      string
+		wantErr        string // a ConfigError saying this
+	}{
+		"no alerts: the defaults":   {alerts: nil, wantConfigured: "webhook", wantBuilt: "webhook"},
+		"opted out of the defaults": {alerts: &v1alpha1.Alerts{UseDefaultChannels: &no}},
+		"own channels replace them": {
+			alerts:         &v1alpha1.Alerts{Slack: &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}},
+			wantConfigured: "slack", wantBuilt: "slack",
+		},
+		"slack webhook": {
+			alerts:         &v1alpha1.Alerts{Slack: &v1alpha1.SlackAlerts{WebhookSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "hook"}}},
+			wantConfigured: "slack", wantBuilt: "slack",
+		},
+		"email with auth": {
+			alerts:         &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"platform@example.com"}, SMTP: smtp}},
+			wantConfigured: "email", wantBuilt: "email",
+		},
+		"email to owners only": {
+			alerts:         &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{NotifyOwners: true, SMTP: smtp}},
+			owners:         []string{"owner@example.com"},
+			wantConfigured: "email", wantBuilt: "email",
+		},
+		"email to owners, but none has a mail address": {
+			alerts:         &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{NotifyOwners: true, SMTP: smtp}},
+			wantConfigured: "email", wantErr: "email: no recipients",
+		},
+		"missing Secret; the other channel still works": {
+			alerts: &v1alpha1.Alerts{
+				Teams:   &v1alpha1.TeamsAlerts{WebhookSecretRef: v1alpha1.SecretKeyRef{Name: "teams", Key: "url"}},
+				Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "slack", Key: "hook"}},
+			},
+			wantConfigured: "teams,webhook", wantBuilt: "webhook",
+			wantErr: "teams.webhookSecretRef: Secret team/teams does not exist",
+		},
+		"empty key": {
+			alerts:         &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "empty", Key: "url"}}},
+			wantConfigured: "webhook", wantErr: `webhook.urlSecretRef: Secret team/empty has no key "url", or it is empty`,
+		},
+		"CA that is not PEM": {
+			alerts: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"a@example.com"},
+				SMTP: v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com", CASecretRef: &corev1.LocalObjectReference{Name: "ca"}}}},
+			wantConfigured: "email", wantErr: "email.smtp.caSecretRef: key ca.crt of Secret team/ca holds no PEM certificate",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}, Spec: v1alpha1.CredentialWatchSpec{Alerts: tc.alerts}}
+			if tc.owners != nil {
+				w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{OwnerEmails: tc.owners}
+			}
+			set, err := b.For(context.Background(), w)
+			var built []string
+			for _, c := range set.Built {
+				built = append(built, c.Name())
+			}
+			if got := strings.Join(set.Configured, ","); got != tc.wantConfigured {
+				t.Errorf("configured = %q, want %q", got, tc.wantConfigured)
+			}
+			if got := strings.Join(built, ","); got != tc.wantBuilt {
+				t.Errorf("built = %q, want %q", got, tc.wantBuilt)
+			}
+			var ce *ConfigError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("error = %v", err)
+			case tc.wantErr != "" && (!errors.As(err, &ce) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error = %v, want a ConfigError saying %q", err, tc.wantErr)
+			}
+			if err != nil {
+				for _, s := range []string{"xoxb-TOKEN", "SECRETPATH", "SMTP-PASSWORD", "token=SECRET"} {
+					if strings.Contains(err.Error(), s) {
+						t.Errorf("error %q holds a secret", err)
+					}
+				}
+			}
+		})
+	}
+}
