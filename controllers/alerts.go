@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -20,10 +22,15 @@ import (
 // ChannelSource builds the alert channels of a watch.
 type ChannelSource interface {
 	For(ctx context.Context, obj *v1alpha1.CredentialWatch) (channels.Set, error)
+	// NotifiesOwners reports whether the watch's alerts mail the application's owners.
+	NotifiesOwners(obj *v1alpha1.CredentialWatch) bool
 }
 
 // sendTimeout bounds one delivery, so that a dead SMTP relay delays a watch by seconds, not hours.
-const sendTimeout = 30 * time.Second
+const sendTimeout = 15 * time.Second
+
+// misconfiguredRecheck is how soon channels whose Secrets are broken are looked at again.
+const misconfiguredRecheck = 5 * time.Minute
 
 // Event reasons of alert delivery.
 const (
@@ -32,36 +39,45 @@ const (
 	eventChannelMisconfigured = "AlertChannelMisconfigured"
 )
 
-// reconcileAlerts sends the alerts that have fallen due on each channel and records them in the
-// status ledger, which the deferred patch writes before the next reconcile can plan again. A
-// channel that fails is retried with backoff; the others go on. It returns when alerts next
-// need attention, zero for never.
-func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj *v1alpha1.CredentialWatch, s settings, now time.Time) time.Time {
-	log := ctrl.LoggerFrom(ctx)
+// reconcileAlerts sends the alerts that have fallen due on each channel. Each send is claimed in
+// the status ledger first, with an optimistic lock: a reconcile working from a stale copy of the
+// watch (a lagging cache, a deposed leader) fails the claim and sends nothing, so no step reaches
+// a channel twice; a send that fails gives its claim back. A channel that fails is retried with
+// backoff while the others go on. It returns when alerts next need attention, zero for never.
+//
+// stored is the watch as the API server holds it, the base of the reconcile's deferred status
+// patch; claims are written into it too, so that patch does not mistake them for its own.
+func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, s settings, now time.Time) (time.Time, error) {
 	set, cfgErr := r.Channels.For(ctx, obj)
-	if len(set.Configured) == 0 {
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
-			"No alert channel: set spec.alerts, or the operator's default channels", now)
-		return time.Time{}
-	}
-
 	ledger := obj.Status.Alerts
 	if ledger == nil {
 		ledger = &v1alpha1.AlertsStatus{}
 	}
+	defer func() {
+		obj.Status.Alerts = ledger
+		if len(ledger.Sent) == 0 && len(ledger.Failing) == 0 {
+			obj.Status.Alerts = nil
+		}
+	}()
+	policy.KeepChannels(ledger, set.IDs())
+	if len(set) == 0 {
+		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
+			"No alert channel: set spec.alerts, or the operator's default channels", now)
+		return time.Time{}, nil
+	}
+
 	plan := policy.PlanAlerts(policy.AlertInputs{
 		Credentials:       obj.Status.Credentials,
 		Checked:           obj.Status.LastCheckTime != nil,
 		Ready:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady),
 		Sent:              ledger.Sent,
-		Channels:          set.Configured,
+		Channels:          set.IDs(),
 		RemindBefore:      s.remindBefore,
 		CheckFailureAfter: s.checkFailureAfter,
 	}, now)
 	for _, stale := range plan.Stale {
 		policy.Forget(ledger, stale.Channel, stale.Subject)
 	}
-	policy.KeepChannels(ledger, set.Configured)
 
 	next := plan.Next
 	later := func(t time.Time) {
@@ -69,65 +85,113 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj *v1
 			next = t
 		}
 	}
-	for _, ch := range set.Built {
-		name := ch.Name()
-		if f := policy.Failure(ledger, name); f != nil && now.Before(f.NextAttemptTime.Time) {
+	for _, ch := range set {
+		if ch.Notifier == nil {
+			continue
+		}
+		if f := policy.Failure(ledger, ch.ID); f != nil && now.Before(f.NextAttemptTime.Time) {
 			later(f.NextAttemptTime.Time)
 			continue
 		}
 		for _, p := range plan.Due {
-			if p.Channel != name {
+			if p.Channel != ch.ID {
 				continue
 			}
-			a := r.alertFor(obj, p, now)
-			sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
-			err := ch.Send(sendCtx, a)
-			cancel()
+			sent, err := r.deliver(ctx, obj, stored, ledger, ch, p, now)
 			if err != nil {
-				f := policy.RecordFailure(ledger, name, oneLine(err.Error()), notify.RetryAfterOf(err), now)
-				later(f.NextAttemptTime.Time)
-				log.Info("Sending alert failed", "channel", name, "alert", a.Title(), "error", err.Error(), "failures", f.Failures)
-				if f.Failures == 1 {
-					r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventAlertDeliveryFailed, "Sending %q to %s failed, retrying with backoff: %v", a.Title(), name, err)
-				}
+				return next, err
+			}
+			if !sent {
+				later(policy.Failure(ledger, ch.ID).NextAttemptTime.Time)
 				break // keep this channel's alerts in order: the rest wait for the retry
 			}
-			policy.RecordDelivery(ledger, p, now)
-			log.Info("Sent alert", "channel", name, "alert", a.Title())
-			r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventAlertSent, "Sent %q to %s", a.Title(), name)
 		}
-	}
-	obj.Status.Alerts = ledger
-	if len(ledger.Sent) == 0 && len(ledger.Failing) == 0 {
-		obj.Status.Alerts = nil
 	}
 
-	switch {
-	case cfgErr != nil:
-		if !meta.IsStatusConditionPresentAndEqual(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse) {
-			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %v", cfgErr)
+	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
+	cond := alertsCondition(set, ledger, cfgErr)
+	if cfgErr != nil {
+		if prev == nil || prev.Message != cond.message {
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
 		}
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(cfgErr.Error()), now)
-		// Someone has to fix a Secret; look again in a while rather than only at the next step.
-		later(now.Add(policy.DeliveryBackoff(1, 0) * 5))
-	case len(ledger.Failing) > 0:
+		later(now.Add(misconfiguredRecheck))
+	}
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.status, cond.reason, cond.message, now)
+	return next, nil
+}
+
+// deliver claims p in the ledger, sends it, and gives the claim back if sending fails. It
+// returns whether the alert went out; an error means the claim could not be written, and
+// nothing was sent.
+func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, ch channels.Channel, p policy.PlannedAlert, now time.Time) (bool, error) {
+	log := ctrl.LoggerFrom(ctx)
+	previous := policy.Sent(ledger, p.Channel, p.Subject)
+	if previous != nil {
+		p := *previous
+		previous = &p
+	}
+	policy.RecordDelivery(ledger, p, now)
+	// The claim writes the ledger alone, from a copy: the rest of this reconcile's status is
+	// written by its deferred patch, and the patch's answer must not overwrite it.
+	base := obj.DeepCopy()
+	claim := obj.DeepCopy()
+	claim.Status.Alerts = ledger.DeepCopy()
+	if err := r.Status().Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		policy.Restore(ledger, p.Channel, p.Subject, previous)
+		return false, fmt.Errorf("claiming the %s alert on %s before sending it: %w", p.Step.Name, p.Channel, err)
+	}
+	obj.ResourceVersion = claim.ResourceVersion
+	stored.ResourceVersion, stored.Status.Alerts = claim.ResourceVersion, claim.Status.Alerts.DeepCopy()
+
+	a := r.alertFor(obj, p, now)
+	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	err := ch.Notifier.Send(sendCtx, a)
+	cancel()
+	if err == nil {
+		policy.ClearFailure(ledger, ch.ID)
+		log.Info("Sent alert", "channel", ch.ID, "alert", a.Title())
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventAlertSent, "Sent %q to %s", a.Title(), ch.ID)
+		return true, nil
+	}
+	policy.Restore(ledger, p.Channel, p.Subject, previous)
+	var de *notify.DeliveryError
+	permanent := errors.As(err, &de) && de.Permanent
+	before := policy.Failure(ledger, ch.ID)
+	changed := before == nil || before.Message != oneLine(err.Error())
+	f := policy.RecordFailure(ledger, ch.ID, oneLine(err.Error()), permanent, notify.RetryAfterOf(err), now)
+	log.Info("Sending alert failed", "channel", ch.ID, "alert", a.Title(), "error", err.Error(), "failures", f.Failures, "permanent", permanent)
+	if changed {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventAlertDeliveryFailed, "Sending %q to %s failed, retrying with backoff: %v", a.Title(), ch.ID, err)
+	}
+	return false, nil
+}
+
+type conditionValue struct {
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+// alertsCondition says whether alerts reach their channels: a channel that cannot be built comes
+// first (a person must act), then channels that fail to deliver, else all is well.
+func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) conditionValue {
+	if cfgErr != nil {
+		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(cfgErr.Error())}
+	}
+	if len(ledger.Failing) > 0 {
 		var msgs []string
 		for _, f := range ledger.Failing {
 			msgs = append(msgs, fmt.Sprintf("%s: %s (%d failures, next try at %s)", f.Channel, f.Message, f.Failures, f.NextAttemptTime.UTC().Format(time.RFC3339)))
 		}
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, strings.Join(msgs, "; "), now)
-	default:
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered,
-			"Alerts go to "+strings.Join(set.Configured, ", "), now)
+		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, strings.Join(msgs, "; ")}
 	}
-	return next
+	return conditionValue{metav1.ConditionTrue, v1alpha1.ReasonDelivered, "Alerts go to " + strings.Join(set.IDs(), ", ")}
 }
 
 // alertFor words a planned alert for people.
 func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
 	sp := obj.Spec.Target.ServicePrincipal
 	a := notify.Alert{
-		ID:        notify.AlertID(string(obj.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Format(time.RFC3339)),
+		ID:        notify.AlertID(string(obj.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
 		Kind:      notify.Kind(p.Kind),
 		Severity:  notify.SeverityInfo,
 		Namespace: obj.Namespace,

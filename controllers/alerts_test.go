@@ -13,7 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -91,10 +95,10 @@ func (h *harness) withWebhook(rc *receiver) {
 		h.t.Fatal(err)
 	}
 	w := h.get()
-	w.Spec.Alerts = &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{
-		URLSecretRef:        v1alpha1.SecretKeyRef{Name: "alert-hook", Key: "url"},
-		SigningKeySecretRef: &v1alpha1.SecretKeyRef{Name: "alert-hook", Key: "key"},
-	}}
+	w.Spec.Alerts = &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "alert-hook", Key: "url"}}}
+	if rc.key != nil {
+		w.Spec.Alerts.Webhook.SigningKeySecretRef = &v1alpha1.SecretKeyRef{Name: "alert-hook", Key: "key"}
+	}
 	if err := k8s.Update(context.Background(), w); err != nil {
 		h.t.Fatal(err)
 	}
@@ -155,7 +159,7 @@ func TestAlertScheduleOverFortyDays(t *testing.T) {
 		// The operator restarts between steps, and again a minute after the 7d reminder went out.
 		{at: 20 * day, do: h.restart},
 		{at: 28*day + time.Hour + time.Minute, do: h.restart},
-		// Someone renews the secret on day 38 and deletes the expired one.
+		// Someone deletes the expired secret on day 38.
 		{at: 38 * day, do: func() {
 			app, _ := fake.Application(tenantID, s.appID)
 			app.Passwords = nil
@@ -220,7 +224,7 @@ func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
 		t.Errorf("retry after %v, want 1m", res.RequeueAfter)
 	}
 	msg := condition(w, v1alpha1.ConditionAlertsDelivered).Message
-	if !strings.Contains(msg, "webhook: ") || !strings.Contains(msg, "503") || strings.Contains(msg, "T0K3N") {
+	if !strings.Contains(msg, "webhook-") || !strings.Contains(msg, "503") || strings.Contains(msg, "T0K3N") {
 		t.Errorf("condition message %q: want the channel and the status, never the URL", msg)
 	}
 	// The check itself is unaffected by a channel that fails.
@@ -230,9 +234,12 @@ func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
 		t.Errorf("AlertDeliveryFailed events = %d, want 1: %q", n, events)
 	}
 
-	// Before the retry is due nothing is sent; then the backoff doubles.
+	// Before the retry is due nothing is tried; then the backoff doubles.
 	h.step(30 * time.Second)
-	h.reconcile()
+	w, _ = h.reconcile()
+	if f := w.Status.Alerts.Failing; len(f) != 1 || f[0].Failures != 1 {
+		t.Errorf("a reconcile during the backoff tried again: %+v", f)
+	}
 	h.step(30 * time.Second)
 	w, res = h.reconcile()
 	if f := w.Status.Alerts.Failing; len(f) != 1 || f[0].Failures != 2 || res.RequeueAfter != 2*time.Minute {
@@ -371,5 +378,100 @@ func TestEmailReachesTheApplicationsOwners(t *testing.T) {
 	}
 	if !strings.Contains(msgs[0].Text, "az ad app credential reset --id "+s.appID+" --append") {
 		t.Errorf("mail text does not say how to renew:\n%s", msgs[0].Text)
+	}
+}
+
+// staleReader answers Gets of CredentialWatches with a copy taken earlier, as a lagging informer
+// cache or a deposed leader would.
+type staleReader struct {
+	client.Client
+	stale *v1alpha1.CredentialWatch
+}
+
+func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if w, ok := obj.(*v1alpha1.CredentialWatch); ok {
+		s.stale.DeepCopyInto(w)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+func TestAReconcileFromAStaleCopySendsNothing(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	h.restart() // the webhook edit bumped the generation; start from a checked, unalerted watch
+	w, _ := h.reconcile()
+	if n := len(rc.received()); n != 1 {
+		t.Fatalf("received %d alerts, want the 14d reminder", n)
+	}
+
+	// The same reconcile again, from the watch as it was before the reminder was recorded.
+	stale := w.DeepCopy()
+	stale.Status.Alerts = nil
+	stale.ResourceVersion = "1"
+	h.r.Client = staleReader{Client: k8s, stale: stale}
+	_, err := h.r.Reconcile(ctrl.LoggerInto(context.Background(), h.logs.logger()), ctrl.Request{NamespacedName: h.key})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("reconcile from a stale copy: %v, want a conflict claiming the alert", err)
+	}
+	if n := len(rc.received()); n != 1 {
+		t.Errorf("received %d alerts, want still 1: the stale reconcile sent the reminder again", n)
+	}
+}
+
+func TestRenewedWithAppendIsResolvedAndGoesQuiet(t *testing.T) {
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 5*day+time.Hour, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	h.run(day, nil)
+
+	// az ad app credential reset --append: a new secret beside the old one.
+	app, _ := fake.Application(tenantID, s.appID)
+	app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{
+		KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", DisplayName: "renewed", SecretText: "nEw~secret-text-0123456789abcdef",
+		Start: h.clock.Now(), End: h.clock.Now().Add(365 * day),
+	})
+	fake.PutApplication(tenantID, app)
+	h.run(10*day, nil)
+
+	var kinds []string
+	for _, p := range rc.received() {
+		kinds = append(kinds, string(p.Kind)+" "+p.Credential.KeyID[:8])
+	}
+	k := s.appSecretKey[:8]
+	if want := []string{"Reminder " + k, "Resolved " + k}; strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("received %v, want %v: the renewed secret's alerts stop, the new one is quiet", kinds, want)
+	}
+}
+
+func TestPointingAChannelElsewhereSendsTheCurrentStepThere(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
+	h.create(s.appID, nil)
+	first, second := newReceiver(t, nil), newReceiver(t, nil)
+	h.withWebhook(first)
+	h.reconcile()
+
+	if err := k8s.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "other-hook", Namespace: h.key.Namespace},
+		Data:       map[string][]byte{"url": []byte(second.srv.URL)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w := h.get()
+	w.Spec.Alerts.Webhook = &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "other-hook", Key: "url"}}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Minute)
+	h.reconcile()
+	if len(first.received()) != 1 || len(second.received()) != 1 {
+		t.Errorf("first got %d, second %d; want the 14d reminder once at each", len(first.received()), len(second.received()))
 	}
 }

@@ -112,8 +112,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 // ownerEmails reads the application's owners when the watch mails them, keeping what was known
 // when they cannot be read: the credentials were read, and that is what the check is for.
 func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, snap graph.Snapshot, known []string) []string {
-	a := obj.Spec.Alerts
-	if a == nil || a.Email == nil || !a.Email.NotifyOwners || snap.ApplicationObjectID == "" {
+	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
 	cred, err := r.identity(ctx, obj, obj.Spec.Target.ServicePrincipal.TenantID)
@@ -228,10 +227,12 @@ func credentialsOf(snap graph.Snapshot) []v1alpha1.Credential {
 			Source:      v1alpha1.CredentialSource(c.Source),
 			DisplayName: c.DisplayName,
 			Hint:        c.Hint,
-			EndTime:     metav1.NewTime(c.End),
+			// Status stores whole seconds; a fraction kept here would differ from the stored
+			// value, and every schedule computed from it would differ from the last one.
+			EndTime: metav1.NewTime(c.End.Truncate(time.Second)),
 		}
 		if !c.Start.IsZero() {
-			start := metav1.NewTime(c.Start)
+			start := metav1.NewTime(c.Start.Truncate(time.Second))
 			cred.StartTime = &start
 		}
 		out = append(out, cred)

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -37,6 +38,9 @@ type CredentialReader interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 }
+
+// maxConcurrentReconciles bounds how many watches are worked on at once.
+const maxConcurrentReconciles = 4
 
 // checkJitter spreads the checks of watches created together over a tenth of their interval.
 const checkJitter = 0.1
@@ -94,7 +98,10 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	summary := r.reconcileExpiry(obj, before, settings, now)
-	nextAlert := r.reconcileAlerts(ctx, obj, settings, now)
+	nextAlert, err := r.reconcileAlerts(ctx, obj, before, settings, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,
 		summary.NextTransition, summary.NextDisplayChange, nextAlert)}, nil
@@ -148,6 +155,8 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named("credentialwatch").
 		Complete(r)
 }

@@ -174,6 +174,8 @@ func seed(t *testing.T, now time.Time, appSecretLeft, spSecretLeft, certLeft tim
 		spSecret:     "sP8~" + strings.ReplaceAll(uuid.NewString(), "-", ""),
 	}
 	start := now.Add(-300 * day)
+	// Graph's times carry fractions of a second; status keeps whole seconds.
+	now = now.Add(473 * time.Millisecond)
 	fake.PutApplication(tenantID, fakegraph.Object{
 		ID: uuid.NewString(), AppID: s.appID, DisplayName: "aks-prod-sp",
 		Passwords: []fakegraph.PasswordCredential{{KeyID: s.appSecretKey, DisplayName: "rbac", Hint: s.appSecret[:3], SecretText: s.appSecret, Start: start, End: now.Add(appSecretLeft)}},

@@ -66,6 +66,14 @@ type Alert struct {
 	At time.Time
 }
 
+// Kinds of channel, as Channel.Name returns them.
+const (
+	ChannelSlack   = "slack"
+	ChannelEmail   = "email"
+	ChannelTeams   = "teams"
+	ChannelWebhook = "webhook"
+)
+
 // Channel delivers alerts to one destination.
 type Channel interface {
 	// Name identifies the channel in status and events: slack, email, teams, webhook.

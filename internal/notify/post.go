@@ -19,7 +19,7 @@ import (
 func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []byte, header http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return &DeliveryError{Permanent: true, Err: Redact(err, urlSecrets(rawURL)...)}
+		return &DeliveryError{Permanent: true, Err: Redact(err, URLSecrets(rawURL)...)}
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -30,7 +30,7 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return &DeliveryError{Err: Redact(err, urlSecrets(rawURL)...)}
+		return &DeliveryError{Err: Redact(err, URLSecrets(rawURL)...)}
 	}
 	defer resp.Body.Close()
 	// Drained so the connection is reused; bounded so a chatty receiver cannot stall us.
@@ -73,9 +73,9 @@ func retryAfter(v string) time.Duration {
 	return time.Duration(s) * time.Second
 }
 
-// urlSecrets are the spellings in which rawURL can appear in a net/http error: as given, as
+// URLSecrets are the spellings in which rawURL can appear in a net/http error: as given, as
 // re-encoded by url.URL, and its path and query alone, which a redirect can carry to another host.
-func urlSecrets(rawURL string) []string {
+func URLSecrets(rawURL string) []string {
 	s := []string{rawURL}
 	if u, err := url.Parse(rawURL); err == nil {
 		s = append(s, u.String())

@@ -72,8 +72,9 @@ func NextStepDue(end, now time.Time, remindBefore []time.Duration) time.Time {
 }
 
 // Due reports whether step should be sent, given the one last sent on the channel (nil if none).
+// It compares whole seconds, the precision the ledger is stored with.
 func Due(step Step, last *v1alpha1.SentAlert) bool {
-	return last == nil || step.Due.After(last.DueTime.Time)
+	return last == nil || step.Due.Truncate(time.Second).After(last.DueTime.Time)
 }
 
 // Alert delivery backoff per channel: 1m, 2m, 4m, ... capped at 1h.
@@ -155,15 +156,19 @@ type AlertInputs struct {
 // AlertPlan is the alerts due now, and when the next one falls due.
 type AlertPlan struct {
 	Due []PlannedAlert
-	// Stale are ledger entries of channels the watch no longer has: dropped without a message.
+	// Stale are ledger entries nothing will ever be sent about again: a subject that is gone, on
+	// a channel the watch no longer has. Entries of a removed channel whose subject is still
+	// there are kept, so that putting the channel back does not repeat the current step.
 	Stale []v1alpha1.SentAlert
 	// Next is when the next step falls due; zero when none will.
 	Next time.Time
 }
 
 // PlanAlerts decides, per channel, which alerts are due at now: the latest step of each
-// credential not yet sent there, a resolution for each credential alerted on that is gone, and
-// a check-failure alert, or its recovery. In each channel they come soonest-expiring first.
+// credential not yet sent there, a resolution for each credential alerted on that is gone or
+// renewed, and a check-failure alert, or its recovery. In each channel they come soonest-expiring
+// first. Steps keep their due time, and a resolution or recovery the due time of what it ends, so
+// that an alert has the same ID however often it is planned.
 func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 	var plan AlertPlan
 	sent := map[[2]string]*v1alpha1.SentAlert{}
@@ -171,17 +176,21 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 		s := &in.Sent[i]
 		sent[[2]string{s.Channel, s.Subject}] = s
 	}
-	present := map[string]bool{}
+	live := map[string]bool{} // subjects that still call for alerts
 	for _, c := range in.Credentials {
-		present[SubjectOf(c)] = true
+		if !Superseded(c, in.Credentials) {
+			live[SubjectOf(c)] = true
+		}
 	}
 	configured := map[string]bool{}
 	for _, ch := range in.Channels {
 		configured[ch] = true
 	}
-	for _, s := range in.Sent {
-		if !configured[s.Channel] {
-			plan.Stale = append(plan.Stale, s)
+	if in.Checked {
+		for _, s := range in.Sent {
+			if !configured[s.Channel] && s.Subject != CheckSubject && !live[s.Subject] {
+				plan.Stale = append(plan.Stale, s)
+			}
 		}
 	}
 	soonest := func(t time.Time) {
@@ -195,6 +204,9 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			for i := range in.Credentials {
 				c := &in.Credentials[i]
 				subject := SubjectOf(*c)
+				if !live[subject] {
+					continue
+				}
 				end := c.EndTime.Time
 				soonest(NextStepDue(end, now, in.RemindBefore))
 				step, ok := CurrentStep(end, now, in.RemindBefore)
@@ -208,9 +220,9 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
 			}
 			for _, s := range in.Sent {
-				if s.Channel == ch && s.Subject != CheckSubject && !present[s.Subject] {
+				if s.Channel == ch && s.Subject != CheckSubject && !live[s.Subject] {
 					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertResolved, Subject: s.Subject,
-						Step: Step{Name: "resolved", Due: now}, Forget: true})
+						Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 				}
 			}
 		}
@@ -227,8 +239,28 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			}
 		case last != nil:
 			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertCheckRecovered, Subject: CheckSubject,
-				Step: Step{Name: "recovered", Due: now}, Forget: true})
+				Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
 		}
 	}
 	return plan
+}
+
+// Superseded reports whether c was renewed: another credential of its kind on the same object
+// started after it and ends after it. `az ad app credential reset --append` renews that way and
+// leaves the old one in place; its alerts stop, and the new one's take over.
+func Superseded(c v1alpha1.Credential, all []v1alpha1.Credential) bool {
+	for _, d := range all {
+		if d.Type == c.Type && d.Source == c.Source && d.KeyID != c.KeyID &&
+			d.EndTime.After(c.EndTime.Time) && startOf(d).After(startOf(c)) {
+			return true
+		}
+	}
+	return false
+}
+
+func startOf(c v1alpha1.Credential) time.Time {
+	if c.StartTime == nil {
+		return time.Time{}
+	}
+	return c.StartTime.Time
 }

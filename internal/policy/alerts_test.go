@@ -154,13 +154,41 @@ func TestPlanAlerts(t *testing.T) {
 			want:     []string{"slack Expired Application/k1 expired+2d"},
 			wantNext: 22 * time.Hour,
 		},
-		"a channel removed from the spec: its entries go quietly": {
+		"a channel removed from the spec: its entry stays while the credential does": {
 			edit: func(in *AlertInputs) {
 				in.Channels = []string{"email"}
 				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
 			},
-			want: []string{"email Reminder Application/k1 7d"}, wantStale: 1,
+			want:     []string{"email Reminder Application/k1 7d"},
 			wantNext: 2 * day,
+		},
+		"a removed channel's entry about a credential that is gone: dropped quietly": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"email"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			wantStale: 1, wantNext: 70 * day,
+		},
+		"renewed with --append: the old secret is resolved, the new one is quiet": {
+			edit: func(in *AlertInputs) {
+				old := secret
+				old.StartTime = &metav1.Time{Time: now.Add(-360 * day)}
+				renewed := v1alpha1.Credential{KeyID: "k3", Source: v1alpha1.SourceApplication, StartTime: &metav1.Time{Time: now.Add(-time.Hour)}, EndTime: metav1.NewTime(now.Add(365 * day))}
+				in.Credentials, in.Channels = []v1alpha1.Credential{old, renewed}, []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			want:     []string{"slack Resolved Application/k1 resolved"},
+			wantNext: 335 * day,
+		},
+		"a newer secret that ends sooner renews nothing": {
+			edit: func(in *AlertInputs) {
+				old := secret
+				old.StartTime = &metav1.Time{Time: now.Add(-360 * day)}
+				short := v1alpha1.Credential{KeyID: "k3", Source: v1alpha1.SourceApplication, StartTime: &metav1.Time{Time: now.Add(-time.Hour)}, EndTime: metav1.NewTime(now.Add(day))}
+				in.Credentials, in.Channels = []v1alpha1.Credential{old, short}, []string{"slack"}
+			},
+			want:     []string{"slack Reminder Application/k1 7d", "slack Reminder Application/k3 1d"},
+			wantNext: day,
 		},
 	}
 	for name, tc := range tests {
@@ -174,6 +202,13 @@ func TestPlanAlerts(t *testing.T) {
 			}
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
 				t.Errorf("due =\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(tc.want, "; "))
+			}
+			for _, p := range plan.Due {
+				if p.Kind == AlertResolved || p.Kind == AlertCheckRecovered {
+					if p.Step.Due.Equal(now) {
+						t.Errorf("%s is due at now: its ID would change with every plan", p.Kind)
+					}
+				}
 			}
 			if len(plan.Stale) != tc.wantStale {
 				t.Errorf("stale = %v, want %d", plan.Stale, tc.wantStale)

@@ -22,9 +22,9 @@ func Forget(l *v1alpha1.AlertsStatus, channel, subject string) {
 	l.Sent = kept
 }
 
-// RecordDelivery notes that p reached its channel at now, and that the channel works.
+// RecordDelivery notes that p reaches its channel at now. It is written before the send, as a
+// claim; Restore takes it back if the send fails.
 func RecordDelivery(l *v1alpha1.AlertsStatus, p PlannedAlert, now time.Time) {
-	clearFailure(l, p.Channel)
 	Forget(l, p.Channel, p.Subject)
 	if p.Forget {
 		return
@@ -45,8 +45,10 @@ func Failure(l *v1alpha1.AlertsStatus, channel string) *v1alpha1.ChannelFailure 
 	return nil
 }
 
-// RecordFailure notes a failed delivery on channel and schedules the next attempt.
-func RecordFailure(l *v1alpha1.AlertsStatus, channel, message string, retryAfter time.Duration, now time.Time) v1alpha1.ChannelFailure {
+// RecordFailure notes a failed delivery on channel and schedules the next attempt. A permanent
+// failure (a revoked token, an unknown channel) is tried again only after the longest backoff:
+// nothing changes until someone fixes the configuration.
+func RecordFailure(l *v1alpha1.AlertsStatus, channel, message string, permanent bool, retryAfter time.Duration, now time.Time) v1alpha1.ChannelFailure {
 	f := Failure(l, channel)
 	if f == nil {
 		l.Failing = append(l.Failing, v1alpha1.ChannelFailure{Channel: channel})
@@ -54,8 +56,30 @@ func RecordFailure(l *v1alpha1.AlertsStatus, channel, message string, retryAfter
 	}
 	f.Failures++
 	f.Message = message
-	f.NextAttemptTime = metav1.NewTime(now.Add(DeliveryBackoff(f.Failures, retryAfter)))
+	wait := DeliveryBackoff(f.Failures, retryAfter)
+	if permanent {
+		wait = max(wait, deliveryCap)
+	}
+	f.NextAttemptTime = metav1.NewTime(now.Add(wait))
 	return *f
+}
+
+// Sent is what channel was last sent about subject, nil if nothing.
+func Sent(l *v1alpha1.AlertsStatus, channel, subject string) *v1alpha1.SentAlert {
+	for i := range l.Sent {
+		if l.Sent[i].Channel == channel && l.Sent[i].Subject == subject {
+			return &l.Sent[i]
+		}
+	}
+	return nil
+}
+
+// Restore puts back what channel was last sent about subject before a claim that came to nothing.
+func Restore(l *v1alpha1.AlertsStatus, channel, subject string, previous *v1alpha1.SentAlert) {
+	Forget(l, channel, subject)
+	if previous != nil {
+		l.Sent = append(l.Sent, *previous)
+	}
 }
 
 // KeepChannels drops failure records of channels no longer configured.
@@ -72,7 +96,8 @@ func KeepChannels(l *v1alpha1.AlertsStatus, configured []string) {
 	l.Failing = kept
 }
 
-func clearFailure(l *v1alpha1.AlertsStatus, channel string) {
+// ClearFailure notes that channel delivers again.
+func ClearFailure(l *v1alpha1.AlertsStatus, channel string) {
 	kept := l.Failing[:0]
 	for _, f := range l.Failing {
 		if f.Channel != channel {

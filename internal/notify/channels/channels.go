@@ -2,10 +2,14 @@ package channels
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,47 +52,75 @@ type ConfigError struct{ msg string }
 
 func (e *ConfigError) Error() string { return e.msg }
 
-// Set is a watch's channels: those configured, by name, and those that could be built.
-type Set struct {
-	// Configured names every channel the watch's alerts go to, built or not: what was sent to a
-	// channel whose Secret is broken for a while must not be forgotten.
-	Configured []string
-	Built      []notify.Channel
+// Channel is one destination of a watch's alerts.
+type Channel struct {
+	// ID names the destination in the ledger: the kind and a hash of its non-secret settings
+	// (channel, recipients, Secret names), so that pointing a channel elsewhere sends the current
+	// step there, while a Secret rotated in place changes nothing.
+	ID string
+	// Notifier delivers; nil when the channel could not be built (see the error of For).
+	Notifier notify.Channel
+}
+
+// Set is every channel a watch's alerts go to, built or not: what was sent to a channel whose
+// Secret is broken for a while must not be forgotten.
+type Set []Channel
+
+// IDs lists the channels' IDs.
+func (s Set) IDs() []string {
+	ids := make([]string, len(s))
+	for i, c := range s {
+		ids[i] = c.ID
+	}
+	return ids
 }
 
 // For returns the channels alerts of obj go to: its own, or the defaults when it names none and
-// has not opted out. Channels that cannot be built are left out of Built, and the error says
-// why, each as a ConfigError where a person must act; one broken Secret silences only its channel.
+// has not opted out. Channels that cannot be built have a nil Notifier, and the error says why,
+// as a ConfigError where a person must act; one broken Secret silences only its channel.
 func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, error) {
 	spec, ns := b.effective(obj)
-	var set Set
 	if spec == nil {
-		return set, nil
+		return nil, nil
 	}
 	r := secretReader{ctx: ctx, reader: b.Secrets, namespace: ns}
+	var set Set
 	var errs []error
-	add := func(name string, build func() (notify.Channel, error)) {
-		set.Configured = append(set.Configured, name)
+	add := func(kind string, settings any, build func() (notify.Channel, error)) {
 		c, err := build()
 		if err != nil {
 			errs = append(errs, err)
-			return
 		}
-		set.Built = append(set.Built, c)
+		set = append(set, Channel{ID: channelID(kind, ns, settings), Notifier: c})
 	}
 	if s := spec.Slack; s != nil {
-		add("slack", func() (notify.Channel, error) { return b.slack(r, s) })
+		add(notify.ChannelSlack, s, func() (notify.Channel, error) { return b.slack(r, s) })
 	}
 	if e := spec.Email; e != nil {
-		add("email", func() (notify.Channel, error) { return b.email(r, e, ownerEmails(obj)) })
+		add(notify.ChannelEmail, e, func() (notify.Channel, error) { return b.email(r, e, b.owners(obj, spec)) })
 	}
 	if t := spec.Teams; t != nil {
-		add("teams", func() (notify.Channel, error) { return b.teams(r, t) })
+		add(notify.ChannelTeams, t, func() (notify.Channel, error) { return b.teams(r, t) })
 	}
 	if w := spec.Webhook; w != nil {
-		add("webhook", func() (notify.Channel, error) { return b.webhook(r, w) })
+		add(notify.ChannelWebhook, w, func() (notify.Channel, error) { return b.webhook(r, w) })
 	}
 	return set, errors.Join(errs...)
+}
+
+// channelID is kind-<hash>: the spec of a channel holds no secret, only references to Secrets,
+// so hashing it identifies the destination without revealing or depending on a secret.
+func channelID(kind, namespace string, settings any) string {
+	data, _ := json.Marshal(settings)
+	sum := sha256.Sum256(append([]byte(namespace+"\x00"), data...))
+	return kind + "-" + hex.EncodeToString(sum[:4])
+}
+
+// NotifiesOwners reports whether obj's alerts mail the application's owners, so that the check
+// reads them: the watch's own email channel or, when it uses them, the defaults'.
+func (b *Builder) NotifiesOwners(obj *v1alpha1.CredentialWatch) bool {
+	spec, _ := b.effective(obj)
+	return spec != nil && spec.Email != nil && spec.Email.NotifyOwners
 }
 
 // effective picks the alert spec that applies to obj and the namespace its Secrets live in.
@@ -103,11 +135,10 @@ func (b *Builder) effective(obj *v1alpha1.CredentialWatch) (*v1alpha1.Alerts, st
 	return b.Defaults, b.DefaultsNamespace
 }
 
-// ownerEmails are the application owners' addresses the last check found, when the watch asks
-// for its owners to be told.
-func ownerEmails(obj *v1alpha1.CredentialWatch) []string {
-	a := obj.Spec.Alerts
-	if a == nil || a.Email == nil || !a.Email.NotifyOwners || obj.Status.ServicePrincipal == nil {
+// owners are the application owners' addresses the last check found, when the alerts in effect
+// ask for them.
+func (b *Builder) owners(obj *v1alpha1.CredentialWatch, spec *v1alpha1.Alerts) []string {
+	if spec.Email == nil || !spec.Email.NotifyOwners || obj.Status.ServicePrincipal == nil {
 		return nil
 	}
 	return obj.Status.ServicePrincipal.OwnerEmails
@@ -138,7 +169,7 @@ func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string
 		Port: int(e.SMTP.Port),
 		TLS:  tlsModes[e.SMTP.TLS],
 		From: e.SMTP.From,
-		To:   append(append([]string(nil), e.To...), owners...),
+		To:   recipients(e.To, owners),
 	}
 	if len(o.To) == 0 {
 		return nil, &ConfigError{"email: no recipients: to is empty and the application has no owner with a mail address"}
@@ -167,6 +198,20 @@ func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string
 		return nil, &ConfigError{err.Error()}
 	}
 	return c, nil
+}
+
+// recipients joins to and owners, each address once whatever its case: an owner who is also on
+// the list gets one mail.
+func recipients(to, owners []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range append(append([]string(nil), to...), owners...) {
+		if k := strings.ToLower(strings.TrimSpace(a)); k != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 var tlsModes = map[v1alpha1.SMTPTLS]email.TLSMode{
@@ -224,9 +269,10 @@ func (r secretReader) key(ref v1alpha1.SecretKeyRef, field string) (string, erro
 		}
 		return "", fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, ref.Name, err)
 	}
-	v, ok := s.Data[ref.Key]
-	if !ok || len(v) == 0 {
+	// A trailing newline is what `kubectl create secret --from-file` keeps from an editor.
+	v := strings.TrimRight(string(s.Data[ref.Key]), "\r\n")
+	if v == "" {
 		return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s has no key %q, or it is empty", field, r.namespace, ref.Name, ref.Key)}
 	}
-	return string(v), nil
+	return v, nil
 }

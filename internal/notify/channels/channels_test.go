@@ -22,6 +22,39 @@ func secret(ns, name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
+func TestChannelIDs(t *testing.T) {
+	a := &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
+	b := &v1alpha1.SlackAlerts{Channel: "#platform", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
+	if channelID("slack", "team", a) != channelID("slack", "team", a) {
+		t.Error("the same channel has two IDs")
+	}
+	if channelID("slack", "team", a) == channelID("slack", "team", b) {
+		t.Error("posting to another Slack channel keeps the ID: the new channel would never hear of the current step")
+	}
+	if channelID("slack", "team", a) == channelID("slack", "ops", a) {
+		t.Error("the same references in another namespace share an ID")
+	}
+}
+
+func TestNotifiesOwnersFollowsTheChannelsInEffect(t *testing.T) {
+	smtp := v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}
+	b := &Builder{Defaults: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{NotifyOwners: true, SMTP: smtp}}, DefaultsNamespace: "ops"}
+	own := &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"a@example.com"}, SMTP: smtp}}
+	if !b.NotifiesOwners(&v1alpha1.CredentialWatch{}) {
+		t.Error("a watch on the default channels, which mail owners, does not read owners")
+	}
+	if b.NotifiesOwners(&v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Alerts: own}}) {
+		t.Error("a watch with its own email, without notifyOwners, reads owners")
+	}
+}
+
+func TestRecipientsOnce(t *testing.T) {
+	got := recipients([]string{"Ada@example.com", "ops@example.com"}, []string{"ada@example.com", "bob@example.com"})
+	if strings.Join(got, ",") != "Ada@example.com,ops@example.com,bob@example.com" {
+		t.Errorf("recipients = %v", got)
+	}
+}
+
 func TestFor(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
@@ -29,7 +62,7 @@ func TestFor(t *testing.T) {
 		secret("team", "slack", map[string]string{"token": "xoxb-TOKEN", "hook": "https://hooks.slack.com/services/T/B/SECRETPATH"}),
 		secret("team", "smtp", map[string]string{"username": "alerts", "password": "SMTP-PASSWORD"}),
 		secret("team", "ca", map[string]string{"ca.crt": "not a certificate"}),
-		secret("team", "empty", map[string]string{"url": ""}),
+		secret("team", "empty", map[string]string{"url": "\n"}),
 		secret("ops", "default-hook", map[string]string{"url": "https://bridge.example/hook?token=SECRET"}),
 	).Build()
 	defaults := &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "default-hook", Key: "url"}}}
@@ -93,11 +126,15 @@ func TestFor(t *testing.T) {
 				w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{OwnerEmails: tc.owners}
 			}
 			set, err := b.For(context.Background(), w)
-			var built []string
-			for _, c := range set.Built {
-				built = append(built, c.Name())
+			var configured, built []string
+			for _, c := range set {
+				kind, _, _ := strings.Cut(c.ID, "-")
+				configured = append(configured, kind)
+				if c.Notifier != nil {
+					built = append(built, c.Notifier.Name())
+				}
 			}
-			if got := strings.Join(set.Configured, ","); got != tc.wantConfigured {
+			if got := strings.Join(configured, ","); got != tc.wantConfigured {
 				t.Errorf("configured = %q, want %q", got, tc.wantConfigured)
 			}
 			if got := strings.Join(built, ","); got != tc.wantBuilt {

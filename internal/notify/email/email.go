@@ -128,7 +128,7 @@ func checkHost(host string) error {
 }
 
 // Name implements notify.Channel.
-func (c *Channel) Name() string { return "email" }
+func (c *Channel) Name() string { return notify.ChannelEmail }
 
 // Send delivers a to every recipient in one message. Its errors are *notify.DeliveryError without
 // the password; a 5xx reply, a certificate that does not verify or a server lacking STARTTLS or

@@ -38,7 +38,9 @@ func blocks(a notify.Alert) []slack.Block {
 		n := min(len(lines), maxFields)
 		fields := make([]*slack.TextBlockObject, n)
 		for i, l := range lines[:n] {
-			fields[i] = mrkdwn(truncate("*"+esc(l[0])+"*\n"+esc(l[1]), maxField))
+			// Plain text: values come from Azure (display names are anyone's to set), and mrkdwn
+			// has no escape for its formatting or its links.
+			fields[i] = slack.NewTextBlockObject(slack.PlainTextType, truncate(l[0]+"\n"+l[1], maxField), false, false)
 		}
 		bs = append(bs, slack.NewSectionBlock(nil, fields, nil))
 		lines = lines[n:]

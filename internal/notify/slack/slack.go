@@ -54,7 +54,7 @@ func New(o Options) (*Channel, error) {
 		if err := notify.ValidateURL(o.WebhookURL); err != nil {
 			return nil, fmt.Errorf("slack: webhook URL: %w", err)
 		}
-		return &Channel{webhookURL: o.WebhookURL, client: client, secrets: []string{o.WebhookURL}}, nil
+		return &Channel{webhookURL: o.WebhookURL, client: client, secrets: notify.URLSecrets(o.WebhookURL)}, nil
 	case o.Token != "" && o.Channel == "":
 		return nil, errors.New("slack: a token needs a channel to post to")
 	case o.Token == "" && o.Channel != "":
@@ -71,7 +71,7 @@ func New(o Options) (*Channel, error) {
 }
 
 // Name implements notify.Channel.
-func (c *Channel) Name() string { return "slack" }
+func (c *Channel) Name() string { return notify.ChannelSlack }
 
 // Send implements notify.Channel.
 func (c *Channel) Send(ctx context.Context, a notify.Alert) error {

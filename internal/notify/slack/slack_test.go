@@ -109,8 +109,9 @@ func TestBlocksStayWithinSlackLimits(t *testing.T) {
 						if n := len([]rune(f.Text)); n > maxField {
 							t.Errorf("field has %d characters", n)
 						}
-						if strings.ContainsAny(entities.Replace(f.Text), "<>&") {
-							t.Errorf("field %q is not escaped", f.Text)
+						// Values from Azure are shown as plain text, where nothing is markup.
+						if f.Type != slack.PlainTextType {
+							t.Errorf("field %q is %s, want plain_text", f.Text, f.Type)
 						}
 					}
 					fields += len(b.Fields)
@@ -122,8 +123,6 @@ func TestBlocksStayWithinSlackLimits(t *testing.T) {
 		})
 	}
 }
-
-var entities = strings.NewReplacer("&amp;", "", "&lt;", "", "&gt;", "")
 
 func TestIsCommand(t *testing.T) {
 	tests := map[string]bool{

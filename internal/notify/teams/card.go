@@ -1,6 +1,10 @@
 package teams
 
-import "github.com/credwatch/credwatch/internal/notify"
+import (
+	"strings"
+
+	"github.com/credwatch/credwatch/internal/notify"
+)
 
 // message is the envelope a Workflows webhook expects: a bot-framework message whose one
 // attachment is the card the flow posts.
@@ -53,10 +57,10 @@ type fact struct {
 func render(a notify.Alert) message {
 	facts := make([]fact, 0, len(a.Lines()))
 	for _, l := range a.Lines() {
-		facts = append(facts, fact{Title: l[0], Value: l[1]})
+		facts = append(facts, fact{Title: l[0], Value: escapeMarkdown(l[1])})
 	}
 	body := []element{
-		{Type: "TextBlock", Text: a.Title(), Size: "Large", Weight: "Bolder", Color: color(a), Wrap: true},
+		{Type: "TextBlock", Text: escapeMarkdown(a.Title()), Size: "Large", Weight: "Bolder", Color: color(a), Wrap: true},
 		{Type: "FactSet", Facts: facts},
 	}
 	if a.Fix != "" {
@@ -97,3 +101,13 @@ func color(a notify.Alert) string {
 	}
 	return "Default"
 }
+
+// markdownSpecials are the characters Teams' card markdown reads as formatting or links.
+var markdownSpecials = strings.NewReplacer(
+	`\`, `\\`, "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`, "(", `\(`, ")", `\)`,
+	"`", "\\`", "~", `\~`, "#", `\#`, ">", `\>`, "<", `\<`,
+)
+
+// escapeMarkdown makes text from Azure (display names are anyone's to set) show as written
+// instead of as a link or formatting.
+func escapeMarkdown(s string) string { return markdownSpecials.Replace(s) }

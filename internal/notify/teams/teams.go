@@ -31,7 +31,7 @@ func New(webhookURL string, client *http.Client) (*Channel, error) {
 }
 
 // Name implements notify.Channel.
-func (c *Channel) Name() string { return "teams" }
+func (c *Channel) Name() string { return notify.ChannelTeams }
 
 // Send implements notify.Channel. Workflows answers 202 once it has queued the run; whether the
 // flow then posts is not reported back, so 2xx is all there is to check.

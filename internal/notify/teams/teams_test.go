@@ -154,8 +154,12 @@ func TestSendPostsTheCard(t *testing.T) {
 			if err := ch.Send(context.Background(), a); err != nil {
 				t.Fatalf("Send: %v", err)
 			}
-			if !reflect.DeepEqual(facts, a.Lines()) {
-				t.Errorf("facts = %q, want the alert's lines %q", facts, a.Lines())
+			want := a.Lines()
+			for i := range want {
+				want[i][1] = escapeMarkdown(want[i][1])
+			}
+			if !reflect.DeepEqual(facts, want) {
+				t.Errorf("facts = %q, want the alert's lines %q", facts, want)
 			}
 		})
 	}
@@ -234,5 +238,18 @@ func TestNameIsTeams(t *testing.T) {
 	ch, err := New("https://example.invalid/x", nil)
 	if err != nil || ch.Name() != "teams" {
 		t.Errorf("New() = %v, Name() = %q", err, ch.Name())
+	}
+}
+
+func TestAzureTextCannotBecomeALink(t *testing.T) {
+	a := notify.Alert{Kind: notify.KindCheckFailing, DisplayName: "[Renew here](https://evil.example) *now*", AppID: "x"}
+	card := render(a).Attachments[0].Content
+	for _, text := range []string{card.Body[0].Text, card.Body[1].Facts[0].Value} {
+		if strings.Contains(text, "[Renew here](") || strings.Contains(text, " *now*") {
+			t.Errorf("%q keeps markdown from Azure", text)
+		}
+		if !strings.Contains(text, `\[Renew here\]\(https://evil.example\) \*now\*`) {
+			t.Errorf("%q does not show the display name as written", text)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func New(url string, signingKey []byte, client *http.Client) (*Channel, error) {
 }
 
 // Name implements notify.Channel.
-func (c *Channel) Name() string { return "webhook" }
+func (c *Channel) Name() string { return notify.ChannelWebhook }
 
 // Send implements notify.Channel.
 func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
