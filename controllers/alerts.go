@@ -110,10 +110,10 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, st
 
 	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
 	cond := alertsCondition(set, ledger, cfgErr)
+	if cond.reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.message) {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
+	}
 	if cfgErr != nil {
-		if prev == nil || prev.Message != cond.message {
-			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
-		}
 		later(now.Add(misconfiguredRecheck))
 	}
 	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.status, cond.reason, cond.message, now)
@@ -174,8 +174,12 @@ type conditionValue struct {
 // alertsCondition says whether alerts reach their channels: a channel that cannot be built comes
 // first (a person must act), then channels that fail to deliver, else all is well.
 func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) conditionValue {
-	if cfgErr != nil {
+	var ce *channels.ConfigError
+	if errors.As(cfgErr, &ce) {
 		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(cfgErr.Error())}
+	}
+	if cfgErr != nil { // the API server did not answer for a Secret: a person need not act
+		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, oneLine(cfgErr.Error())}
 	}
 	if len(ledger.Failing) > 0 {
 		var msgs []string

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -68,7 +69,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 
 	if err != nil {
 		obj.Status.ConsecutiveFailures++
-		wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, graph.RetryAfterOf(err), s.interval), checkJitter, r.Rand)
+		wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), s.interval), checkJitter, r.Rand)
 		next := metav1.NewTime(now.Add(wait))
 		obj.Status.NextCheckTime = &next
 		reason := reasonFor(err)
@@ -187,16 +188,16 @@ func reasonFor(err error) string {
 	if errors.As(err, &se) {
 		return v1alpha1.ReasonCredentialSecretInvalid
 	}
-	switch graph.KindOf(err) {
-	case graph.KindNotFound:
+	switch azerr.KindOf(err) {
+	case azerr.KindNotFound:
 		return v1alpha1.ReasonServicePrincipalNotFound
-	case graph.KindForbidden:
+	case azerr.KindForbidden:
 		return v1alpha1.ReasonAccessDenied
-	case graph.KindUnauthenticated:
+	case azerr.KindUnauthenticated:
 		return v1alpha1.ReasonAuthenticationFailed
-	case graph.KindThrottled:
+	case azerr.KindThrottled:
 		return v1alpha1.ReasonThrottled
-	case graph.KindUnavailable:
+	case azerr.KindUnavailable:
 		return v1alpha1.ReasonGraphUnreachable
 	default:
 		return v1alpha1.ReasonGraphError

@@ -26,6 +26,7 @@ import (
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
 	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
 
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -99,7 +100,7 @@ func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceC
 }
 
 // ReadCredentials returns the credentials of the application and the service principal with
-// appID, in the tenant cred signs in to. It fails with a graph.Error of KindNotFound only when
+// appID, in the tenant cred signs in to. It fails with a azerr.Error of KindNotFound only when
 // neither object exists.
 func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
 	svc, err := c.service(cred)
@@ -111,7 +112,7 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 			QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
 		})
 	})
-	if appErr != nil && graph.KindOf(appErr) != graph.KindNotFound {
+	if appErr != nil && azerr.KindOf(appErr) != azerr.KindNotFound {
 		return graph.Snapshot{}, appErr
 	}
 	sp, spErr := fetch("service principal", appID, func() (credentialHolder, error) {
@@ -119,7 +120,7 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
 		})
 	})
-	if spErr != nil && graph.KindOf(spErr) != graph.KindNotFound {
+	if spErr != nil && azerr.KindOf(spErr) != azerr.KindNotFound {
 		return graph.Snapshot{}, spErr
 	}
 	if app == nil && sp == nil {
@@ -216,18 +217,18 @@ func convert(src graph.Source, obj credentialHolder) []graph.Credential {
 	return out
 }
 
-// classify turns an SDK or transport error into a graph.Error; nil stays nil.
+// classify turns an SDK or transport error into a azerr.Error; nil stays nil.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ge *graph.Error
+	var ge *azerr.Error
 	if errors.As(err, &ge) {
 		return ge
 	}
 	var odata *odataerrors.ODataError
 	if errors.As(err, &odata) {
-		ge := &graph.Error{Status: odata.GetStatusCode(), Err: err}
+		ge := &azerr.Error{Status: odata.GetStatusCode(), Err: err}
 		if main := odata.GetErrorEscaped(); main != nil {
 			ge.Code = deref(main.GetCode())
 		}
@@ -237,16 +238,16 @@ func classify(err error) error {
 	}
 	var api *abstractions.ApiError
 	if errors.As(err, &api) {
-		return &graph.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
+		return &azerr.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
 	}
 	if ue := unanswered(err); ue != nil {
 		return ue
 	}
-	return &graph.Error{Kind: graph.KindOther, Err: err}
+	return &azerr.Error{Kind: azerr.KindOther, Err: err}
 }
 
 // unanswered classifies a request that got no answer, nil if err is not one.
-func unanswered(err error) *graph.Error {
+func unanswered(err error) *azerr.Error {
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
 		// The URL, query and all, would bury the reason in a condition message; the host is enough.
@@ -254,10 +255,10 @@ func unanswered(err error) *graph.Error {
 		if u, perr := url.Parse(urlErr.URL); perr == nil {
 			host = u.Host
 		}
-		return &graph.Error{Kind: graph.KindUnavailable, Err: fmt.Errorf("no answer from %s: %w", host, urlErr.Err)}
+		return &azerr.Error{Kind: azerr.KindUnavailable, Err: fmt.Errorf("no answer from %s: %w", host, urlErr.Err)}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &graph.Error{Kind: graph.KindUnavailable, Err: err}
+		return &azerr.Error{Kind: azerr.KindUnavailable, Err: err}
 	}
 	return nil
 }
@@ -275,7 +276,7 @@ func (c classifiedCredential) GetToken(ctx context.Context, opts policy.TokenReq
 	var authErr *azidentity.AuthenticationFailedError
 	if errors.As(err, &authErr) && authErr.RawResponse != nil {
 		// Only the codes are kept: error_description is free text from the server.
-		return tok, &graph.Error{Kind: graph.KindUnauthenticated, Status: authErr.RawResponse.StatusCode, Code: tokenErrorCode(authErr.RawResponse), Err: err}
+		return tok, &azerr.Error{Kind: azerr.KindUnauthenticated, Status: authErr.RawResponse.StatusCode, Code: tokenErrorCode(authErr.RawResponse), Err: err}
 	}
 	if ue := unanswered(err); ue != nil {
 		return tok, ue
@@ -283,7 +284,7 @@ func (c classifiedCredential) GetToken(ctx context.Context, opts policy.TokenReq
 	// Typically DefaultAzureCredential finding no identity: its text lists what it tried, which
 	// is what a person needs to set workload identity up. It holds no secret; it is flattened
 	// to one line for conditions and events.
-	return tok, &graph.Error{Kind: graph.KindUnauthenticated, Err: errors.New(strings.Join(strings.Fields(err.Error()), " "))}
+	return tok, &azerr.Error{Kind: azerr.KindUnauthenticated, Err: errors.New(strings.Join(strings.Fields(err.Error()), " "))}
 }
 
 // tokenErrorCode reads Entra's error and first AADSTS code from a token response, such as
@@ -306,20 +307,20 @@ func tokenErrorCode(resp *http.Response) string {
 	return e.Error
 }
 
-func kindOfStatus(status int) graph.Kind {
+func kindOfStatus(status int) azerr.Kind {
 	switch {
 	case status == http.StatusNotFound:
-		return graph.KindNotFound
+		return azerr.KindNotFound
 	case status == http.StatusForbidden:
-		return graph.KindForbidden
+		return azerr.KindForbidden
 	case status == http.StatusUnauthorized:
-		return graph.KindUnauthenticated
+		return azerr.KindUnauthenticated
 	case status == http.StatusTooManyRequests:
-		return graph.KindThrottled
+		return azerr.KindThrottled
 	case status >= 500:
-		return graph.KindUnavailable
+		return azerr.KindUnavailable
 	default:
-		return graph.KindOther
+		return azerr.KindOther
 	}
 }
 

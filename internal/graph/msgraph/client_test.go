@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -118,7 +119,7 @@ func TestReadOwnerEmails(t *testing.T) {
 	if strings.Join(got, ",") != "ada@example.com,bob@contoso.onmicrosoft.com" {
 		t.Errorf("owners = %v, want Ada's mail and Bob's UPN, and no service principal", got)
 	}
-	if _, err := c.ReadOwnerEmails(context.Background(), cred, "a0000000-0000-4000-8000-00000000dead"); graph.KindOf(err) != graph.KindNotFound {
+	if _, err := c.ReadOwnerEmails(context.Background(), cred, "a0000000-0000-4000-8000-00000000dead"); azerr.KindOf(err) != azerr.KindNotFound {
 		t.Errorf("owners of a missing application: %v, want not found", err)
 	}
 }
@@ -150,7 +151,7 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 	tests := map[string]struct {
 		breakIt        func(*fakegraph.Server)
 		secret         string
-		wantKind       graph.Kind
+		wantKind       azerr.Kind
 		wantRetryAfter time.Duration
 		wantCode       string
 		wantText       string
@@ -158,37 +159,37 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 		timeout        time.Duration
 		maxRequests    int
 	}{
-		"neither object exists": {breakIt: func(f *fakegraph.Server) {}, wantKind: graph.KindNotFound, wantCode: "Request_ResourceNotFound", maxRequests: 2},
+		"neither object exists": {breakIt: func(f *fakegraph.Server) {}, wantKind: azerr.KindNotFound, wantCode: "Request_ResourceNotFound", maxRequests: 2},
 		"permission denied": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Deny(client, true) },
-			wantKind: graph.KindForbidden, wantCode: "Authorization_RequestDenied", maxRequests: 1,
+			wantKind: azerr.KindForbidden, wantCode: "Authorization_RequestDenied", maxRequests: 1,
 		},
 		// One request only: the SDK's retry handler would have slept and retried inside the call.
 		"throttled": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.Throttle(5, 42*time.Second) },
-			wantKind: graph.KindThrottled, wantCode: "TooManyRequests", wantRetryAfter: 42 * time.Second, maxRequests: 1,
+			wantKind: azerr.KindThrottled, wantCode: "TooManyRequests", wantRetryAfter: 42 * time.Second, maxRequests: 1,
 		},
 		// Two at most: net/http itself resends a GET once when a reused connection closes unanswered.
 		"unreachable": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.SetUnreachable(true) },
-			wantKind: graph.KindUnavailable, maxRequests: 2,
+			wantKind: azerr.KindUnavailable, maxRequests: 2,
 		},
 		"wrong client secret": {
 			breakIt: func(f *fakegraph.Server) { seed(f, true, true) }, secret: "wrong",
-			wantKind: graph.KindUnauthenticated, wantCode: "invalid_client AADSTS7000215", maxRequests: 0,
+			wantKind: azerr.KindUnauthenticated, wantCode: "invalid_client AADSTS7000215", maxRequests: 0,
 		},
 		"no identity set up": {
 			breakIt: func(f *fakegraph.Server) { seed(f, true, true) },
 			cred: tokenFunc(func() error {
 				return errors.New("DefaultAzureCredential: failed to acquire a token.\nAttempted credentials:\n\tWorkloadIdentityCredential: no token file")
 			}),
-			wantKind: graph.KindUnauthenticated, wantText: "Attempted credentials: WorkloadIdentityCredential: no token file", maxRequests: 0,
+			wantKind: azerr.KindUnauthenticated, wantText: "Attempted credentials: WorkloadIdentityCredential: no token file", maxRequests: 0,
 		},
 		// Kiota's default client would wait 100 s; the caller's deadline must end it.
 		"stalled": {
 			breakIt:  func(f *fakegraph.Server) { seed(f, true, true); f.SetStalled(true) },
 			timeout:  300 * time.Millisecond,
-			wantKind: graph.KindUnavailable, maxRequests: 1,
+			wantKind: azerr.KindUnavailable, maxRequests: 1,
 		},
 	}
 	for name, tc := range tests {
@@ -211,23 +212,23 @@ func TestReadCredentialsClassifiesFailures(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := graph.KindOf(err); got != tc.wantKind {
+			if got := azerr.KindOf(err); got != tc.wantKind {
 				t.Errorf("kind = %v, want %v (%v)", got, tc.wantKind, err)
 			}
-			var ge *graph.Error
+			var ge *azerr.Error
 			if errors.As(err, &ge) && ge.Code != tc.wantCode {
 				t.Errorf("code = %q, want %q", ge.Code, tc.wantCode)
 			}
 			if !strings.Contains(err.Error(), tc.wantText) {
 				t.Errorf("error %q does not say %q", err, tc.wantText)
 			}
-			if got := graph.RetryAfterOf(err); got != tc.wantRetryAfter {
+			if got := azerr.RetryAfterOf(err); got != tc.wantRetryAfter {
 				t.Errorf("retry after = %v, want %v", got, tc.wantRetryAfter)
 			}
 			if got := len(fake.Requests()); got > tc.maxRequests {
 				t.Errorf("Graph requests = %d, want at most %d", got, tc.maxRequests)
 			}
-			if tc.wantKind == graph.KindUnavailable && !strings.Contains(err.Error(), "no answer from "+fake.Host()) {
+			if tc.wantKind == azerr.KindUnavailable && !strings.Contains(err.Error(), "no answer from "+fake.Host()) {
 				t.Errorf("error %q does not say which host did not answer", err)
 			}
 			for _, s := range fake.SecretTexts() {
