@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// Kind sorts Graph failures by what the operator should do about them.
+// Kind sorts Azure failures by what the operator should do about them.
 type Kind int
 
 const (
 	// KindOther is any failure not listed below.
 	KindOther Kind = iota
-	// KindNotFound: the object does not exist in the tenant.
+	// KindNotFound: the object or resource does not exist.
 	KindNotFound
 	// KindForbidden: the identity lacks permission (403).
 	KindForbidden
@@ -41,7 +41,7 @@ func (k Kind) String() string {
 	}
 }
 
-// Error is a classified Graph failure. When Graph answered, its message carries the HTTP status
+// Error is a classified Azure failure. When Graph answered, its message carries the HTTP status
 // and Graph's error code but never the response body: bodies can echo request data, and
 // messages end up in events. When no answer came, it carries the transport's error, which says
 // why (connection refused, timeout) and holds nothing but the URL.
@@ -49,9 +49,9 @@ type Error struct {
 	Kind Kind
 	// Status is the HTTP status, 0 when no response arrived.
 	Status int
-	// Code is Graph's OData error code, such as Request_ResourceNotFound.
+	// Code is the service's error code, such as Request_ResourceNotFound or AuthorizationFailed.
 	Code string
-	// RetryAfter is the wait Graph asked for with a 429 or 503, 0 when it named none.
+	// RetryAfter is the wait the service asked for with a 429 or 503, 0 when it named none.
 	RetryAfter time.Duration
 	// Err is the underlying failure; its text is not part of Error's message.
 	Err error
@@ -81,7 +81,7 @@ func KindOf(err error) Kind {
 	return KindOther
 }
 
-// RetryAfterOf returns the wait Graph asked for somewhere in err's chain, 0 when it asked none.
+// RetryAfterOf returns the wait a service asked for somewhere in err's chain, 0 when it asked none.
 func RetryAfterOf(err error) time.Duration {
 	var ge *Error
 	if errors.As(err, &ge) {
