@@ -16,9 +16,9 @@ const (
 	KindNotFound
 	// KindForbidden: the identity lacks permission (403).
 	KindForbidden
-	// KindUnauthenticated: no token could be had, or Graph rejected it (401).
+	// KindUnauthenticated: no token could be had, or the service rejected it (401).
 	KindUnauthenticated
-	// KindThrottled: Graph answered 429; RetryAfter says when to come back.
+	// KindThrottled: the service answered 429; RetryAfter says when to come back.
 	KindThrottled
 	// KindUnavailable: no answer, or a 5xx: try again later.
 	KindUnavailable
@@ -41,8 +41,8 @@ func (k Kind) String() string {
 	}
 }
 
-// Error is a classified Azure failure. When Graph answered, its message carries the HTTP status
-// and Graph's error code but never the response body: bodies can echo request data, and
+// Error is a classified Azure failure. When the service answered, its message carries the status
+// and the service's error code but never the response body: bodies can echo request data, and
 // messages end up in events. When no answer came, it carries the transport's error, which says
 // why (connection refused, timeout) and holds nothing but the URL.
 type Error struct {
