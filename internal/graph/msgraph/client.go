@@ -2,19 +2,14 @@ package msgraph
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/google/uuid"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	kiotaauth "github.com/microsoft/kiota-authentication-azure-go"
@@ -87,7 +82,7 @@ func middlewares() []khttp.Middleware {
 func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceClient, error) {
 	// Kiota attaches tokens only for the hosts it is told of; without this a sovereign or test
 	// endpoint gets no token and Graph answers 401 "Access token is empty".
-	auth, err := kiotaauth.NewAzureIdentityAuthenticationProviderWithScopesAndValidHosts(classifiedCredential{cred}, []string{c.scope}, []string{c.host})
+	auth, err := kiotaauth.NewAzureIdentityAuthenticationProviderWithScopesAndValidHosts(azerr.Credential{TokenCredential: cred}, []string{c.scope}, []string{c.host})
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +212,7 @@ func convert(src graph.Source, obj credentialHolder) []graph.Credential {
 	return out
 }
 
-// classify turns an SDK or transport error into a azerr.Error; nil stays nil.
+// classify turns an SDK or transport error into an azerr.Error; nil stays nil.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -232,106 +227,28 @@ func classify(err error) error {
 		if main := odata.GetErrorEscaped(); main != nil {
 			ge.Code = deref(main.GetCode())
 		}
-		ge.Kind = kindOfStatus(ge.Status)
+		ge.Kind = azerr.KindOfStatus(ge.Status)
 		ge.RetryAfter = retryAfter(odata.GetResponseHeaders())
 		return ge
 	}
 	var api *abstractions.ApiError
 	if errors.As(err, &api) {
-		return &azerr.Error{Kind: kindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
+		return &azerr.Error{Kind: azerr.KindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
 	}
-	if ue := unanswered(err); ue != nil {
+	if ue := azerr.Unanswered(err); ue != nil {
 		return ue
 	}
 	return &azerr.Error{Kind: azerr.KindOther, Err: err}
 }
 
-// unanswered classifies a request that got no answer, nil if err is not one.
-func unanswered(err error) *azerr.Error {
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		// The URL, query and all, would bury the reason in a condition message; the host is enough.
-		host := urlErr.URL
-		if u, perr := url.Parse(urlErr.URL); perr == nil {
-			host = u.Host
-		}
-		return &azerr.Error{Kind: azerr.KindUnavailable, Err: fmt.Errorf("no answer from %s: %w", host, urlErr.Err)}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return &azerr.Error{Kind: azerr.KindUnavailable, Err: err}
-	}
-	return nil
-}
-
-// classifiedCredential sorts token failures before Kiota wraps them, so that a wrong secret
-// (AuthenticationFailed, with Entra's AADSTS code) is told apart from a login endpoint that does
-// not answer (GraphUnreachable) and from an identity that is not set up at all.
-type classifiedCredential struct{ azcore.TokenCredential }
-
-func (c classifiedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	tok, err := c.TokenCredential.GetToken(ctx, opts)
-	if err == nil {
-		return tok, nil
-	}
-	var authErr *azidentity.AuthenticationFailedError
-	if errors.As(err, &authErr) && authErr.RawResponse != nil {
-		// Only the codes are kept: error_description is free text from the server.
-		return tok, &azerr.Error{Kind: azerr.KindUnauthenticated, Status: authErr.RawResponse.StatusCode, Code: tokenErrorCode(authErr.RawResponse), Err: err}
-	}
-	if ue := unanswered(err); ue != nil {
-		return tok, ue
-	}
-	// Typically DefaultAzureCredential finding no identity: its text lists what it tried, which
-	// is what a person needs to set workload identity up. It holds no secret; it is flattened
-	// to one line for conditions and events.
-	return tok, &azerr.Error{Kind: azerr.KindUnauthenticated, Err: errors.New(strings.Join(strings.Fields(err.Error()), " "))}
-}
-
-// tokenErrorCode reads Entra's error and first AADSTS code from a token response, such as
-// "invalid_client AADSTS7000215" (a wrong secret) or "invalid_client AADSTS7000222" (expired).
-func tokenErrorCode(resp *http.Response) string {
-	body, err := runtime.Payload(resp)
-	if err != nil {
-		return ""
-	}
-	var e struct {
-		Error      string `json:"error"`
-		ErrorCodes []int  `json:"error_codes"`
-	}
-	if json.Unmarshal(body, &e) != nil {
-		return ""
-	}
-	if len(e.ErrorCodes) > 0 {
-		return fmt.Sprintf("%s AADSTS%d", e.Error, e.ErrorCodes[0])
-	}
-	return e.Error
-}
-
-func kindOfStatus(status int) azerr.Kind {
-	switch {
-	case status == http.StatusNotFound:
-		return azerr.KindNotFound
-	case status == http.StatusForbidden:
-		return azerr.KindForbidden
-	case status == http.StatusUnauthorized:
-		return azerr.KindUnauthenticated
-	case status == http.StatusTooManyRequests:
-		return azerr.KindThrottled
-	case status >= 500:
-		return azerr.KindUnavailable
-	default:
-		return azerr.KindOther
-	}
-}
-
-// retryAfter reads Retry-After as Graph sends it, in whole seconds.
+// retryAfter reads Retry-After from the headers Kiota keeps of a failed response.
 func retryAfter(h *abstractions.ResponseHeaders) time.Duration {
 	if h == nil {
 		return 0
 	}
 	for _, v := range h.Get("Retry-After") {
-		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
-			return time.Duration(s) * time.Second
+		if d := azerr.RetryAfterSeconds(v); d > 0 {
+			return d
 		}
 	}
 	return 0
