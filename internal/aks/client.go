@@ -1,0 +1,102 @@
+package aks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+)
+
+// managedIdentityClientID is what servicePrincipalProfile.clientId holds on a cluster that signs
+// in with a managed identity instead of a service principal.
+const managedIdentityClientID = "msi"
+
+// Cluster is what a watch needs to know of a managed cluster.
+type Cluster struct {
+	// ClientID is the appId of the service principal the cluster signs in with, empty when it
+	// uses a managed identity.
+	ClientID string
+	// ProvisioningState is Resource Manager's: Succeeded, Updating, Failed, ...
+	ProvisioningState string
+	// PowerState is Running or Stopped.
+	PowerState string
+}
+
+// Client reads managed clusters from one Resource Manager endpoint.
+type Client struct {
+	options arm.ClientOptions
+}
+
+// New returns a Client for the Resource Manager endpoint and its token audience (for the public
+// cloud https://management.azure.com and https://management.core.windows.net/). transport carries
+// the requests: nil for the network, the SDK's fake server in tests.
+func New(endpoint, audience string, transport policy.Transporter) (*Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("ARM endpoint %q: want an https URL such as https://management.azure.com", endpoint)
+	}
+	return &Client{options: arm.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Cloud: cloud.Configuration{Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+			cloud.ResourceManager: {Endpoint: endpoint, Audience: audience},
+		}},
+		Transport: transport,
+		// The controller schedules its own retries, visible in status; the SDK's would sleep in a worker.
+		Retry: policy.RetryOptions{MaxRetries: -1},
+	}}}, nil
+}
+
+// ReadCluster reads the managed cluster name in resourceGroup of subscriptionID.
+func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (Cluster, error) {
+	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+	if err != nil {
+		return Cluster{}, err
+	}
+	resp, err := client.Get(ctx, resourceGroup, name, nil)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("reading AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+	}
+	var out Cluster
+	if p := resp.Properties; p != nil {
+		if sp := p.ServicePrincipalProfile; sp != nil && sp.ClientID != nil && !strings.EqualFold(*sp.ClientID, managedIdentityClientID) {
+			out.ClientID = *sp.ClientID
+		}
+		if p.ProvisioningState != nil {
+			out.ProvisioningState = *p.ProvisioningState
+		}
+		if p.PowerState != nil && p.PowerState.Code != nil {
+			out.PowerState = string(*p.PowerState.Code)
+		}
+	}
+	return out, nil
+}
+
+// classify sorts a Resource Manager failure into an azerr.Error; sign-in failures arrive sorted
+// already, from azerr.Credential.
+func classify(err error) error {
+	var ae *azerr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		var after time.Duration
+		if re.RawResponse != nil {
+			after = azerr.RetryAfterSeconds(re.RawResponse.Header.Get("Retry-After"))
+		}
+		return &azerr.Error{Kind: azerr.KindOfStatus(re.StatusCode), Status: re.StatusCode, Code: re.ErrorCode, RetryAfter: after, Err: err}
+	}
+	if ue := azerr.Unanswered(err); ue != nil {
+		return ue
+	}
+	return &azerr.Error{Kind: azerr.KindOther, Err: err}
+}

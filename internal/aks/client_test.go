@@ -1,0 +1,124 @@
+package aks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+)
+
+// clusters answers the SDK's fake ManagedClustersServer from a map, and errors by name.
+func clusters(found map[string]*armcontainerservice.ManagedClusterProperties, failures map[string]int) *fake.ManagedClustersServer {
+	return &fake.ManagedClustersServer{
+		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
+			if status, ok := failures[name]; ok {
+				errResp.SetResponseError(status, map[int]string{403: "AuthorizationFailed", 500: "InternalServerError"}[status])
+				return
+			}
+			p, ok := found[rg+"/"+name]
+			if !ok {
+				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+				return
+			}
+			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{
+				ManagedCluster: armcontainerservice.ManagedCluster{Name: to.Ptr(name), Properties: p},
+			}, nil)
+			return
+		},
+	}
+}
+
+// throttling answers what Resource Manager sends when it throttles: a 429 with Retry-After and its
+// error body. The SDK's fake builds error responses of its own, without headers, so this one
+// stands in front of it for the cluster named "busy".
+type throttling struct{ next policy.Transporter }
+
+func (t throttling) Do(r *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(r.URL.Path, "/managedClusters/busy") {
+		return t.next.Do(r)
+	}
+	body := `{"error":{"code":"TooManyRequests","message":"The request is being throttled."}}`
+	return &http.Response{
+		StatusCode: http.StatusTooManyRequests, Status: "429 Too Many Requests", Request: r,
+		Header: http.Header{"Retry-After": {"17"}, "Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(body)),
+	}, nil
+}
+
+type failingCredential struct{ err error }
+
+func (f failingCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, f.err
+}
+
+func TestReadCluster(t *testing.T) {
+	srv := clusters(map[string]*armcontainerservice.ManagedClusterProperties{
+		"rg/sp": {
+			ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c")},
+			ProvisioningState:       to.Ptr("Succeeded"),
+			PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
+		},
+		"rg/msi": {
+			ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("msi")},
+			ProvisioningState:       to.Ptr("Succeeded"),
+			PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeStopped)},
+		},
+	}, map[string]int{"denied": 403, "broken": 500})
+	c, err := New("https://management.azure.com", "https://management.core.windows.net/", throttling{fake.NewManagedClustersServerTransport(srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		name           string
+		cred           azcore.TokenCredential
+		want           Cluster
+		wantKind       azerr.Kind
+		wantCode       string
+		wantRetryAfter time.Duration
+	}{
+		"a cluster on a service principal": {name: "sp", want: Cluster{ClientID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", ProvisioningState: "Succeeded", PowerState: "Running"}},
+		"a cluster on a managed identity":  {name: "msi", want: Cluster{ProvisioningState: "Succeeded", PowerState: "Stopped"}},
+		"no such cluster":                  {name: "gone", wantKind: azerr.KindNotFound, wantCode: "ResourceNotFound"},
+		"no permission":                    {name: "denied", wantKind: azerr.KindForbidden, wantCode: "AuthorizationFailed"},
+		"throttled":                        {name: "busy", wantKind: azerr.KindThrottled, wantCode: "TooManyRequests", wantRetryAfter: 17 * time.Second},
+		// One request: the SDK's own retries are off, the controller retries with backoff in status.
+		"server error": {name: "broken", wantKind: azerr.KindUnavailable, wantCode: "InternalServerError"},
+		"sign-in fails": {
+			name: "sp", cred: failingCredential{errors.New("DefaultAzureCredential: failed to acquire a token")},
+			wantKind: azerr.KindUnauthenticated,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cred := tc.cred
+			if cred == nil {
+				cred = &azfake.TokenCredential{}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got, err := c.ReadCluster(ctx, cred, "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", "rg", tc.name)
+			if tc.wantKind == azerr.KindOther {
+				if err != nil || got != tc.want {
+					t.Fatalf("ReadCluster = %+v, %v; want %+v", got, err, tc.want)
+				}
+				return
+			}
+			var ae *azerr.Error
+			if !errors.As(err, &ae) || ae.Kind != tc.wantKind || ae.Code != tc.wantCode || ae.RetryAfter != tc.wantRetryAfter {
+				t.Errorf("error = %#v (%v), want kind %v, code %q, retry after %v", ae, err, tc.wantKind, tc.wantCode, tc.wantRetryAfter)
+			}
+		})
+	}
+}

@@ -1,0 +1,4 @@
+// Package aks reads AKS managed clusters through Azure Resource Manager with armcontainerservice:
+// which service principal a cluster signs in with, or whether it uses a managed identity. It is
+// the only package that imports armcontainerservice, and it turns its errors into azerr.Error.
+package aks
