@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/controllers"
+	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
@@ -41,6 +43,8 @@ type options struct {
 	cloudName      string
 	authorityHost  string
 	graphEndpoint  string
+	armEndpoint    string
+	armAudience    string
 	defaultAlerts  string
 	namespace      string
 }
@@ -55,6 +59,8 @@ func main() {
 	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
 	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
 	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
+	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
+	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	zapOpts := zap.Options{}
@@ -76,10 +82,14 @@ func (o options) cloud() (azure.Cloud, error) {
 	for _, override := range []struct {
 		to   *string
 		from string
-	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}} {
+	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.ARMEndpoint, o.armEndpoint}, {&c.ARMAudience, o.armAudience}} {
 		if override.from != "" {
 			*override.to = override.from
 		}
+	}
+	if o.armEndpoint != "" && o.armAudience == "" {
+		// A private or test endpoint issues tokens for itself, not for the public cloud's audience.
+		c.ARMAudience = strings.TrimSuffix(o.armEndpoint, "/") + "/"
 	}
 	return c, c.Validate()
 }
@@ -153,6 +163,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
+	if err != nil {
+		return err
+	}
 	defaults, err := o.loadDefaultAlerts()
 	if err != nil {
 		return err
@@ -165,6 +179,7 @@ func run(o options) error {
 		Rand:         rand.Float64,
 		Identities:   azure.NewIdentities(cloud, nil, nil),
 		Graph:        graphClient,
+		Clusters:     clusters,
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)

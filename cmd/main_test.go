@@ -4,10 +4,11 @@ import "testing"
 
 func TestCloudOptions(t *testing.T) {
 	tests := map[string]struct {
-		o         options
-		wantGraph string
-		wantAuth  string
-		wantErr   bool
+		o               options
+		wantGraph       string
+		wantAuth        string
+		wantARMAudience string
+		wantErr         bool
 	}{
 		"public by default": {
 			o:         options{cloudName: "AzurePublic"},
@@ -18,8 +19,8 @@ func TestCloudOptions(t *testing.T) {
 			wantGraph: "https://microsoftgraph.chinacloudapi.cn", wantAuth: "https://login.chinacloudapi.cn/",
 		},
 		"endpoints overridden, as the demo and tests point at fakes": {
-			o:         options{cloudName: "AzurePublic", graphEndpoint: "https://127.0.0.1:9443", authorityHost: "https://127.0.0.1:9443/"},
-			wantGraph: "https://127.0.0.1:9443", wantAuth: "https://127.0.0.1:9443/",
+			o:         options{cloudName: "AzurePublic", graphEndpoint: "https://127.0.0.1:9443", authorityHost: "https://127.0.0.1:9443/", armEndpoint: "https://127.0.0.1:9444"},
+			wantGraph: "https://127.0.0.1:9443", wantAuth: "https://127.0.0.1:9443/", wantARMAudience: "https://127.0.0.1:9444/",
 		},
 		"unknown cloud":       {o: options{cloudName: "AzureMoon"}, wantErr: true},
 		"plain-HTTP override": {o: options{cloudName: "AzurePublic", graphEndpoint: "http://127.0.0.1:9443"}, wantErr: true},
@@ -29,6 +30,9 @@ func TestCloudOptions(t *testing.T) {
 			c, err := tc.o.cloud()
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && tc.wantARMAudience != "" && c.ARMAudience != tc.wantARMAudience {
+				t.Errorf("ARM audience = %q, want %q", c.ARMAudience, tc.wantARMAudience)
 			}
 			if err == nil && (c.GraphEndpoint != tc.wantGraph || c.AuthorityHost != tc.wantAuth) {
 				t.Errorf("cloud = %+v, want Graph %s and authority %s", c, tc.wantGraph, tc.wantAuth)

@@ -37,7 +37,28 @@ func TestAdmission(t *testing.T) {
 		},
 		"no target": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.ServicePrincipal = nil },
-			wantErr: []string{"target must set exactly one of: servicePrincipal"},
+			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster"},
+		},
+		"an AKS cluster": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.Target = v1alpha1.Target{AKSCluster: aksTarget()} }},
+		"both a service principal and an AKS cluster": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.AKSCluster = aksTarget() },
+			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster"},
+		},
+		"AKS resource group with a slash": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				c := aksTarget()
+				c.ResourceGroup = "rg/prod"
+				s.Target = v1alpha1.Target{AKSCluster: c}
+			},
+			wantErr: []string{"resourceGroup must be a resource group name"},
+		},
+		"AKS cluster name ending in a dash": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				c := aksTarget()
+				c.Name = "aks-"
+				s.Target = v1alpha1.Target{AKSCluster: c}
+			},
+			wantErr: []string{"name must be an AKS cluster name"},
 		},
 		"critical longer than warning": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
@@ -143,4 +164,9 @@ func TestAdmission(t *testing.T) {
 			}
 		})
 	}
+}
+
+func aksTarget() *v1alpha1.AKSClusterTarget {
+	return &v1alpha1.AKSClusterTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918",
+		ResourceGroup: "rg-prod.weu_(1)", Name: "aks-prod"}
 }

@@ -193,19 +193,21 @@ func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr err
 
 // alertFor words a planned alert for people.
 func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
-	sp := obj.Spec.Target.ServicePrincipal
 	a := notify.Alert{
 		ID:        notify.AlertID(string(obj.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
 		Kind:      notify.Kind(p.Kind),
 		Severity:  notify.SeverityInfo,
 		Namespace: obj.Namespace,
 		Name:      obj.Name,
-		AppID:     sp.ClientID,
-		TenantID:  sp.TenantID,
+		AppID:     obj.AppID(),
+		TenantID:  obj.Spec.Target.TenantID(),
 		At:        now,
 	}
 	if obj.Status.ServicePrincipal != nil {
 		a.DisplayName = obj.Status.ServicePrincipal.DisplayName
+	}
+	if c := obj.Spec.Target.AKSCluster; c != nil {
+		a.Cluster = c.ResourceGroup + "/" + c.Name
 	}
 	switch p.Kind {
 	case policy.AlertReminder, policy.AlertExpired:

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
@@ -29,8 +30,9 @@ const (
 
 // Event reasons of a check.
 const (
-	eventCheckRecovered   = "CheckRecovered"
-	eventOwnersUnreadable = "OwnersUnreadable"
+	eventCheckRecovered          = "CheckRecovered"
+	eventOwnersUnreadable        = "OwnersUnreadable"
+	eventServicePrincipalChanged = "ServicePrincipalChanged"
 )
 
 // defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
@@ -55,8 +57,8 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	log.V(1).Info("Reading credentials from Microsoft Graph")
-	snap, err := r.read(checkCtx, obj)
+	log.V(1).Info("Reading credentials")
+	res, err := r.read(checkCtx, obj)
 	if ctx.Err() != nil {
 		// The operator is stopping: this is not the check failing.
 		return ctx.Err()
@@ -81,32 +83,40 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 			// recorder cannot fold into one event.
 			r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking credentials failed: %v", err)
 		}
-		if reason == v1alpha1.ReasonServicePrincipalNotFound {
+		if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
 			forgetCredentials(obj)
 		}
 		return nil
 	}
 
 	obj.Status.ConsecutiveFailures = 0
+	checked := metav1.NewTime(now)
+	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
+	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
+	if wasFailing {
+		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials works again")
+	}
+	if res.managedIdentity {
+		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,
+			"The AKS cluster signs in with a managed identity: it has no secret to expire", now)
+		return nil
+	}
+	snap := res.snap
 	var owners []string
 	if obj.Status.ServicePrincipal != nil {
 		owners = obj.Status.ServicePrincipal.OwnerEmails
 	}
 	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{
+		AppID:                    res.appID,
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
 		OwnerEmails:              r.ownerEmails(checkCtx, obj, snap, owners),
 	}
 	obj.Status.Credentials = credentialsOf(snap)
-	checked := metav1.NewTime(now)
-	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
-	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	log.V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", next.UTC().Format(time.RFC3339))
-	if wasFailing {
-		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials from Microsoft Graph works again")
-	}
 	return nil
 }
 
@@ -116,7 +126,7 @@ func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alph
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
-	cred, err := r.identity(ctx, obj, obj.Spec.Target.ServicePrincipal.TenantID)
+	cred, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
 	if err == nil {
 		var owners []string
 		if owners, err = r.Graph.ReadOwnerEmails(ctx, cred, snap.ApplicationObjectID); err == nil {
@@ -132,23 +142,75 @@ func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alph
 // neither status nor metrics go on reporting credentials that are gone.
 func forgetCredentials(obj *v1alpha1.CredentialWatch) {
 	st := &obj.Status
-	st.ServicePrincipal, st.Credentials, st.LastCheckTime = nil, nil, nil
+	st.ServicePrincipal, st.AKSCluster, st.Credentials, st.LastCheckTime = nil, nil, nil, nil
 	st.State, st.EarliestExpiry, st.ExpiresIn = "", nil, ""
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpiring)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpired)
 }
 
-func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (graph.Snapshot, error) {
-	sp := obj.Spec.Target.ServicePrincipal
-	if sp == nil {
-		return graph.Snapshot{}, errors.New("the target names no service principal")
-	}
-	cred, err := r.identity(ctx, obj, sp.TenantID)
-	if err != nil {
-		return graph.Snapshot{}, err
-	}
-	return r.Graph.ReadCredentials(ctx, cred, sp.ClientID)
+// checkResult is what a check found: the appId watched and its credentials, or that the target
+// is an AKS cluster on a managed identity, which has none.
+type checkResult struct {
+	appID           string
+	snap            graph.Snapshot
+	managedIdentity bool
 }
+
+// read resolves the target to an appId, reading the AKS cluster when the target is one, and
+// reads that appId's credentials from Graph.
+func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (checkResult, error) {
+	cred, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
+	if err != nil {
+		return checkResult{}, err
+	}
+	var res checkResult
+	switch t := obj.Spec.Target; {
+	case t.ServicePrincipal != nil:
+		res.appID = t.ServicePrincipal.ClientID
+	case t.AKSCluster != nil:
+		c, err := r.Clusters.ReadCluster(ctx, cred, t.AKSCluster.SubscriptionID, t.AKSCluster.ResourceGroup, t.AKSCluster.Name)
+		if err != nil {
+			return checkResult{}, &clusterError{err}
+		}
+		r.recordCluster(obj, c)
+		if c.ClientID == "" {
+			return checkResult{managedIdentity: true}, nil
+		}
+		res.appID = c.ClientID
+	default:
+		return checkResult{}, errors.New("the target names neither a service principal nor an AKS cluster")
+	}
+	res.snap, err = r.Graph.ReadCredentials(ctx, cred, res.appID)
+	return res, err
+}
+
+// recordCluster notes what Resource Manager said of the cluster, and tells when the identity it
+// signs in with changed: the credentials watched from now on are another service principal's.
+func (r *CredentialWatchReconciler) recordCluster(obj *v1alpha1.CredentialWatch, c aks.Cluster) {
+	now := &v1alpha1.AKSClusterStatus{Identity: v1alpha1.IdentityServicePrincipal, ClientID: c.ClientID,
+		ProvisioningState: c.ProvisioningState, PowerState: c.PowerState}
+	if c.ClientID == "" {
+		now.Identity = v1alpha1.IdentityManagedIdentity
+	}
+	if prev := obj.Status.AKSCluster; prev != nil && (prev.ClientID != now.ClientID || prev.Identity != now.Identity) {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventServicePrincipalChanged, "The AKS cluster now signs in with %s (it was %s)",
+			clusterIdentity(now), clusterIdentity(prev))
+	}
+	obj.Status.AKSCluster = now
+}
+
+func clusterIdentity(s *v1alpha1.AKSClusterStatus) string {
+	if s.Identity == v1alpha1.IdentityManagedIdentity {
+		return "a managed identity"
+	}
+	return "service principal " + s.ClientID
+}
+
+// clusterError is a failure to read the AKS cluster, told apart from Graph's failures by reason.
+type clusterError struct{ err error }
+
+func (e *clusterError) Error() string { return e.err.Error() }
+func (e *clusterError) Unwrap() error { return e.err }
 
 // secretError is a problem with the Secret named by azureCredentialRef: a person must fix it.
 type secretError struct{ msg string }
@@ -187,6 +249,15 @@ func reasonFor(err error) string {
 	var se *secretError
 	if errors.As(err, &se) {
 		return v1alpha1.ReasonCredentialSecretInvalid
+	}
+	var ce *clusterError
+	if errors.As(err, &ce) {
+		switch azerr.KindOf(err) {
+		case azerr.KindNotFound:
+			return v1alpha1.ReasonClusterNotFound
+		case azerr.KindUnavailable:
+			return v1alpha1.ReasonResourceManagerUnreachable
+		}
 	}
 	switch azerr.KindOf(err) {
 	case azerr.KindNotFound:

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -42,6 +43,11 @@ type CredentialReader interface {
 // maxConcurrentReconciles bounds how many watches are worked on at once.
 const maxConcurrentReconciles = 4
 
+// ClusterReader reads AKS managed clusters from Azure Resource Manager.
+type ClusterReader interface {
+	ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (aks.Cluster, error)
+}
+
 // checkJitter spreads the checks of watches created together over a tenth of their interval.
 const checkJitter = 0.1
 
@@ -58,6 +64,8 @@ type CredentialWatchReconciler struct {
 	Rand       func() float64
 	Identities Identities
 	Graph      CredentialReader
+	// Clusters reads the AKS clusters that aksCluster targets name.
+	Clusters ClusterReader
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
 	// CheckTimeout bounds one check of Graph; zero means a minute.

@@ -74,6 +74,9 @@ func (h *harness) create(appID string, edit func(*v1alpha1.CredentialWatchSpec))
 			Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: appID}},
 		},
 	}
+	if appID == "" {
+		w.Spec.Target.ServicePrincipal = nil // edit names the target
+	}
 	if edit != nil {
 		edit(&w.Spec)
 	}

@@ -119,10 +119,9 @@ func stateMessage(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time
 }
 
 func targetName(obj *v1alpha1.CredentialWatch) string {
-	sp := obj.Spec.Target.ServicePrincipal
-	name := sp.ClientID
+	name := obj.AppID()
 	if obj.Status.ServicePrincipal != nil && obj.Status.ServicePrincipal.DisplayName != "" {
-		name = fmt.Sprintf("%q (appId %s)", obj.Status.ServicePrincipal.DisplayName, sp.ClientID)
+		name = fmt.Sprintf("%q (appId %s)", obj.Status.ServicePrincipal.DisplayName, obj.AppID())
 	}
 	return name
 }
@@ -135,9 +134,9 @@ func renewCommand(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
 		object = "sp"
 	}
 	if c.Type == v1alpha1.CredentialTypeCertificate {
-		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, obj.Spec.Target.ServicePrincipal.ClientID)
+		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, obj.AppID())
 	}
-	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, obj.Spec.Target.ServicePrincipal.ClientID)
+	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, obj.AppID())
 }
 
 func capitalise(s string) string {

@@ -78,7 +78,7 @@ func runSuite(m *testing.M) int {
 	fake = fakegraph.New()
 	defer fake.Close()
 	fake.AddClient(tenantID, operatorClientID, operatorSecret)
-	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}
+	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL(), ARMEndpoint: "https://management.azure.com", ARMAudience: "https://management.core.windows.net/"}
 	transport := fake.Client().Transport
 	identities = azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
 		return operatorStandIn(cloud).ClientSecret(tenant, operatorClientID, operatorSecret)

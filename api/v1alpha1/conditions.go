@@ -16,6 +16,13 @@ const (
 const (
 	// ReasonChecked: Graph was read and the credentials recorded.
 	ReasonChecked = "Checked"
+	// ReasonManagedIdentity: the AKS cluster signs in with a managed identity; it has no secret to
+	// expire.
+	ReasonManagedIdentity = "ManagedIdentity"
+	// ReasonClusterNotFound: Resource Manager has no such AKS cluster.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonResourceManagerUnreachable: no answer from Azure Resource Manager, or a 5xx.
+	ReasonResourceManagerUnreachable = "ResourceManagerUnreachable"
 	// ReasonServicePrincipalNotFound: neither an application nor a service principal has the appId
 	// in the tenant.
 	ReasonServicePrincipalNotFound = "ServicePrincipalNotFound"

@@ -38,15 +38,49 @@ type CredentialWatchSpec struct {
 	Alerts *Alerts `json:"alerts,omitempty"`
 }
 
-// Target names one thing whose credentials are watched. Exactly one member is set; more kinds of
-// target (an AKS cluster) are added as members.
-// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal"
+// Target names one thing whose credentials are watched. Exactly one member is set.
+// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster"
 type Target struct {
 	// ServicePrincipal names an Entra ID application and its service principal by appId. The
 	// credentials of both objects are watched: `az ad sp credential reset` puts secrets on the
 	// service principal, where the portal's app-registration blade does not show them.
 	// +optional
 	ServicePrincipal *ServicePrincipalTarget `json:"servicePrincipal,omitempty"`
+
+	// AKSCluster names an AKS managed cluster; the service principal it signs in with, read from
+	// its servicePrincipalProfile at every check, is watched. A cluster on a managed identity has
+	// no secret to expire, and the watch says so.
+	// +optional
+	AKSCluster *AKSClusterTarget `json:"aksCluster,omitempty"`
+}
+
+// AKSClusterTarget identifies an AKS managed cluster in Azure Resource Manager.
+type AKSClusterTarget struct {
+	// TenantID is the Entra ID tenant of the cluster's subscription and service principal, a GUID.
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="tenantID must be the directory's GUID, such as 72f988bf-86f1-41af-91ab-2d7cd011db47, not a domain name"
+	// +required
+	TenantID string `json:"tenantID"`
+
+	// SubscriptionID is the subscription the cluster is in, a GUID.
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="subscriptionID must be the subscription's GUID, not its name"
+	// +required
+	SubscriptionID string `json:"subscriptionID"`
+
+	// ResourceGroup is the cluster's resource group.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=90
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-a-zA-Z0-9_.()]+$') && !self.endsWith('.')",message="resourceGroup must be a resource group name: letters, digits, '-', '_', '.', '(' and ')', not ending in '.'"
+	// +required
+	ResourceGroup string `json:"resourceGroup"`
+
+	// Name is the cluster's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9]([-_a-zA-Z0-9]*[a-zA-Z0-9])?$')",message="name must be an AKS cluster name: letters, digits, '-' and '_', starting and ending with a letter or digit"
+	// +required
+	Name string `json:"name"`
 }
 
 // ServicePrincipalTarget identifies a service principal by its tenant and application (client) ID.
@@ -148,6 +182,10 @@ type Credential struct {
 
 // ServicePrincipalStatus describes the objects found for the target's appId.
 type ServicePrincipalStatus struct {
+	// AppID is the application (client) ID watched: the target's, or the AKS cluster's.
+	// +optional
+	AppID string `json:"appID,omitempty"`
+
 	// DisplayName is the application's display name.
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
@@ -169,6 +207,32 @@ type ServicePrincipalStatus struct {
 	OwnerEmails []string `json:"ownerEmails,omitempty"`
 }
 
+// ClusterIdentity is how an AKS cluster signs in to Azure.
+// +kubebuilder:validation:Enum=ServicePrincipal;ManagedIdentity
+type ClusterIdentity string
+
+const (
+	// IdentityServicePrincipal: the cluster holds a service principal's secret, which expires.
+	IdentityServicePrincipal ClusterIdentity = "ServicePrincipal"
+	// IdentityManagedIdentity: the cluster uses a managed identity, which has no secret.
+	IdentityManagedIdentity ClusterIdentity = "ManagedIdentity"
+)
+
+// AKSClusterStatus is what Resource Manager last said of the cluster.
+type AKSClusterStatus struct {
+	// Identity is ServicePrincipal or ManagedIdentity.
+	Identity ClusterIdentity `json:"identity"`
+	// ClientID is the appId of the cluster's service principal; empty on a managed identity.
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+	// ProvisioningState is Resource Manager's: Succeeded, Updating, Failed, ...
+	// +optional
+	ProvisioningState string `json:"provisioningState,omitempty"`
+	// PowerState is Running or Stopped.
+	// +optional
+	PowerState string `json:"powerState,omitempty"`
+}
+
 // CredentialWatchStatus is what the operator last saw of the target.
 type CredentialWatchStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
@@ -185,6 +249,10 @@ type CredentialWatchStatus struct {
 	// ServicePrincipal describes the Graph objects found for the target.
 	// +optional
 	ServicePrincipal *ServicePrincipalStatus `json:"servicePrincipal,omitempty"`
+
+	// AKSCluster describes the cluster an aksCluster target names, as last read.
+	// +optional
+	AKSCluster *AKSClusterStatus `json:"aksCluster,omitempty"`
 
 	// Credentials lists every secret and certificate of the application and the service
 	// principal, soonest expiry first.
@@ -233,7 +301,7 @@ type CredentialWatchStatus struct {
 // +kubebuilder:printcolumn:name="Expires In",type=string,JSONPath=`.status.expiresIn`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.spec.target.servicePrincipal.clientID`,priority=1
+// +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.servicePrincipal.appID`,priority=1
 type CredentialWatch struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -258,4 +326,27 @@ type CredentialWatchList struct {
 
 func init() {
 	SchemeBuilder.Register(&CredentialWatch{}, &CredentialWatchList{})
+}
+
+// TenantID is the Entra ID tenant the target lives in.
+func (t Target) TenantID() string {
+	switch {
+	case t.ServicePrincipal != nil:
+		return t.ServicePrincipal.TenantID
+	case t.AKSCluster != nil:
+		return t.AKSCluster.TenantID
+	}
+	return ""
+}
+
+// AppID is the appId the watch watches: its target's, or the one its AKS cluster was last seen
+// signing in with; empty when not known yet or when the cluster uses a managed identity.
+func (w *CredentialWatch) AppID() string {
+	if sp := w.Spec.Target.ServicePrincipal; sp != nil {
+		return sp.ClientID
+	}
+	if c := w.Status.AKSCluster; c != nil {
+		return c.ClientID
+	}
+	return ""
 }

@@ -23,7 +23,7 @@ func TestCloudNamed(t *testing.T) {
 }
 
 func TestCustomCloud(t *testing.T) {
-	c := Cloud{AuthorityHost: "https://127.0.0.1:8443/", GraphEndpoint: "https://127.0.0.1:8443"}
+	c := Cloud{AuthorityHost: "https://127.0.0.1:8443/", GraphEndpoint: "https://127.0.0.1:8443", ARMEndpoint: "https://127.0.0.1:8443", ARMAudience: "https://127.0.0.1:8443/"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() = %v", err)
 	}

@@ -12,6 +12,10 @@ type Cloud struct {
 	AuthorityHost string
 	// GraphEndpoint is Microsoft Graph's root, such as https://graph.microsoft.com.
 	GraphEndpoint string
+	// ARMEndpoint is Azure Resource Manager's root, such as https://management.azure.com.
+	ARMEndpoint string
+	// ARMAudience is what tokens for Resource Manager are requested for.
+	ARMAudience string
 }
 
 // The clouds Azure runs, by the names azure-cli gives them.
@@ -19,14 +23,20 @@ var clouds = map[string]Cloud{
 	"AzurePublic": {
 		AuthorityHost: "https://login.microsoftonline.com/",
 		GraphEndpoint: "https://graph.microsoft.com",
+		ARMEndpoint:   "https://management.azure.com",
+		ARMAudience:   "https://management.core.windows.net/",
 	},
 	"AzureChina": {
 		AuthorityHost: "https://login.chinacloudapi.cn/",
 		GraphEndpoint: "https://microsoftgraph.chinacloudapi.cn",
+		ARMEndpoint:   "https://management.chinacloudapi.cn",
+		ARMAudience:   "https://management.core.chinacloudapi.cn/",
 	},
 	"AzureUSGovernment": {
 		AuthorityHost: "https://login.microsoftonline.us/",
 		GraphEndpoint: "https://graph.microsoft.us",
+		ARMEndpoint:   "https://management.usgovcloudapi.net",
+		ARMAudience:   "https://management.core.usgovcloudapi.net/",
 	},
 }
 
@@ -52,7 +62,8 @@ func (c Cloud) Known() bool {
 
 // Validate checks that every endpoint is an https URL.
 func (c Cloud) Validate() error {
-	for name, v := range map[string]string{"authority host": c.AuthorityHost, "Graph endpoint": c.GraphEndpoint} {
+	for name, v := range map[string]string{"authority host": c.AuthorityHost, "Graph endpoint": c.GraphEndpoint,
+		"ARM endpoint": c.ARMEndpoint, "ARM audience": c.ARMAudience} {
 		u, err := url.Parse(v)
 		if err != nil || u.Scheme != "https" || u.Host == "" {
 			return fmt.Errorf("%s %q: want an https URL", name, v)

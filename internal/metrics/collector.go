@@ -65,10 +65,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
-	clientID := ""
-	if sp := w.Spec.Target.ServicePrincipal; sp != nil {
-		clientID = sp.ClientID
-	}
+	clientID := w.AppID()
 	for _, c := range w.Status.Credentials {
 		ch <- prometheus.MustNewConstMetric(expirationDesc, prometheus.GaugeValue, float64(c.EndTime.Unix()),
 			w.Namespace, w.Name, clientID, c.KeyID, string(c.Type), string(c.Source))
