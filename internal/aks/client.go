@@ -80,6 +80,66 @@ func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, s
 	return out, nil
 }
 
+// StartReset begins resetting the cluster's service principal profile to clientID and secret (the
+// way `az aks update-credentials --reset-service-principal` does; a profile cannot be patched) and
+// returns the operation's resume token. The token names the operation, not the secret: it is
+// safe to keep in status, and PollReset follows the same operation after a restart instead of
+// starting another one.
+func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (string, error) {
+	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+	if err != nil {
+		return "", err
+	}
+	poller, err := client.BeginResetServicePrincipalProfile(ctx, resourceGroup, name,
+		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &clientID, Secret: &secret}, nil)
+	if err != nil {
+		return "", fmt.Errorf("resetting the service principal of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+	}
+	token, err := poller.ResumeToken()
+	if err != nil {
+		// Done already: a poller that finished has no token, and nothing is left to follow.
+		if poller.Done() {
+			_, err := poller.Result(ctx)
+			return "", classifyReset(resourceGroup, name, err)
+		}
+		return "", err
+	}
+	return token, nil
+}
+
+// PollReset asks once how the reset operation behind token is doing. done is true when it has
+// ended well. An error may mean the operation failed or only that this poll did: either way the
+// cluster, read back, says what was applied (resets have failed after applying the change). It
+// does not wait: the controller comes back later.
+func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, token string) (done bool, err error) {
+	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+	if err != nil {
+		return false, err
+	}
+	poller, err := client.BeginResetServicePrincipalProfile(ctx, resourceGroup, name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
+		&armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions{ResumeToken: token})
+	if err != nil {
+		return false, fmt.Errorf("resuming the reset of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+	}
+	if _, err := poller.Poll(ctx); err != nil {
+		return false, classifyReset(resourceGroup, name, err)
+	}
+	if !poller.Done() {
+		return false, nil
+	}
+	if _, err := poller.Result(ctx); err != nil {
+		return false, classifyReset(resourceGroup, name, err)
+	}
+	return true, nil
+}
+
+func classifyReset(resourceGroup, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("resetting the service principal of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+}
+
 // classify sorts a Resource Manager failure into an azerr.Error; sign-in failures arrive sorted
 // already, from azerr.Credential.
 func classify(err error) error {

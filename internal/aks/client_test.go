@@ -122,3 +122,62 @@ func TestReadCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
+	var got armcontainerservice.ManagedClusterServicePrincipalProfile
+	starts := 0
+	srv := &fake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(_ context.Context, rg, name string, p armcontainerservice.ManagedClusterServicePrincipalProfile, _ *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			starts++
+			got = p
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			if name == "fails" {
+				resp.SetTerminalError(http.StatusInternalServerError, "InternalOperationError")
+			} else {
+				resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
+			}
+			return
+		},
+	}
+	transport := fake.NewManagedClustersServerTransport(srv)
+	const sub = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
+	for _, tc := range []struct {
+		name    string
+		wantErr azerr.Kind
+	}{{"aks-prod", azerr.KindOther}, {"fails", azerr.KindUnavailable}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
+			token, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", "nEw~SECRET")
+			if err != nil || token == "" {
+				t.Fatalf("StartReset = %q, %v", token, err)
+			}
+			if got.ClientID == nil || *got.ClientID != "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c" || got.Secret == nil || *got.Secret != "nEw~SECRET" {
+				t.Errorf("the reset asked for %+v", got)
+			}
+			if strings.Contains(token, "nEw~SECRET") {
+				t.Error("the resume token holds the secret")
+			}
+			// A restarted operator: a new client, the same operation. A failed operation ends
+			// in an error; what it left behind is for the caller to read from the cluster.
+			var done bool
+			for i := 0; i < 5 && !done && err == nil; i++ {
+				c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
+				done, err = c.PollReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, token)
+			}
+			if tc.wantErr == azerr.KindOther {
+				if !done || err != nil {
+					t.Errorf("the operation ended %v, %v; want done", done, err)
+				}
+				return
+			}
+			var ae *azerr.Error
+			if !errors.As(err, &ae) || ae.Kind != tc.wantErr || ae.Code != "InternalOperationError" {
+				t.Errorf("ended with %v, want %v InternalOperationError", err, tc.wantErr)
+			}
+		})
+	}
+	if starts != 2 {
+		t.Errorf("%d operations started, want one per cluster: resuming must not start another", starts)
+	}
+}

@@ -1,9 +1,16 @@
 package azure
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
 func TestCloudNamed(t *testing.T) {
@@ -72,5 +79,26 @@ func TestIdentitiesAreCachedUntilTheSecretChanges(t *testing.T) {
 	}
 	if again, _ := ids.ClientSecret("tenant-a", "client", "secret-1"); again == first {
 		t.Error("the oldest secret's credential outlived four newer ones")
+	}
+}
+
+func TestVerifySecret(t *testing.T) {
+	fake := fakegraph.New()
+	t.Cleanup(fake.Close)
+	const tenant, operator = "1b2c3d4e-5f60-4172-8394-a5b6c7d8e9f0", "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
+	fake.AddClient(tenant, operator, "op-secret")
+	fake.PutApplication(tenant, fakegraph.Object{ID: "a0000000-0000-4000-8000-000000000001", AppID: "2c3d4e5f-6071-4283-9405-b6c7d8e9f0a1"})
+	ids := NewIdentities(Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
+
+	if err := ids.VerifySecret(context.Background(), tenant, operator, "op-secret"); err != nil {
+		t.Errorf("a registered secret: %v", err)
+	}
+	err := ids.VerifySecret(context.Background(), tenant, operator, "wrong")
+	var ae *azerr.Error
+	if !errors.As(err, &ae) || ae.Kind != azerr.KindUnauthenticated || ae.Code != "invalid_client AADSTS7000215" {
+		t.Errorf("a wrong secret: %v, want invalid_client AADSTS7000215", err)
+	}
+	if strings.Contains(fmt.Sprint(err), "wrong") {
+		t.Errorf("the error %q quotes the secret", err)
 	}
 }

@@ -1,14 +1,18 @@
 package azure
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/credwatch/credwatch/internal/azerr"
 )
 
 // Identities hands out token credentials for the operator's own identity and for identities
@@ -96,4 +100,21 @@ func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenC
 	}
 	i.cache[key] = append(entries, cachedCredential{fingerprint: fingerprint, cred: c})
 	return c, nil
+}
+
+// VerifySecret signs in to tenantID as clientID with secret and asks for a Graph token: whether
+// Entra accepts the secret yet. A new secret takes seconds to replicate; until it has, this fails
+// as a wrong secret would. The credential is not cached: it exists for this one question.
+func (i *Identities) VerifySecret(ctx context.Context, tenantID, clientID, secret string) error {
+	cred, err := azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
+		ClientOptions:            i.clientOptions(),
+		DisableInstanceDiscovery: !i.cloud.Known(),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = azerr.Credential{TokenCredential: cred}.GetToken(ctx, policy.TokenRequestOptions{
+		Scopes: []string{strings.TrimSuffix(i.cloud.GraphEndpoint, "/") + "/.default"},
+	})
+	return err
 }

@@ -39,3 +39,21 @@ type Snapshot struct {
 	ServicePrincipalObjectID string
 	Credentials              []Credential
 }
+
+// NewSecret is a client secret just created by addPassword: the one moment its text is known.
+// Its String method leaves the text out, so that printing one by mistake leaks nothing.
+type NewSecret struct {
+	KeyID string
+	// Text is the secret itself. It goes to the Kubernetes Secret and the AKS request only.
+	Text       string
+	Hint       string
+	Start, End time.Time
+}
+
+// String describes the secret without its text.
+func (s NewSecret) String() string {
+	return "secret " + s.KeyID + " (hint " + s.Hint + ", ends " + s.End.UTC().Format(time.RFC3339) + ")"
+}
+
+// GoString keeps %#v from printing the text too.
+func (s NewSecret) GoString() string { return s.String() }

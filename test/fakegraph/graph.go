@@ -2,6 +2,7 @@ package fakegraph
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -200,6 +201,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	var byAppID, byID string
 	owners := false
 	switch {
+	case !hasKey && len(segs) == 3 && (segs[2] == "addPassword" || segs[2] == "removePassword"):
+		s.passwordAction(w, r, c, set, tok, segs[1], segs[2])
+		return
 	case !hasKey && len(segs) == 3 && segs[2] == "owners":
 		byID, owners = segs[1], true
 	case hasKey && len(segs) == 1:
@@ -285,6 +289,103 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect() + "/$entity"}}
 	body = append(body, render(set, *found, q.selected, q.selected != nil)...)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// defaultSecretLifetime is what Graph gives a secret whose endDateTime is not set.
+const defaultSecretLifetime = 2 * 365 * 24 * time.Hour
+
+// passwordAction answers POST /{set}/{id}/addPassword and removePassword as Graph does: addPassword
+// returns the new credential with its secretText, the only time anyone sees it.
+func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphCall, set *entitySet, tok issuedToken, id, action string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		c.graphError(w, http.StatusMethodNotAllowed, "Request_BadRequest", "Specified HTTP method is not allowed for the request target.")
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", "Unable to read JSON request payload. "+err.Error())
+		return
+	}
+	var in struct {
+		PasswordCredential *struct {
+			DisplayName   string     `json:"displayName"`
+			EndDateTime   *time.Time `json:"endDateTime"`
+			StartDateTime *time.Time `json:"startDateTime"`
+		} `json:"passwordCredential"`
+		KeyID string `json:"keyId"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", "Unable to read JSON request payload. Please ensure Content-Type header is set and payload is of valid JSON format.")
+		return
+	}
+	w.Header().Set("x-ms-resource-unit", "1")
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st *stored
+	if t := s.tenantLocked(tok.tenantID, false); t != nil {
+		m := t.apps
+		if set.sps {
+			m = t.sps
+		}
+		for _, candidate := range m {
+			if strings.EqualFold(candidate.obj.ID, id) {
+				st = candidate
+				break
+			}
+		}
+	}
+	if st == nil {
+		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
+			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", id))
+		return
+	}
+	now := time.Now().UTC()
+	if action == "removePassword" {
+		kept := st.obj.Passwords[:0]
+		found := false
+		for _, p := range st.obj.Passwords {
+			if strings.EqualFold(p.KeyID, in.KeyID) {
+				found = true
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if !found {
+			c.graphError(w, http.StatusBadRequest, "Request_BadRequest", fmt.Sprintf("No password credential found with keyId %s.", in.KeyID))
+			return
+		}
+		st.obj.Passwords = kept
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	pc := PasswordCredential{KeyID: newUUID(), SecretText: newSecretText(), Start: now, End: now.Add(defaultSecretLifetime), UsableAt: now.Add(s.propagation)}
+	if p := in.PasswordCredential; p != nil {
+		pc.DisplayName = p.DisplayName
+		if p.StartDateTime != nil {
+			pc.Start = p.StartDateTime.UTC()
+		}
+		if p.EndDateTime != nil {
+			pc.End = p.EndDateTime.UTC()
+		}
+	}
+	if !pc.End.After(pc.Start) {
+		c.graphError(w, http.StatusBadRequest, "Request_BadRequest", "Invalid value specified for property 'endDateTime' of resource 'PasswordCredential'.")
+		return
+	}
+	pc.Hint = prefix(pc.SecretText, 3)
+	st.obj.Passwords = append(st.obj.Passwords, pc)
+	writeJSON(w, http.StatusOK, object{
+		{"@odata.context", s.URL() + "/v1.0/$metadata#microsoft.graph.passwordCredential"},
+		{"customKeyIdentifier", nil},
+		{"displayName", nullable(pc.DisplayName)},
+		{"endDateTime", graphTime(pc.End)},
+		{"hint", pc.Hint},
+		{"keyId", pc.KeyID},
+		{"secretText", pc.SecretText},
+		{"startDateTime", graphTime(pc.Start)},
+	})
 }
 
 // owners answers GET /{set}/{id}/owners as Graph does, each owner typed by @odata.type. It pages

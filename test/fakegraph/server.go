@@ -31,6 +31,7 @@ type Server struct {
 	stalled       bool
 	closing       chan struct{}
 	tokenLifetime time.Duration
+	propagation   time.Duration
 	requests      []Request
 	tokenRequests []TokenRequest
 	seq           int // orders objects as Graph lists them: by creation
@@ -58,6 +59,9 @@ type issuedToken struct {
 type PasswordCredential struct {
 	KeyID, DisplayName, Hint, SecretText string
 	Start, End                           time.Time
+	// UsableAt is when Entra starts accepting the secret at the token endpoint: addPassword sets
+	// it SetPropagationDelay after creation, as real secrets take seconds to replicate.
+	UsableAt time.Time
 }
 
 // KeyCredential is a certificate as Graph models it. Key is returned only when a single object is
@@ -375,6 +379,14 @@ func (s *Server) SetStalled(stalled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stalled = stalled
+}
+
+// SetPropagationDelay makes a secret created by addPassword usable at the token endpoint only that
+// long after it was created: Entra answers invalid_client until then.
+func (s *Server) SetPropagationDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.propagation = d
 }
 
 // Requests returns a copy of the Graph requests seen so far, in order.

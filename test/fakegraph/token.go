@@ -225,6 +225,8 @@ func (t *tenant) checkSecret(clientID, secret string, now time.Time) error {
 			switch {
 			case !p.End.IsZero() && !now.Before(p.End):
 				expired = true
+			case !p.UsableAt.IsZero() && now.Before(p.UsableAt):
+				// Not replicated yet: Entra says nothing more helpful than "invalid secret".
 			case p.Start.IsZero() || !now.Before(p.Start):
 				return nil
 			}

@@ -61,6 +61,20 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// newSecretText makes a secret shaped like Entra's: 40 characters with a "~" at the fourth.
+func newSecretText() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+	var b [40]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	b[3] = '~'
+	return string(b[:])
+}
+
 func newOpaqueToken() string {
 	var b [48]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -16,6 +16,7 @@ import (
 	khttp "github.com/microsoft/kiota-http-go"
 	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
+	"github.com/microsoftgraph/msgraph-sdk-go/applications"
 	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
@@ -166,6 +167,48 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 		page, err = owners.WithUrl(*next).Get(ctx, nil)
 	}
 	return nil, fmt.Errorf("reading the owners of application %s: %w", applicationID, classify(err))
+}
+
+// AddPassword adds a client secret named displayName, ending at end, to the application with
+// object ID applicationID, and returns it with its text: Graph shows the text this once.
+func (c *Client) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
+	svc, err := c.service(cred)
+	if err != nil {
+		return graph.NewSecret{}, err
+	}
+	pc := models.NewPasswordCredential()
+	pc.SetDisplayName(&displayName)
+	pc.SetEndDateTime(&end)
+	body := applications.NewItemAddPasswordPostRequestBody()
+	body.SetPasswordCredential(pc)
+	got, err := svc.Applications().ByApplicationId(applicationID).AddPassword().Post(ctx, body, nil)
+	if err != nil {
+		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: %w", applicationID, classify(err))
+	}
+	secret := graph.NewSecret{KeyID: uuidString(got.GetKeyId()), Text: deref(got.GetSecretText()), Hint: deref(got.GetHint()),
+		Start: derefTime(got.GetStartDateTime()), End: derefTime(got.GetEndDateTime())}
+	if secret.KeyID == "" || secret.Text == "" {
+		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: Graph's answer holds no keyId or secretText", applicationID)
+	}
+	return secret, nil
+}
+
+// RemovePassword removes the client secret keyID from the application with object ID applicationID.
+func (c *Client) RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error {
+	svc, err := c.service(cred)
+	if err != nil {
+		return err
+	}
+	id, err := uuid.Parse(keyID)
+	if err != nil {
+		return fmt.Errorf("removing secret %q: not a keyId: %w", keyID, err)
+	}
+	body := applications.NewItemRemovePasswordPostRequestBody()
+	body.SetKeyId(&id)
+	if err := svc.Applications().ByApplicationId(applicationID).RemovePassword().Post(ctx, body, nil); err != nil {
+		return fmt.Errorf("removing secret %s from application %s: %w", keyID, applicationID, classify(err))
+	}
+	return nil
 }
 
 // credentialHolder is what applications and service principals share that a watch reads.

@@ -3,6 +3,7 @@ package msgraph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,54 @@ func TestReadOwnerEmails(t *testing.T) {
 	}
 	if _, err := c.ReadOwnerEmails(context.Background(), cred, "a0000000-0000-4000-8000-00000000dead"); azerr.KindOf(err) != azerr.KindNotFound {
 		t.Errorf("owners of a missing application: %v, want not found", err)
+	}
+}
+
+func TestAddAndRemovePassword(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+	app, _ := fake.Application(tenant, appID)
+	fake.SetPropagationDelay(time.Hour)
+	end := time.Now().Add(365 * 24 * time.Hour).Truncate(time.Second).UTC()
+
+	secret, err := c.AddPassword(context.Background(), cred, app.ID, "credwatch-rotation-1", end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret.Text == "" || secret.KeyID == "" || !secret.End.Equal(end) || secret.Hint != secret.Text[:3] {
+		t.Errorf("new secret %v: want a keyId, a text, hint its first three characters, and end %v", secret, end)
+	}
+	if s := fmt.Sprintf("%v %s %+v %#v", secret, secret, secret, secret); strings.Contains(s, secret.Text) {
+		t.Errorf("printing a NewSecret shows its text: %s", s)
+	}
+	snap, err := c.ReadCredentials(context.Background(), cred, appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, cr := range snap.Credentials {
+		found = found || (cr.KeyID == secret.KeyID && cr.DisplayName == "credwatch-rotation-1" && cr.Source == graph.Application)
+	}
+	if !found {
+		t.Errorf("the new secret is not among the application's credentials: %+v", snap.Credentials)
+	}
+	// Graph's request body was gzip-compressed by Kiota, and the fake read it: the name arrived.
+
+	if err := c.RemovePassword(context.Background(), cred, app.ID, secret.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = c.ReadCredentials(context.Background(), cred, appID)
+	for _, cr := range snap.Credentials {
+		if cr.KeyID == secret.KeyID {
+			t.Error("the secret is still there after removePassword")
+		}
+	}
+	if err := c.RemovePassword(context.Background(), cred, app.ID, secret.KeyID); azerr.KindOf(err) != azerr.KindOther {
+		t.Errorf("removing it again: %v, want Graph's 400", err)
+	}
+	fake.Deny(client, true)
+	if _, err := c.AddPassword(context.Background(), cred, app.ID, "x", end); azerr.KindOf(err) != azerr.KindForbidden {
+		t.Errorf("adding without permission: %v, want access denied", err)
 	}
 }
 
