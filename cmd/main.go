@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
+	_ "time/tzdata"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"

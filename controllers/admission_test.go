@@ -125,6 +125,36 @@ func TestAdmission(t *testing.T) {
 				}
 			},
 		},
+		"rotation with defaults": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}}
+			},
+		},
+		"rotation: rotateBefore not shorter than validity": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, RotateBefore: "400d", Validity: "365d"}
+			},
+			wantErr: []string{"rotation.rotateBefore must be shorter than rotation.validity"},
+		},
+		"rotation: a secret longer than Graph issues": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, Validity: "3y"}
+			},
+			wantErr: []string{"must be a whole number and one unit"},
+		},
+		"rotation: validity over 730d": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, Validity: "800d"}
+			},
+			wantErr: []string{"rotation.validity must be at most 730d"},
+		},
+		"rotation: a window that starts at 25:00": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					MaintenanceWindow: &v1alpha1.MaintenanceWindow{Start: "25:00", Duration: "2h"}}
+			},
+			wantErr: []string{"start must be HH:MM on a 24-hour clock"},
+		},
 		"threshold beyond ten years": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "999999w" },
 			wantErr: []string{"must be at most 3650d"},
@@ -141,6 +171,10 @@ func TestAdmission(t *testing.T) {
 				}
 				if name == "defaults" && (w.Spec.CheckInterval != "6h" || w.Spec.Thresholds.Warning != "30d" || w.Spec.Thresholds.Critical != "7d") {
 					t.Errorf("defaults = %q, %+v; want 6h, 30d, 7d", w.Spec.CheckInterval, w.Spec.Thresholds)
+				}
+				if r := w.Spec.Rotation; r != nil && (r.Mode != v1alpha1.RotationApply || r.RotateBefore != "30d" || r.Validity != "365d" ||
+					r.GracePeriod != "7d" || r.RemoveOld != v1alpha1.RemoveOldCreatedByCredwatch) {
+					t.Errorf("rotation defaults = %+v; want Apply, 30d, 365d, 7d, CreatedByCredwatch", r)
 				}
 				if a := w.Spec.Alerts; a != nil && (a.Email.SMTP.Port != 587 || a.Email.SMTP.TLS != v1alpha1.SMTPStartTLS ||
 					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels) {

@@ -22,6 +22,15 @@ import (
 type armClusters struct {
 	mu       sync.Mutex
 	clientID map[string]string // resourceGroup/name: servicePrincipalProfile.clientId
+	state    map[string]string // resourceGroup/name: provisioningState, Succeeded when absent
+	// secret is the secret each cluster was last reset to, for tests to check it still exists.
+	secret map[string]string
+	// resets counts reset operations started; resetOutcome says how the next one ends:
+	// "" succeeds, "fails-after-applying" reports a failure with the change applied,
+	// "leaves-failed" reports a failure and leaves the cluster Failed.
+	resets       int
+	resetOutcome string
+	transport    *armfake.ManagedClustersServerTransport
 }
 
 func (c *armClusters) put(rg, name, clientID string) {
@@ -37,11 +46,52 @@ func (c *armClusters) remove(rg, name string) {
 }
 
 func (c *armClusters) reader() *aks.Client {
-	srv := &armfake.ManagedClustersServer{
+	if c.transport == nil {
+		c.transport = armfake.NewManagedClustersServerTransport(c.server())
+	}
+	r, err := aks.New("https://management.azure.com", "https://management.core.windows.net/", c.transport)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func (c *armClusters) server() *armfake.ManagedClustersServer {
+	return &armfake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(_ context.Context, rg, name string, p armcontainerservice.ManagedClusterServicePrincipalProfile, _ *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			key := rg + "/" + name
+			if _, ok := c.clientID[key]; !ok {
+				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+				return
+			}
+			c.resets++
+			c.clientID[key], c.secret[key] = *p.ClientID, *p.Secret
+			c.state[key] = "Updating"
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			switch c.resetOutcome {
+			case "fails-after-applying":
+				c.state[key] = "Succeeded"
+				resp.SetTerminalError(http.StatusInternalServerError, "InternalOperationError")
+			case "leaves-failed":
+				c.state[key] = "Failed"
+				resp.SetTerminalError(http.StatusInternalServerError, "InternalOperationError")
+			default:
+				c.state[key] = "Succeeded"
+				resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
+			}
+			return
+		},
 		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
 			clientID, ok := c.clientID[rg+"/"+name]
+			state := c.state[rg+"/"+name]
 			c.mu.Unlock()
+			if state == "" {
+				state = "Succeeded"
+			}
 			if !ok {
 				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
 				return
@@ -50,24 +100,23 @@ func (c *armClusters) reader() *aks.Client {
 				Name: to.Ptr(name),
 				Properties: &armcontainerservice.ManagedClusterProperties{
 					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr(clientID)},
-					ProvisioningState:       to.Ptr("Succeeded"),
+					ProvisioningState:       to.Ptr(state),
 					PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
 				},
 			}}, nil)
 			return
 		},
 	}
-	r, err := aks.New("https://management.azure.com", "https://management.core.windows.net/", armfake.NewManagedClustersServerTransport(srv))
-	if err != nil {
-		panic(err)
-	}
-	return r
+}
+
+func newARMClusters() *armClusters {
+	return &armClusters{clientID: map[string]string{}, state: map[string]string{}, secret: map[string]string{}}
 }
 
 func TestAKSClusterTarget(t *testing.T) {
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 20*day, 300*day, 200*day)
-	arm := &armClusters{clientID: map[string]string{}}
+	arm := newARMClusters()
 	h.r.Clusters = arm.reader()
 	arm.put("rg-prod", "aks-prod", s.appID)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -49,7 +48,8 @@ const (
 // patch; claims are written into it too, so that patch does not mistake them for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, s settings, now time.Time) (time.Time, error) {
 	set, cfgErr := r.Channels.For(ctx, obj)
-	ledger := obj.Status.Alerts
+	// A copy: claims are written from the difference between the watch and the ledger.
+	ledger := obj.Status.Alerts.DeepCopy()
 	if ledger == nil {
 		ledger = &v1alpha1.AlertsStatus{}
 	}
@@ -74,6 +74,8 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, st
 		Channels:          set.IDs(),
 		RemindBefore:      s.remindBefore,
 		CheckFailureAfter: s.checkFailureAfter,
+		Rotation:          obj.Status.Rotation,
+		LastRotation:      obj.Status.LastRotation,
 	}, now)
 	for _, stale := range plan.Stale {
 		policy.Forget(ledger, stale.Channel, stale.Subject)
@@ -131,17 +133,11 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 		previous = &p
 	}
 	policy.RecordDelivery(ledger, p, now)
-	// The claim writes the ledger alone, from a copy: the rest of this reconcile's status is
-	// written by its deferred patch, and the patch's answer must not overwrite it.
-	base := obj.DeepCopy()
-	claim := obj.DeepCopy()
-	claim.Status.Alerts = ledger.DeepCopy()
-	if err := r.Status().Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	claimed := ledger.DeepCopy()
+	if err := r.writeNow(ctx, obj, stored, func(s *v1alpha1.CredentialWatchStatus) { s.Alerts = claimed.DeepCopy() }); err != nil {
 		policy.Restore(ledger, p.Channel, p.Subject, previous)
 		return false, fmt.Errorf("claiming the %s alert on %s before sending it: %w", p.Step.Name, p.Channel, err)
 	}
-	obj.ResourceVersion = claim.ResourceVersion
-	stored.ResourceVersion, stored.Status.Alerts = claim.ResourceVersion, claim.Status.Alerts.DeepCopy()
 
 	a := r.alertFor(obj, p, now)
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
@@ -216,6 +212,9 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 			DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
 		a.Severity = severities[c.State]
 		a.Fix = renewCommand(obj, *c)
+		if r := obj.Spec.Rotation; r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword {
+			a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(obj) + "."
+		}
 	case policy.AlertResolved:
 		source, keyID, _ := strings.Cut(p.Subject, "/")
 		a.Credential = &notify.Credential{KeyID: keyID, Source: source}
@@ -228,6 +227,17 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 		}
 	case policy.AlertCheckRecovered:
 		a.Fix = "Nothing: checks work again."
+	case policy.AlertRotated:
+		if r := obj.Status.LastRotation; r != nil {
+			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
+		}
+		a.Fix = "Nothing: the new secret is in Secret " + obj.Namespace + "/" + obj.Spec.Rotation.SecretRef.Name + " and, for an AKS target, in the cluster."
+	case policy.AlertRotationFailed:
+		a.Severity = notify.SeverityCritical
+		if r := obj.Status.Rotation; r != nil {
+			a.Problem = "step " + string(r.Step) + ": " + r.Message
+		}
+		a.Fix = "See the Rotating condition of the CredentialWatch; credwatch goes on retrying with backoff."
 	}
 	return a
 }
@@ -251,3 +261,15 @@ var checkFixes = map[string]string{
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// rotationWhen says when a rotation comes, for reminders: from the moment it falls due.
+func rotationWhen(obj *v1alpha1.CredentialWatch) string {
+	if obj.Status.Rotation != nil {
+		return "now (step " + string(obj.Status.Rotation.Step) + ")"
+	}
+	rs, err := policy.RotationSettingsOf(*obj.Spec.Rotation)
+	if err != nil {
+		return "when it falls due"
+	}
+	return "from " + policy.RotationDueAt(obj.Status.Credentials, rs.RotateBefore, time.Time{}).UTC().Format(time.RFC3339)
+}

@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +34,10 @@ type receiver struct {
 	key []byte
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	got      []webhook.Payload
-	failNext int // answer this many deliveries with 503
+	mu         sync.Mutex
+	got        []webhook.Payload
+	failNext   int    // answer this many deliveries with 503
+	onDelivery func() // called for each delivery accepted, before answering
 }
 
 func newReceiver(t *testing.T, key []byte) *receiver {
@@ -65,6 +68,9 @@ func newReceiver(t *testing.T, key []byte) *receiver {
 			return
 		}
 		rc.got = append(rc.got, p)
+		if rc.onDelivery != nil {
+			rc.onDelivery()
+		}
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	t.Cleanup(rc.srv.Close)
@@ -132,14 +138,14 @@ func (h *harness) run(span time.Duration, script []scripted) (reconciles int) {
 		}
 		_, res := h.reconcile()
 		reconciles++
-		wait := res.RequeueAfter
+		wait := min(res.RequeueAfter, start.Add(span).Sub(h.clock.Now()))
 		if len(script) > 0 {
 			wait = min(wait, start.Add(script[0].at).Sub(h.clock.Now()))
 		}
-		if wait <= 0 {
+		if res.RequeueAfter <= 0 {
 			h.t.Fatalf("reconcile asked to come back after %v", res.RequeueAfter)
 		}
-		h.step(wait)
+		h.step(max(wait, time.Second))
 	}
 	return reconciles
 }
@@ -473,5 +479,42 @@ func TestPointingAChannelElsewhereSendsTheCurrentStepThere(t *testing.T) {
 	h.reconcile()
 	if len(first.received()) != 1 || len(second.received()) != 1 {
 		t.Errorf("first got %d, second %d; want the 14d reminder once at each", len(first.received()), len(second.received()))
+	}
+}
+
+func TestAnOperatorThatDiesRightAfterSendingDoesNotSendAgain(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	h.reconcile() // checked; the webhook edit is seen
+	h.step(time.Minute)
+
+	// A second channel's reminder, with one already recorded: the claim must be written even when
+	// the ledger is not empty.
+	var dead atomic.Bool
+	rc.onDelivery = func() { dead.Store(true) }
+	h.r.Client = crashingClient{Client: k8s, dead: &dead}
+	h.r.Channels = &channels.Builder{Secrets: k8s}
+	w := h.get()
+	w.Spec.Alerts.RemindBefore = []v1alpha1.Duration{"30d", "14d", "10d"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Hour) // 10d left: the 10d reminder falls due
+	if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: h.key}); !errors.Is(err, errDied) {
+		t.Fatalf("reconcile = %v, want it to die after sending", err)
+	}
+	if n := len(rc.received()); n != 2 {
+		t.Fatalf("received %d, want the 14d and the 10d reminders", n)
+	}
+
+	h.restart()
+	rc.onDelivery = nil
+	h.step(time.Minute)
+	h.reconcile()
+	if n := len(rc.received()); n != 2 {
+		t.Errorf("received %d after the restart, want still 2: the claim written before sending must stop a resend", n)
 	}
 }

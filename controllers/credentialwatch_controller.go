@@ -31,21 +31,28 @@ type Identities interface {
 	Operator(tenantID string) (azcore.TokenCredential, error)
 	// ClientSecret is the identity clientID, authenticating with secret in tenantID.
 	ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error)
+	// VerifySecret reports whether Entra accepts secret for clientID yet.
+	VerifySecret(ctx context.Context, tenantID, clientID, secret string) error
 }
 
-// CredentialReader reads the credentials of an appId, and the owners of its application, from
-// Microsoft Graph.
-type CredentialReader interface {
+// GraphAPI reads the credentials of an appId and the owners of its application from Microsoft
+// Graph, and adds and removes the application's secrets.
+type GraphAPI interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
+	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
+	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
 }
 
 // maxConcurrentReconciles bounds how many watches are worked on at once.
 const maxConcurrentReconciles = 4
 
-// ClusterReader reads AKS managed clusters from Azure Resource Manager.
-type ClusterReader interface {
+// Clusters reads AKS managed clusters from Azure Resource Manager and moves them onto a new
+// service principal secret, following the operation by resume token.
+type Clusters interface {
 	ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (aks.Cluster, error)
+	StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (string, error)
+	PollReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, token string) (bool, error)
 }
 
 // checkJitter spreads the checks of watches created together over a tenth of their interval.
@@ -63,9 +70,9 @@ type CredentialWatchReconciler struct {
 	// Rand returns a number in [0, 1), for jitter.
 	Rand       func() float64
 	Identities Identities
-	Graph      CredentialReader
-	// Clusters reads the AKS clusters that aksCluster targets name.
-	Clusters ClusterReader
+	Graph      GraphAPI
+	// Clusters reads, and rotation resets, the AKS clusters that aksCluster targets name.
+	Clusters Clusters
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
 	// CheckTimeout bounds one check of Graph; zero means a minute.
@@ -74,7 +81,7 @@ type CredentialWatchReconciler struct {
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile reads Graph when a check is due, re-evaluates every credential against the clock,
@@ -106,13 +113,17 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	summary := r.reconcileExpiry(obj, before, settings, now)
+	nextRotation, err := r.reconcileRotation(ctx, obj, before, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	nextAlert, err := r.reconcileAlerts(ctx, obj, before, settings, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,
-		summary.NextTransition, summary.NextDisplayChange, nextAlert)}, nil
+		summary.NextTransition, summary.NextDisplayChange, nextRotation, nextAlert)}, nil
 }
 
 // settings are a spec's durations, parsed once.
@@ -178,4 +189,22 @@ func setCondition(obj *v1alpha1.CredentialWatch, condType string, status metav1.
 		ObservedGeneration: obj.Generation,
 		LastTransitionTime: metav1.NewTime(now),
 	})
+}
+
+// writeNow writes a part of status at once, with an optimistic lock, where the deferred patch
+// would come too late: a claim before an alert is sent, a rotation step before the next begins.
+// mutate changes that part; it is applied to the object, to the write, and to stored, the base
+// of the deferred patch, which therefore does not write it again. A conflict means another
+// reconcile wrote the watch since this one read it: this one must not act.
+func (r *CredentialWatchReconciler) writeNow(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, mutate func(*v1alpha1.CredentialWatchStatus)) error {
+	base := obj.DeepCopy()
+	write := obj.DeepCopy()
+	mutate(&write.Status)
+	if err := r.Status().Patch(ctx, write, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	mutate(&obj.Status)
+	mutate(&stored.Status)
+	obj.ResourceVersion, stored.ResourceVersion = write.ResourceVersion, write.ResourceVersion
+	return nil
 }

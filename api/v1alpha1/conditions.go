@@ -10,6 +10,8 @@ const (
 	ConditionExpired = "Expired"
 	// ConditionAlertsDelivered is True when every alert that fell due reached its channels.
 	ConditionAlertsDelivered = "AlertsDelivered"
+	// ConditionRotating is True while a rotation is in progress; its reason is the step.
+	ConditionRotating = "Rotating"
 )
 
 // Reasons of the Ready condition. Each failure has its own, because each needs a different fix.
@@ -64,4 +66,16 @@ const (
 	ReasonChannelMisconfigured = "ChannelMisconfigured"
 	// ReasonDeliveryFailed: a channel refused or did not answer; delivery is retried with backoff.
 	ReasonDeliveryFailed = "DeliveryFailed"
+)
+
+// Reasons of the Rotating condition besides the steps (RotationStep values), which are its
+// reasons while a rotation is in progress.
+const (
+	// ReasonIdle: no rotation is due.
+	ReasonIdle = "Idle"
+	// ReasonDryRun: a rotation is due and was planned, not carried out (mode DryRun).
+	ReasonDryRun = "DryRun"
+	// ReasonRotationBlocked: a rotation is due but cannot start (no application object in the
+	// tenant, a check failing, a cluster on a managed identity).
+	ReasonRotationBlocked = "Blocked"
 )

@@ -36,6 +36,10 @@ type CredentialWatchSpec struct {
 	// Alerts says who is told, through which channels, and when.
 	// +optional
 	Alerts *Alerts `json:"alerts,omitempty"`
+
+	// Rotation renews the client secret before it expires, and moves an AKS cluster onto it.
+	// +optional
+	Rotation *Rotation `json:"rotation,omitempty"`
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
@@ -289,6 +293,14 @@ type CredentialWatchStatus struct {
 	// Alerts is the delivery ledger of the watch's alerts.
 	// +optional
 	Alerts *AlertsStatus `json:"alerts,omitempty"`
+
+	// Rotation is the rotation in progress, absent when none is.
+	// +optional
+	Rotation *RotationStatus `json:"rotation,omitempty"`
+
+	// LastRotation is the last rotation that completed.
+	// +optional
+	LastRotation *LastRotation `json:"lastRotation,omitempty"`
 }
 
 // CredentialWatch watches the secrets and certificates of an Azure service principal and reports

@@ -23,6 +23,10 @@ const (
 	KindCheckFailing Kind = "CheckFailing"
 	// KindCheckRecovered: reading Graph works again after a KindCheckFailing alert.
 	KindCheckRecovered Kind = "CheckRecovered"
+	// KindRotated: credwatch put a new secret in place.
+	KindRotated Kind = "Rotated"
+	// KindRotationFailing: a rotation step keeps failing.
+	KindRotationFailing Kind = "RotationFailing"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -89,7 +93,9 @@ func AlertID(watchUID, subject, step string) string {
 
 // GoodNews reports whether the alert announces that a problem is over, which channels show as
 // such whatever its severity.
-func (a Alert) GoodNews() bool { return a.Kind == KindResolved || a.Kind == KindCheckRecovered }
+func (a Alert) GoodNews() bool {
+	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated
+}
 
 // Title is a one-line summary: an email subject, a notification preview.
 func (a Alert) Title() string {
@@ -105,6 +111,10 @@ func (a Alert) Title() string {
 		return fmt.Sprintf("credwatch cannot check the credentials of %s", sp)
 	case KindCheckRecovered:
 		return fmt.Sprintf("credwatch can check the credentials of %s again", sp)
+	case KindRotated:
+		return fmt.Sprintf("credwatch rotated the client secret of %s", sp)
+	case KindRotationFailing:
+		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
 	}
 	return string(a.Kind)
 }

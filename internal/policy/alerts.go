@@ -119,7 +119,16 @@ const (
 	AlertResolved       AlertKind = "Resolved"
 	AlertCheckFailing   AlertKind = "CheckFailing"
 	AlertCheckRecovered AlertKind = "CheckRecovered"
+	AlertRotated        AlertKind = "Rotated"
+	AlertRotationFailed AlertKind = "RotationFailing"
 )
+
+// RotationSubject is the ledger subject of rotation alerts.
+const RotationSubject = "rotation"
+
+// rotationFailuresToAlert is how many failed tries of one rotation step make an alert: the first
+// tries of waiting for a new secret to replicate are expected to fail.
+const rotationFailuresToAlert = 5
 
 // CheckSubject is the ledger subject of check-failure alerts.
 const CheckSubject = "check"
@@ -151,6 +160,9 @@ type AlertInputs struct {
 	Channels          []string
 	RemindBefore      []time.Duration
 	CheckFailureAfter time.Duration
+	// Rotation is the rotation in progress, LastRotation the last one done; nil when none.
+	Rotation     *v1alpha1.RotationStatus
+	LastRotation *v1alpha1.LastRotation
 }
 
 // AlertPlan is the alerts due now, and when the next one falls due.
@@ -188,7 +200,7 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 	}
 	if in.Checked {
 		for _, s := range in.Sent {
-			if !configured[s.Channel] && s.Subject != CheckSubject && !live[s.Subject] {
+			if !configured[s.Channel] && s.Subject != CheckSubject && s.Subject != RotationSubject && !live[s.Subject] {
 				plan.Stale = append(plan.Stale, s)
 			}
 		}
@@ -220,10 +232,23 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
 			}
 			for _, s := range in.Sent {
-				if s.Channel == ch && s.Subject != CheckSubject && !live[s.Subject] {
+				if s.Channel == ch && s.Subject != CheckSubject && s.Subject != RotationSubject && !live[s.Subject] {
 					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertResolved, Subject: s.Subject,
 						Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 				}
+			}
+		}
+
+		if r := in.LastRotation; r != nil {
+			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != r.KeyID {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertRotated, Subject: RotationSubject,
+					Step: Step{Name: r.KeyID, Due: r.Time.Time}})
+			}
+		}
+		if r := in.Rotation; r != nil && r.Failures >= rotationFailuresToAlert {
+			step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
+			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != step.Name {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertRotationFailed, Subject: RotationSubject, Step: step})
 			}
 		}
 

@@ -145,6 +145,28 @@ func TestPlanAlerts(t *testing.T) {
 			want:     []string{"slack CheckRecovered check recovered"},
 			wantNext: 2 * day,
 		},
+		"a rotation done: announced once per channel": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(now.Add(-time.Minute)), KeyID: "k9"}
+			},
+			want: []string{"slack Rotated rotation k9"}, wantNext: 70 * day,
+		},
+		"a rotation already announced": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(now.Add(-time.Minute)), KeyID: "k9"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "rotation", "k9", now.Add(-time.Minute))}
+			},
+			wantNext: 70 * day,
+		},
+		"a rotation step failing again and again": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepClusterUpdating, DisplayName: "credwatch-x", Failures: 5, StartTime: metav1.NewTime(now.Add(-day))}
+			},
+			want: []string{"slack RotationFailing rotation credwatch-x/ClusterUpdating"}, wantNext: 70 * day,
+		},
 		"expired: daily": {
 			edit: func(in *AlertInputs) {
 				in.Credentials = []v1alpha1.Credential{{KeyID: "k1", Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(now.Add(-50 * time.Hour))}}

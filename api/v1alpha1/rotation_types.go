@@ -1,0 +1,175 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RotateAnnotation asks for a rotation now, in the spirit of `cmctl renew`: set it to any new
+// value (a timestamp, say) and a watch with rotation enabled rotates once for that value.
+const RotateAnnotation = "credwatch.dev/rotate"
+
+// RotationMode says whether rotation writes or only reports what it would do.
+// +kubebuilder:validation:Enum=Apply;DryRun
+type RotationMode string
+
+const (
+	// RotationApply rotates.
+	RotationApply RotationMode = "Apply"
+	// RotationDryRun plans and reports every step without calling a write API.
+	RotationDryRun RotationMode = "DryRun"
+)
+
+// RemoveOldPolicy says which old secrets rotation may delete once the new one is in use.
+// +kubebuilder:validation:Enum=Never;CreatedByCredwatch
+type RemoveOldPolicy string
+
+const (
+	// RemoveOldNever keeps every old secret.
+	RemoveOldNever RemoveOldPolicy = "Never"
+	// RemoveOldCreatedByCredwatch deletes only secrets credwatch created: never one someone else made.
+	RemoveOldCreatedByCredwatch RemoveOldPolicy = "CreatedByCredwatch"
+)
+
+// Rotation renews the application's client secret before it expires and, for an AKS target,
+// moves the cluster onto the new one.
+// +kubebuilder:validation:XValidation:rule="!has(self.rotateBefore) || !has(self.validity) || !self.rotateBefore.matches('^[0-9]{1,6}[smhdw]$') || !self.validity.matches('^[0-9]{1,6}[smhdw]$') || int(self.rotateBefore.substring(0, size(self.rotateBefore)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.rotateBefore.substring(size(self.rotateBefore)-1)] < int(self.validity.substring(0, size(self.validity)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.validity.substring(size(self.validity)-1)]",message="rotation.rotateBefore must be shorter than rotation.validity, or every new secret would be due for rotation at once"
+type Rotation struct {
+	// Enabled turns rotation on.
+	Enabled bool `json:"enabled"`
+
+	// Mode is Apply (the default) or DryRun, which plans and reports every step and writes nothing.
+	// +kubebuilder:default=Apply
+	// +optional
+	Mode RotationMode `json:"mode,omitempty"`
+
+	// RotateBefore is how long before the newest secret of the application expires a rotation starts.
+	// +kubebuilder:default="30d"
+	// +optional
+	RotateBefore Duration `json:"rotateBefore,omitempty"`
+
+	// Validity is how long a new secret lasts, at most 730d: Graph's limit unless a tenant policy
+	// sets a shorter one.
+	// +kubebuilder:default="365d"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 63072000",message="rotation.validity must be at most 730d, the longest secret Graph issues"
+	// +optional
+	Validity Duration `json:"validity,omitempty"`
+
+	// SecretRef names the Secret in the watch's namespace that receives each new secret, under
+	// the keys tenantID, clientID, clientSecret, keyID and expiry, for other consumers too.
+	SecretRef SecretName `json:"secretRef"`
+
+	// GracePeriod is how long old secrets stay after the new one is in use, for consumers that
+	// still hold them.
+	// +kubebuilder:default="7d"
+	// +optional
+	GracePeriod Duration `json:"gracePeriod,omitempty"`
+
+	// RemoveOld says which old secrets are deleted after the grace period.
+	// +kubebuilder:default=CreatedByCredwatch
+	// +optional
+	RemoveOld RemoveOldPolicy `json:"removeOld,omitempty"`
+
+	// MaintenanceWindow limits when an AKS cluster is moved onto the new secret, a step that
+	// restarts or reimages its nodes. Absent, any time.
+	// +optional
+	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
+}
+
+// SecretName names a Secret in the watch's namespace.
+type SecretName struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// MaintenanceWindow is a weekly window: on the given days, from start for duration, in timeZone.
+type MaintenanceWindow struct {
+	// Days are the days the window opens on; empty means every day.
+	// +kubebuilder:validation:MaxItems=7
+	// +listType=set
+	// +optional
+	Days []Weekday `json:"days,omitempty"`
+
+	// Start is when the window opens, as HH:MM on a 24-hour clock.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([01][0-9]|2[0-3]):[0-5][0-9]$')",message="start must be HH:MM on a 24-hour clock, such as 02:00"
+	Start string `json:"start"`
+
+	// Duration is how long the window stays open, at most 24h.
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 86400",message="duration must be at most 24h"
+	Duration Duration `json:"duration"`
+
+	// TimeZone is an IANA time zone, such as Europe/Amsterdam; UTC when empty.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Weekday is a day of the week.
+// +kubebuilder:validation:Enum=Monday;Tuesday;Wednesday;Thursday;Friday;Saturday;Sunday
+type Weekday string
+
+// RotationStep is where a rotation in progress is. Each step is written to status before the
+// next begins, so that an operator that stops anywhere resumes where it was.
+// +kubebuilder:validation:Enum=Started;SecretStored;SecretVerified;ClusterUpdating;Retiring
+type RotationStep string
+
+const (
+	// StepStarted: the new secret's name is recorded; it may or may not exist in Graph yet.
+	StepStarted RotationStep = "Started"
+	// StepSecretStored: the new secret exists and is in the target Secret.
+	StepSecretStored RotationStep = "SecretStored"
+	// StepSecretVerified: Entra accepts the new secret.
+	StepSecretVerified RotationStep = "SecretVerified"
+	// StepClusterUpdating: the AKS cluster is being moved onto the new secret.
+	StepClusterUpdating RotationStep = "ClusterUpdating"
+	// StepRetiring: the new secret is in use; old ones go after the grace period.
+	StepRetiring RotationStep = "Retiring"
+)
+
+// RotationStatus is the rotation in progress.
+type RotationStatus struct {
+	// Step is the step reached.
+	Step RotationStep `json:"step"`
+	// DisplayName names the new secret in Graph, chosen before it is created so that one left
+	// behind by a crash is found again.
+	DisplayName string `json:"displayName"`
+	// KeyID is the new secret's keyId, once it exists.
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
+	// Expiry is when the new secret expires.
+	// +optional
+	Expiry *metav1.Time `json:"expiry,omitempty"`
+	// ResumeToken follows the AKS reset operation across restarts. It names the operation and
+	// holds no secret.
+	// +optional
+	ResumeToken string `json:"resumeToken,omitempty"`
+	// StartTime is when the rotation started.
+	StartTime metav1.Time `json:"startTime"`
+	// RetireTime is when old secrets may go.
+	// +optional
+	RetireTime *metav1.Time `json:"retireTime,omitempty"`
+	// Failures counts failed attempts at the current step.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// Message says what the current step waits for, or why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// NextAttemptTime is when the current step is tried again.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+	// Request is the rotate annotation's value this rotation answers, if it was asked for.
+	// +optional
+	Request string `json:"request,omitempty"`
+}
+
+// LastRotation records the last rotation that completed.
+type LastRotation struct {
+	// Time is when it completed.
+	Time metav1.Time `json:"time"`
+	// KeyID is the secret it put in place.
+	KeyID string `json:"keyID"`
+	// Request is the rotate annotation's value it answered, if any.
+	// +optional
+	Request string `json:"request,omitempty"`
+}

@@ -1,0 +1,550 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Keys of the Secret a rotation writes.
+const (
+	rotatedKeyTenantID     = "tenantID"
+	rotatedKeyClientID     = "clientID"
+	rotatedKeyClientSecret = "clientSecret"
+	rotatedKeyKeyID        = "keyID"
+	rotatedKeyExpiry       = "expiry"
+)
+
+// Event reasons of rotation.
+const (
+	eventRotationStarted       = "RotationStarted"
+	eventRotationPlanned       = "RotationPlanned"
+	eventRotationOrphanRemoved = "RotationOrphanRemoved"
+	eventRotationClusterFailed = "RotationClusterFailed"
+	eventRotationStepFailed    = "RotationStepFailed"
+	eventRotated               = "Rotated"
+)
+
+// rotationTimeout bounds the Azure calls of one reconcile's rotation steps.
+const rotationTimeout = 2 * time.Minute
+
+// clusterPollInterval is how often an AKS reset in progress is looked at; resets take minutes.
+const clusterPollInterval = 30 * time.Second
+
+// rotation carries what one reconcile's rotation steps share.
+type rotation struct {
+	r       *CredentialWatchReconciler
+	obj     *v1alpha1.CredentialWatch
+	stored  *v1alpha1.CredentialWatch
+	spec    v1alpha1.Rotation
+	rs      policy.RotationSettings
+	st      v1alpha1.RotationStatus
+	cred    azcore.TokenCredential
+	appID   string
+	appOID  string
+	tenant  string
+	cluster *v1alpha1.AKSClusterTarget
+	now     time.Time
+}
+
+// reconcileRotation starts a rotation when one is due and moves the one in progress on by as
+// many steps as it can. Every step is written to status, with an optimistic lock, before the next
+// begins: an operator that stops anywhere finds where it was, and one working from a stale copy
+// cannot write at all. Secret values go from Graph's answer to the target Secret and to the AKS
+// request, and nowhere else.
+func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, now time.Time) (time.Time, error) {
+	spec := obj.Spec.Rotation
+	if spec == nil || !spec.Enabled {
+		if obj.Status.Rotation == nil {
+			meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionRotating)
+		} else {
+			setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(obj.Status.Rotation.Step),
+				"Rotation is turned off; the rotation in progress resumes where it stopped when it is turned on again", now)
+		}
+		return time.Time{}, nil
+	}
+	rs, err := policy.RotationSettingsOf(*spec)
+	if err != nil {
+		return time.Time{}, reconcile.TerminalError(err)
+	}
+	ro := &rotation{r: r, obj: obj, stored: stored, spec: *spec, rs: rs, now: now,
+		tenant: obj.Spec.Target.TenantID(), appID: obj.AppID(), cluster: obj.Spec.Target.AKSCluster}
+	if sp := obj.Status.ServicePrincipal; sp != nil {
+		ro.appOID = sp.ApplicationObjectID
+	}
+	if obj.Status.Rotation == nil {
+		return ro.maybeStart(ctx)
+	}
+	ro.st = *obj.Status.Rotation.DeepCopy()
+	if t := ro.st.NextAttemptTime; t != nil && now.Before(t.Time) {
+		ro.report()
+		return t.Time, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
+	defer cancel()
+	if ro.cred, err = r.identity(ctx, obj, ro.tenant); err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	return ro.advance(ctx)
+}
+
+// maybeStart starts a rotation that has fallen due, or been asked for, when nothing blocks it.
+func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
+	obj, now := ro.obj, ro.now
+	request := obj.Annotations[v1alpha1.RotateAnnotation]
+	requested := policy.RotationRequested(request, obj.Status.LastRotation)
+	dueAt := policy.RotationDueAt(obj.Status.Credentials, ro.rs.RotateBefore, now)
+	if obj.Status.LastCheckTime == nil || (!requested && now.Before(dueAt)) {
+		msg := "No rotation due"
+		if obj.Status.LastCheckTime != nil {
+			msg = "Next rotation due at " + dueAt.UTC().Format(time.RFC3339)
+		}
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle, msg, now)
+		if obj.Status.LastCheckTime == nil {
+			return time.Time{}, nil
+		}
+		return dueAt, nil
+	}
+	if why := ro.blocked(); why != "" {
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
+		return time.Time{}, nil
+	}
+	if ro.spec.Mode == v1alpha1.RotationDryRun {
+		plan := ro.plan()
+		prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating)
+		if prev == nil || prev.Message != plan {
+			ro.r.Recorder.Event(obj, corev1.EventTypeNormal, eventRotationPlanned, plan)
+		}
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun, plan, now)
+		return time.Time{}, nil
+	}
+	ro.st = v1alpha1.RotationStatus{
+		Step:        v1alpha1.StepStarted,
+		DisplayName: policy.NewSecretName(string(obj.UID), now),
+		StartTime:   metav1.NewTime(now),
+		Request:     request,
+		Message:     "Adding a new secret to the application",
+	}
+	if err := ro.save(ctx); err != nil {
+		return time.Time{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting rotation", "secret", ro.st.DisplayName)
+	ro.r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventRotationStarted, "Rotating the client secret of %s: the new one is %q", targetName(obj), ro.st.DisplayName)
+	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
+	defer cancel()
+	var err error
+	if ro.cred, err = ro.r.identity(ctx, obj, ro.tenant); err != nil {
+		return ro.fail(err, policy.PropagationBackoff(1))
+	}
+	return ro.advance(ctx)
+}
+
+// blocked says why a due rotation cannot start, empty when it can.
+func (ro *rotation) blocked() string {
+	switch st := ro.obj.Status; {
+	case !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionReady):
+		return "A rotation is due, but the last check failed: it waits for a check that succeeds"
+	case st.AKSCluster != nil && st.AKSCluster.Identity == v1alpha1.IdentityManagedIdentity:
+		return "The AKS cluster uses a managed identity: there is no secret to rotate"
+	case ro.appOID == "":
+		return "A rotation is due, but this tenant holds no application object for the appId: secrets are added to the application, in its home tenant"
+	}
+	return ""
+}
+
+// plan says what a rotation would do, for DryRun.
+func (ro *rotation) plan() string {
+	steps := []string{
+		fmt.Sprintf("add a secret named %s<watch>-<time> valid for %s to application %s", policy.CredwatchPrefix, policy.HumanDuration(ro.rs.Validity), ro.appOID),
+		fmt.Sprintf("write it to Secret %s/%s", ro.obj.Namespace, ro.spec.SecretRef.Name),
+		"wait until Entra accepts it",
+	}
+	if c := ro.cluster; c != nil {
+		when := "at once"
+		if w := ro.spec.MaintenanceWindow; w != nil {
+			_, next, _ := policy.InWindow(w, ro.now)
+			when = "in the maintenance window (next opening " + next.UTC().Format(time.RFC3339) + ")"
+		}
+		steps = append(steps, fmt.Sprintf("reset the service principal of AKS cluster %s/%s %s, which restarts its nodes", c.ResourceGroup, c.Name, when))
+	}
+	retire := "keep every old secret"
+	if ro.spec.RemoveOld != v1alpha1.RemoveOldNever {
+		n := len(policy.Retirable(ro.obj.Status.Credentials, "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
+		retire = fmt.Sprintf("remove %d old secrets credwatch created, after %s", n, policy.HumanDuration(ro.rs.GracePeriod))
+	}
+	steps = append(steps, retire)
+	return "DryRun: a rotation is due; it would " + strings.Join(steps, "; ")
+}
+
+// advance runs steps until one has to wait.
+func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
+	for {
+		var next time.Time
+		var err error
+		switch ro.st.Step {
+		case v1alpha1.StepStarted:
+			next, err = ro.create(ctx)
+		case v1alpha1.StepSecretStored:
+			next, err = ro.verify(ctx)
+		case v1alpha1.StepSecretVerified:
+			next, err = ro.startReset(ctx)
+		case v1alpha1.StepClusterUpdating:
+			next, err = ro.followReset(ctx)
+		case v1alpha1.StepRetiring:
+			next, err = ro.retire(ctx)
+		default:
+			return time.Time{}, reconcile.TerminalError(fmt.Errorf("unknown rotation step %q", ro.st.Step))
+		}
+		if err != nil || !next.IsZero() || ro.obj.Status.Rotation == nil {
+			ro.report()
+			return next, err
+		}
+	}
+}
+
+// create makes the new secret and stores it, or adopts the one a crash left behind.
+func (ro *rotation) create(ctx context.Context) (time.Time, error) {
+	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	if err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	for _, c := range snap.Credentials {
+		if c.Source != graph.Application || c.Type != graph.Password || c.DisplayName != ro.st.DisplayName {
+			continue
+		}
+		// A secret of ours from before a restart: kept if the target Secret holds it, which is the
+		// only place its text can be; removed otherwise, as nobody can ever use it.
+		if held, err := ro.heldKeyID(ctx); err != nil {
+			return time.Time{}, err
+		} else if held == c.KeyID {
+			return ro.secretStored(ctx, c.KeyID, c.End)
+		}
+		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
+			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+		}
+		ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeNormal, eventRotationOrphanRemoved,
+			"Removed secret %s, created by an earlier attempt whose text was never stored", c.KeyID)
+	}
+
+	secret, err := ro.r.Graph.AddPassword(ctx, ro.cred, ro.appOID, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
+	if err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	if err := ro.writeSecret(ctx, secret); err != nil {
+		// The text exists nowhere else: a secret nobody can use must not stay.
+		if rmErr := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, secret.KeyID); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
+		}
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	return ro.secretStored(ctx, secret.KeyID, secret.End)
+}
+
+func (ro *rotation) secretStored(ctx context.Context, keyID string, end time.Time) (time.Time, error) {
+	expiry := metav1.NewTime(end.Truncate(time.Second))
+	ro.st.Step, ro.st.KeyID, ro.st.Expiry = v1alpha1.StepSecretStored, keyID, &expiry
+	ro.st.Message = "Waiting for Entra to accept the new secret"
+	return time.Time{}, ro.next(ctx)
+}
+
+// verify asks Entra whether it accepts the new secret yet: it takes seconds to replicate.
+func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
+	text, err := ro.secretText(ctx)
+	if err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	if err := ro.r.Identities.VerifySecret(ctx, ro.tenant, ro.appID, text); err != nil {
+		ro.st.Failures++
+		wait := policy.PropagationBackoff(ro.st.Failures)
+		ro.st.Message = fmt.Sprintf("Waiting for Entra to accept the new secret (%d tries): %v", ro.st.Failures, err)
+		at := metav1.NewTime(ro.now.Add(wait))
+		ro.st.NextAttemptTime = &at
+		ro.keep()
+		return at.Time, nil
+	}
+	if ro.cluster == nil {
+		ro.retireAfterGrace()
+	} else {
+		ro.st.Step, ro.st.Message = v1alpha1.StepSecretVerified, "Moving the AKS cluster onto the new secret"
+	}
+	return time.Time{}, ro.next(ctx)
+}
+
+// startReset moves the AKS cluster onto the new secret, in the maintenance window. The step is
+// written before the call: an operator stopped in between finds it and does not start a second
+// reset blindly, but reads the cluster first.
+func (ro *rotation) startReset(ctx context.Context) (time.Time, error) {
+	in, opens, err := policy.InWindow(ro.spec.MaintenanceWindow, ro.now)
+	if err != nil {
+		return time.Time{}, reconcile.TerminalError(err)
+	}
+	if !in {
+		ro.st.Message = "Waiting for the maintenance window, which opens at " + opens.UTC().Format(time.RFC3339)
+		ro.keep()
+		return opens, nil
+	}
+	c, err := ro.readCluster(ctx)
+	if err != nil {
+		return ro.fail(err, clusterPollInterval)
+	}
+	if c.ClientID != ro.appID {
+		ro.st.Message = fmt.Sprintf("The AKS cluster no longer signs in with %s; it is left as it is", ro.appID)
+		return ro.fail(errors.New(ro.st.Message), policy.ClusterBackoff(ro.st.Failures+1))
+	}
+	if strings.EqualFold(c.PowerState, "Stopped") {
+		return ro.fail(errors.New("the AKS cluster is stopped, and a stopped cluster's service principal cannot be reset"), policy.ClusterBackoff(1))
+	}
+	ro.st.Step, ro.st.ResumeToken, ro.st.Message = v1alpha1.StepClusterUpdating, "", "Resetting the AKS cluster's service principal: its nodes restart"
+	if err := ro.save(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return ro.reset(ctx)
+}
+
+func (ro *rotation) reset(ctx context.Context) (time.Time, error) {
+	text, err := ro.secretText(ctx)
+	if err != nil {
+		return ro.fail(err, clusterPollInterval)
+	}
+	token, err := ro.r.Clusters.StartReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.appID, text)
+	if err != nil {
+		return ro.clusterFailed(ctx, err)
+	}
+	ro.st.ResumeToken = token
+	if err := ro.save(ctx); err != nil {
+		return time.Time{}, err
+	}
+	at := ro.now.Add(clusterPollInterval)
+	return at, nil
+}
+
+// followReset polls the reset operation and, once it ends either way, reads the cluster back:
+// resets have been seen to report failure after applying the change, and to leave a cluster
+// Failed, so the cluster's own state decides.
+func (ro *rotation) followReset(ctx context.Context) (time.Time, error) {
+	var opErr error
+	if ro.st.ResumeToken != "" {
+		done, err := ro.r.Clusters.PollReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.st.ResumeToken)
+		if err == nil && !done {
+			ro.keep()
+			return ro.now.Add(clusterPollInterval), nil
+		}
+		opErr = err
+	}
+	c, err := ro.readCluster(ctx)
+	if err != nil {
+		return ro.fail(err, clusterPollInterval)
+	}
+	switch {
+	case !terminalProvisioningState(c.ProvisioningState):
+		ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
+		ro.keep()
+		return ro.now.Add(clusterPollInterval), nil
+	case ro.st.ResumeToken == "" && c.ProvisioningState == "Succeeded":
+		// Stopped after writing this step but before the reset began, or before its token was
+		// kept: the cluster cannot tell whether it took the secret, so the reset is made again.
+		return ro.reset(ctx)
+	case c.ProvisioningState == "Succeeded" && c.ClientID == ro.appID:
+		if opErr != nil {
+			ctrl.LoggerFrom(ctx).Info("The AKS reset reported a failure, but the cluster runs on the new secret", "error", opErr.Error())
+		}
+		ro.retireAfterGrace()
+		return time.Time{}, ro.next(ctx)
+	default:
+		if opErr == nil {
+			opErr = fmt.Errorf("the AKS cluster is %s", c.ProvisioningState)
+		}
+		return ro.clusterFailed(ctx, opErr)
+	}
+}
+
+// clusterFailed records a reset that failed, with the command that recovers the cluster by hand,
+// and retries as cert-manager retries issuance: 1h, 2h, ... 24h.
+func (ro *rotation) clusterFailed(ctx context.Context, err error) (time.Time, error) {
+	c := ro.cluster
+	recovery := fmt.Sprintf("az aks update-credentials -g %s -n %s --reset-service-principal --service-principal %s --client-secret \"$(kubectl get secret -n %s %s -o jsonpath='{.data.clientSecret}' | base64 -d)\"",
+		c.ResourceGroup, c.Name, ro.appID, ro.obj.Namespace, ro.spec.SecretRef.Name)
+	ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeWarning, eventRotationClusterFailed,
+		"Moving the AKS cluster onto the new secret failed: %v; credwatch retries with backoff, or recover by hand with: %s", err, recovery)
+	ro.st.ResumeToken = ""
+	next, ferr := ro.fail(err, policy.ClusterBackoff(ro.st.Failures+1))
+	ro.st.Message += "; recover by hand with: " + recovery
+	ro.keep()
+	return next, ferr
+}
+
+// retire removes the old secrets that removeOld allows once the grace period is over, and
+// completes the rotation.
+func (ro *rotation) retire(ctx context.Context) (time.Time, error) {
+	if t := ro.st.RetireTime; t != nil && ro.now.Before(t.Time) {
+		ro.st.Message = "The new secret is in use; old secrets go at " + t.UTC().Format(time.RFC3339)
+		ro.keep()
+		return t.Time, nil
+	}
+	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	if err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
+	var removed []string
+	for _, c := range policy.Retirable(credentialsOf(snap), ro.st.KeyID, ro.st.Expiry.Time, ro.spec.RemoveOld) {
+		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
+			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+		}
+		removed = append(removed, c.KeyID)
+	}
+	done := &v1alpha1.LastRotation{Time: metav1.NewTime(ro.now), KeyID: ro.st.KeyID, Request: ro.st.Request}
+	if err := ro.r.writeNow(ctx, ro.obj, ro.stored, func(s *v1alpha1.CredentialWatchStatus) {
+		s.Rotation, s.LastRotation = nil, done.DeepCopy()
+	}); err != nil {
+		return time.Time{}, err
+	}
+	// The check reads the new secret in at once, so that expiry and the next rotation are
+	// reckoned from it rather than from the credentials read before.
+	ro.obj.Status.NextCheckTime = &metav1.Time{Time: ro.now}
+	msg := fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", targetName(ro.obj), ro.st.KeyID, ro.st.Expiry.UTC().Format(time.RFC3339))
+	if len(removed) > 0 {
+		msg += fmt.Sprintf("; removed %d old secrets (%s)", len(removed), strings.Join(removed, ", "))
+	}
+	ctrl.LoggerFrom(ctx).Info("Rotation completed", "keyID", ro.st.KeyID, "removed", len(removed))
+	ro.r.Recorder.Event(ro.obj, corev1.EventTypeNormal, eventRotated, msg)
+	setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle, msg, ro.now)
+	return ro.now.Add(time.Second), nil
+}
+
+func (ro *rotation) retireAfterGrace() {
+	t := metav1.NewTime(ro.now.Add(ro.rs.GracePeriod))
+	ro.st.Step, ro.st.RetireTime = v1alpha1.StepRetiring, &t
+	ro.st.Message = "The new secret is in use; old secrets go at " + t.UTC().Format(time.RFC3339)
+}
+
+func terminalProvisioningState(s string) bool {
+	return s == "Succeeded" || s == "Failed" || s == "Canceled"
+}
+
+func (ro *rotation) readCluster(ctx context.Context) (aks.Cluster, error) {
+	return ro.r.Clusters.ReadCluster(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name)
+}
+
+// next records that the step moved on: failures reset, written before anything else is done.
+func (ro *rotation) next(ctx context.Context) error {
+	ro.st.Failures, ro.st.NextAttemptTime = 0, nil
+	return ro.save(ctx)
+}
+
+// fail records a failed attempt at the current step and when it is tried again. It returns no
+// error: the failure is the step's, shown in status, not the reconcile's.
+func (ro *rotation) fail(err error, wait time.Duration) (time.Time, error) {
+	ro.st.Failures++
+	ro.st.Message = oneLine(err.Error())
+	at := metav1.NewTime(ro.now.Add(wait))
+	ro.st.NextAttemptTime = &at
+	if ro.st.Failures == 1 {
+		ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeWarning, eventRotationStepFailed, "Rotation step %s failed, retrying at %s: %v",
+			ro.st.Step, at.UTC().Format(time.RFC3339), err)
+	}
+	ro.keep()
+	return at.Time, nil
+}
+
+// keep puts the step's progress into the status the deferred patch writes: waiting and failures
+// need no write before the next action, as nothing outside has changed.
+func (ro *rotation) keep() {
+	st := ro.st
+	ro.obj.Status.Rotation = &st
+}
+
+// save writes the step now, with an optimistic lock.
+func (ro *rotation) save(ctx context.Context) error {
+	st := ro.st
+	if err := ro.r.writeNow(ctx, ro.obj, ro.stored, func(s *v1alpha1.CredentialWatchStatus) {
+		s.Rotation = st.DeepCopy()
+	}); err != nil {
+		return fmt.Errorf("recording rotation step %s: %w", st.Step, err)
+	}
+	return nil
+}
+
+// report shows the rotation in progress in the Rotating condition.
+func (ro *rotation) report() {
+	if st := ro.obj.Status.Rotation; st != nil {
+		setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionTrue, string(st.Step), st.Message, ro.now)
+	}
+}
+
+func (ro *rotation) secretKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: ro.obj.Namespace, Name: ro.spec.SecretRef.Name}
+}
+
+// heldKeyID is the keyID the target Secret holds, empty when it holds none or does not exist.
+func (ro *rotation) heldKeyID(ctx context.Context) (string, error) {
+	var s corev1.Secret
+	if err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", &kubernetesError{fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)}
+	}
+	if len(s.Data[rotatedKeyClientSecret]) == 0 {
+		return "", nil
+	}
+	return string(s.Data[rotatedKeyKeyID]), nil
+}
+
+// secretText reads the new secret back from the target Secret, checking it is still ours.
+func (ro *rotation) secretText(ctx context.Context) (string, error) {
+	var s corev1.Secret
+	if err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s); err != nil {
+		return "", fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)
+	}
+	if string(s.Data[rotatedKeyKeyID]) != ro.st.KeyID || len(s.Data[rotatedKeyClientSecret]) == 0 {
+		return "", fmt.Errorf("Secret %s no longer holds the new secret %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID)
+	}
+	return string(s.Data[rotatedKeyClientSecret]), nil
+}
+
+// writeSecret puts the new secret in the target Secret, creating it if need be. It reads through
+// SecretReader, not the cache, which would hold every Secret in the cluster.
+func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret) error {
+	data := map[string][]byte{
+		rotatedKeyTenantID:     []byte(ro.tenant),
+		rotatedKeyClientID:     []byte(ro.appID),
+		rotatedKeyClientSecret: []byte(secret.Text),
+		rotatedKeyKeyID:        []byte(secret.KeyID),
+		rotatedKeyExpiry:       []byte(secret.End.UTC().Format(time.RFC3339)),
+	}
+	var s corev1.Secret
+	err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: ro.spec.SecretRef.Name, Namespace: ro.obj.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "credwatch"}},
+			Type: corev1.SecretTypeOpaque,
+			Data: data,
+		}
+		err = ro.r.Create(ctx, &s)
+	case err == nil:
+		s.Data = data
+		err = ro.r.Update(ctx, &s)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the new secret to Secret %s: %w", ro.secretKey(), err)
+	}
+	return nil
+}

@@ -1,0 +1,342 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+// oldCredwatchSecret adds to the application a secret an earlier rotation made, which the next
+// one may retire, and returns its keyId.
+func oldCredwatchSecret(t *testing.T, appID string, now time.Time) string {
+	t.Helper()
+	app, _ := fake.Application(tenantID, appID)
+	key := uuid.NewString()
+	app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{KeyID: key, DisplayName: "credwatch-00000000-20251201T000000Z",
+		SecretText: "oLd~" + strings.ReplaceAll(uuid.NewString(), "-", ""), Start: now.Add(-355 * day), End: now.Add(10 * day)})
+	fake.PutApplication(tenantID, app)
+	return key
+}
+
+func rotationSpec(edit func(*v1alpha1.Rotation)) func(*v1alpha1.CredentialWatchSpec) {
+	return func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp-credentials"}}
+		if edit != nil {
+			edit(spec.Rotation)
+		}
+	}
+}
+
+// credwatchSecrets lists the application's secrets credwatch made, by keyId.
+func credwatchSecrets(appID string) map[string]fakegraph.PasswordCredential {
+	app, _ := fake.Application(tenantID, appID)
+	out := map[string]fakegraph.PasswordCredential{}
+	for _, p := range app.Passwords {
+		if strings.HasPrefix(p.DisplayName, "credwatch-") {
+			out[p.KeyID] = p
+		}
+	}
+	return out
+}
+
+func (h *harness) targetSecret() (*corev1.Secret, error) {
+	var s corev1.Secret
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: h.key.Namespace, Name: "sp-credentials"}, &s)
+	return &s, err
+}
+
+func TestRotationOfAServicePrincipal(t *testing.T) {
+	fake.SetPropagationDelay(300 * time.Millisecond)
+	t.Cleanup(func() { fake.SetPropagationDelay(0) })
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	old := oldCredwatchSecret(t, s.appID, t0)
+	h.create(s.appID, rotationSpec(nil))
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+
+	h.run(8*day, nil)
+
+	// The channels hear that rotation takes care of it, and that it did, once.
+	var rotated, reminders int
+	for _, p := range rc.received() {
+		switch p.Kind {
+		case "Rotated":
+			rotated++
+		case "Reminder":
+			reminders++
+			if !strings.HasPrefix(p.Fix, "Nothing: credwatch rotates the application's secret") {
+				t.Errorf("reminder fix %q does not say credwatch rotates it", p.Fix)
+			}
+		}
+	}
+	if rotated != 1 || reminders == 0 {
+		t.Errorf("received %d Rotated and %d reminders, want 1 and some", rotated, reminders)
+	}
+
+	w := h.get()
+	last := w.Status.LastRotation
+	if last == nil || w.Status.Rotation != nil {
+		t.Fatalf("rotation %+v, last %+v: want one completed", w.Status.Rotation, last)
+	}
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle)
+	ours := credwatchSecrets(s.appID)
+	created, ok := ours[last.KeyID]
+	if !ok || len(ours) != 1 {
+		t.Fatalf("credwatch's secrets in Graph: %v; want only the new one, %s", ours, last.KeyID)
+	}
+	if _, kept := ours[old]; kept {
+		t.Error("the old secret credwatch made was not retired")
+	}
+	app, _ := fake.Application(tenantID, s.appID)
+	if len(app.Passwords) != 2 {
+		t.Errorf("the application has %d secrets, want the new one and %q, which credwatch did not make", len(app.Passwords), "rbac")
+	}
+	if !created.End.Truncate(time.Second).Equal(t0.Add(365*day)) && created.End.Sub(t0) < 364*day {
+		t.Errorf("the new secret ends %v, want a year after the rotation", created.End)
+	}
+
+	secret, err := h.targetSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"tenantID": tenantID, "clientID": s.appID, "clientSecret": created.SecretText, "keyID": last.KeyID}
+	for k, v := range want {
+		if string(secret.Data[k]) != v {
+			t.Errorf("Secret key %s = %q, want %q", k, secret.Data[k], v)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339, string(secret.Data["expiry"])); err != nil {
+		t.Errorf("Secret key expiry %q: %v", secret.Data["expiry"], err)
+	}
+	if n := countPrefix(h.all, "Normal RotationStarted"); n != 1 {
+		t.Errorf("%d RotationStarted events, want 1", n)
+	}
+	if n := countPrefix(h.all, "Normal Rotated"); n != 1 {
+		t.Errorf("%d Rotated events, want 1", n)
+	}
+	// The new secret is read in at once.
+	listed := false
+	for _, c := range w.Status.Credentials {
+		listed = listed || c.KeyID == last.KeyID
+	}
+	if !listed {
+		t.Errorf("status does not list the new secret: %+v", w.Status.Credentials)
+	}
+	assertNoSecrets(t, h)
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) { r.Mode = v1alpha1.RotationDryRun }))
+	fake.ResetRequests()
+	h.run(2*day, nil)
+
+	w := h.get()
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun)
+	if msg := condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "it would add a secret named") || !strings.Contains(msg, "write it to Secret "+h.key.Namespace+"/sp-credentials") {
+		t.Errorf("plan = %q", msg)
+	}
+	for _, r := range fake.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("DryRun sent %s %s", r.Method, r.Path)
+		}
+	}
+	if _, err := h.targetSecret(); !apierrors.IsNotFound(err) {
+		t.Errorf("DryRun wrote the target Secret: %v", err)
+	}
+	if n := countPrefix(h.all, "Normal RotationPlanned"); n != 1 {
+		t.Errorf("%d RotationPlanned events, want 1", n)
+	}
+}
+
+func TestManualRotationRequest(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	h.create(s.appID, rotationSpec(nil))
+	h.run(time.Hour, nil)
+	if w := h.get(); w.Status.Rotation != nil || w.Status.LastRotation != nil {
+		t.Fatal("a rotation started with 200 days left")
+	}
+	w := h.get()
+	w.Annotations = map[string]string{v1alpha1.RotateAnnotation: "2026-12-02T10:00:00Z"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.run(8*day, nil)
+	w = h.get()
+	if w.Status.LastRotation == nil || w.Status.LastRotation.Request != "2026-12-02T10:00:00Z" {
+		t.Fatalf("last rotation %+v, want one answering the request", w.Status.LastRotation)
+	}
+	// Answered: the same value asks for nothing more.
+	h.run(2*day, nil)
+	if n := countPrefix(h.all, "Normal RotationStarted"); n != 1 {
+		t.Errorf("%d rotations started, want 1", n)
+	}
+}
+
+// TestRotationOfAnAKSClusterSurvivesDyingAnywhere rotates an AKS cluster's secret while the
+// operator dies after every number of writes in turn, and checks after every reconcile that the
+// new secret can always be had, the cluster never runs on a deleted secret, and at most one
+// spare secret ever exists.
+func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
+	fake.SetPropagationDelay(100 * time.Millisecond)
+	t.Cleanup(func() { fake.SetPropagationDelay(0) })
+	h := newHarness(t)
+	t0 := h.clock.Now() // a Wednesday, or any day: the window below is daily
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	old := oldCredwatchSecret(t, s.appID, t0)
+	arm := newARMClusters()
+	arm.put("rg-prod", "aks-prod", s.appID)
+	h.r.Clusters = arm.reader()
+	windowOpens := t0.Truncate(24 * time.Hour).Add(24*time.Hour + 2*time.Hour) // tomorrow 02:00 UTC
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
+		rotationSpec(func(r *v1alpha1.Rotation) {
+			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: "02:00", Duration: "4h", TimeZone: "UTC"}
+		})(spec)
+	})
+
+	var budget atomic.Int32
+	crashes := 0
+	fresh := func() {
+		h.restart()
+		h.r.Clusters = arm.reader()
+	}
+	for round := 0; round < 2000; round++ {
+		if w := h.get(); w.Status.LastRotation != nil && w.Status.Rotation == nil {
+			break
+		}
+		// Die after 0, 1, 2, 3 writes in turn, and now and then not at all.
+		var dead atomic.Bool
+		budget.Store(int32(round % 5))
+		if round%5 == 4 {
+			budget.Store(1000)
+		}
+		h.r.Client = crashingClient{Client: k8s, dead: &dead, budget: &budget}
+		_, err := h.r.Reconcile(ctrl.LoggerInto(context.Background(), h.logs.logger()), ctrl.Request{NamespacedName: h.key})
+		h.drainEvents()
+		if dead.Load() {
+			crashes++
+			fresh()
+		} else if err != nil && !apierrors.IsConflict(err) {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		checkRotationInvariants(t, h, s.appID, old, arm)
+		if arm.resets > 0 && h.clock.Now().Before(windowOpens) {
+			t.Fatalf("the cluster was reset at %v, before the maintenance window opened at %v", h.clock.Now(), windowOpens)
+		}
+		h.step(time.Minute)
+		if round%50 == 49 {
+			h.step(6 * time.Hour)
+		}
+	}
+	w := h.get()
+	if w.Status.LastRotation == nil {
+		t.Fatalf("no rotation completed after %d crashes; rotation %+v", crashes, w.Status.Rotation)
+	}
+	t.Logf("rotation completed through %d crashes and %d cluster resets", crashes, arm.resets)
+	secret, _ := h.targetSecret()
+	if arm.secret["rg-prod/aks-prod"] != string(secret.Data["clientSecret"]) {
+		t.Error("the cluster does not run on the secret in the target Secret")
+	}
+	ours := credwatchSecrets(s.appID)
+	if _, ok := ours[w.Status.LastRotation.KeyID]; !ok || len(ours) != 1 {
+		t.Errorf("credwatch's secrets after the rotation: %d, want only the new one", len(ours))
+	}
+}
+
+func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *armClusters) {
+	t.Helper()
+	ours := credwatchSecrets(appID)
+	delete(ours, old)
+	if len(ours) > 1 {
+		t.Fatalf("%d new secrets exist at once, want at most one", len(ours))
+	}
+	app, _ := fake.Application(tenantID, appID)
+	arm.mu.Lock()
+	onCluster := arm.secret["rg-prod/aks-prod"]
+	arm.mu.Unlock()
+	if onCluster != "" {
+		found := false
+		for _, p := range app.Passwords {
+			found = found || p.SecretText == onCluster
+		}
+		if !found {
+			t.Fatal("the cluster runs on a secret that no longer exists")
+		}
+	}
+	secret, err := h.targetSecret()
+	for key := range ours {
+		if err == nil && string(secret.Data["keyID"]) == key {
+			continue
+		}
+		// Only in the moment between addPassword and writing the Secret: the next reconcile
+		// must remove it before adding another.
+		if w := h.get(); w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepStarted {
+			t.Fatalf("new secret %s is neither in the target Secret nor pending removal (step %v)", key, w.Status.Rotation)
+		}
+	}
+}
+
+func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
+	for _, outcome := range []string{"fails-after-applying", "leaves-failed"} {
+		t.Run(outcome, func(t *testing.T) {
+			h := newHarness(t)
+			s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+			arm := newARMClusters()
+			arm.put("rg-prod", "aks-prod", s.appID)
+			arm.resetOutcome = outcome
+			h.r.Clusters = arm.reader()
+			h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+				spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+					TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
+				rotationSpec(nil)(spec)
+			})
+			h.run(10*time.Minute, nil)
+			w := h.get()
+			switch outcome {
+			case "fails-after-applying":
+				if w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepRetiring || arm.resets != 1 {
+					t.Errorf("rotation %+v after %d resets: want it past the cluster after one", w.Status.Rotation, arm.resets)
+				}
+			case "leaves-failed":
+				st := w.Status.Rotation
+				if st == nil || st.Step != v1alpha1.StepClusterUpdating || st.Failures != 1 || !strings.Contains(st.Message, "az aks update-credentials -g rg-prod -n aks-prod --reset-service-principal") {
+					t.Fatalf("rotation %+v: want one failure at the cluster with the command that recovers it", st)
+				}
+				if st.NextAttemptTime == nil || st.NextAttemptTime.Sub(h.clock.Now()) < 45*time.Minute {
+					t.Errorf("next attempt at %v, want about an hour on", st.NextAttemptTime)
+				}
+				if n := countPrefix(h.all, "Warning RotationClusterFailed"); n != 1 {
+					t.Errorf("%d RotationClusterFailed events, want 1", n)
+				}
+				// The cluster is mended; the next attempt completes. (The SDK's fake keeps a failed
+				// operation in its tracker for good, so the next one needs a fresh fake server.)
+				arm.mu.Lock()
+				arm.resetOutcome, arm.state["rg-prod/aks-prod"], arm.transport = "", "Succeeded", nil
+				arm.mu.Unlock()
+				h.r.Clusters = arm.reader()
+				h.run(2*time.Hour, nil)
+				if st := h.get().Status.Rotation; st == nil || st.Step != v1alpha1.StepRetiring || arm.resets != 2 {
+					t.Errorf("rotation %+v after %d resets: want it past the cluster after a second", st, arm.resets)
+				}
+			}
+		})
+	}
+}

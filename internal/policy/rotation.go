@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// RotationSettings are a watch's rotation durations, parsed.
+type RotationSettings struct {
+	RotateBefore, Validity, GracePeriod time.Duration
+}
+
+// RotationSettingsOf parses the durations of a rotation spec.
+func RotationSettingsOf(r v1alpha1.Rotation) (RotationSettings, error) {
+	var s RotationSettings
+	for _, d := range []struct {
+		name string
+		in   v1alpha1.Duration
+		out  *time.Duration
+		def  time.Duration
+	}{
+		{"rotateBefore", r.RotateBefore, &s.RotateBefore, 30 * day},
+		{"validity", r.Validity, &s.Validity, 365 * day},
+		{"gracePeriod", r.GracePeriod, &s.GracePeriod, 7 * day},
+	} {
+		if d.in == "" {
+			*d.out = d.def
+			continue
+		}
+		v, err := d.in.Parse()
+		if err != nil {
+			return s, fmt.Errorf("rotation.%s: %w", d.name, err)
+		}
+		*d.out = v
+	}
+	return s, nil
+}
+
+// NewestSecretEnd is when the application's longest-lived client secret ends: the one a rotation
+// would have put in place. Zero when the application has none.
+func NewestSecretEnd(creds []v1alpha1.Credential) time.Time {
+	var newest time.Time
+	for _, c := range creds {
+		if c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword && c.EndTime.After(newest) {
+			newest = c.EndTime.Time
+		}
+	}
+	return newest
+}
+
+// RotationDueAt is when a rotation falls due: rotateBefore ahead of the end of the application's
+// newest secret, so that no rotation starts while a fresh secret is in place; now when the
+// application has no secret at all.
+func RotationDueAt(creds []v1alpha1.Credential, rotateBefore time.Duration, now time.Time) time.Time {
+	newest := NewestSecretEnd(creds)
+	if newest.IsZero() {
+		return now
+	}
+	return newest.Add(-rotateBefore)
+}
+
+// RotationRequested reports whether the rotate annotation asks for a rotation not yet done.
+func RotationRequested(annotation string, last *v1alpha1.LastRotation) bool {
+	return annotation != "" && (last == nil || last.Request != annotation)
+}
+
+// NewSecretName names a rotation's new secret in Graph: recognisably credwatch's (removeOld
+// relies on the prefix), unique per watch and start time, within Graph's length limit.
+func NewSecretName(watchUID string, now time.Time) string {
+	uid := strings.ReplaceAll(watchUID, "-", "")
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return CredwatchPrefix + uid + "-" + now.UTC().Format("20060102T150405Z")
+}
+
+// CredwatchPrefix starts the display name of every secret credwatch creates.
+const CredwatchPrefix = "credwatch-"
+
+// Retirable lists the application secrets that may go once newKeyID is in use: under
+// CreatedByCredwatch only credwatch's own, never the new one, and never one that outlives it.
+func Retirable(creds []v1alpha1.Credential, newKeyID string, newEnd time.Time, p v1alpha1.RemoveOldPolicy) []v1alpha1.Credential {
+	if p == v1alpha1.RemoveOldNever {
+		return nil
+	}
+	var out []v1alpha1.Credential
+	for _, c := range creds {
+		if c.Source != v1alpha1.SourceApplication || c.Type != v1alpha1.CredentialTypePassword || c.KeyID == newKeyID {
+			continue
+		}
+		if !strings.HasPrefix(c.DisplayName, CredwatchPrefix) || c.EndTime.After(newEnd) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Rotation step retries: waiting for a secret to replicate is quick (5s, 10s, ... 2m); a cluster
+// that failed to take it is retried as cert-manager retries issuance, 1h, 2h, ... 24h, because
+// each attempt restarts nodes.
+const (
+	propagationBase = 5 * time.Second
+	propagationCap  = 2 * time.Minute
+	clusterBase     = time.Hour
+	clusterCap      = 24 * time.Hour
+)
+
+// PropagationBackoff is the wait before asking again whether a new secret is accepted.
+func PropagationBackoff(failures int32) time.Duration {
+	return doubling(propagationBase, propagationCap, failures)
+}
+
+// ClusterBackoff is the wait before trying again to move a cluster onto the new secret.
+func ClusterBackoff(failures int32) time.Duration { return doubling(clusterBase, clusterCap, failures) }
+
+func doubling(base, limit time.Duration, n int32) time.Duration {
+	d := base
+	for i := int32(1); i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+var weekdays = map[v1alpha1.Weekday]time.Weekday{
+	"Sunday": time.Sunday, "Monday": time.Monday, "Tuesday": time.Tuesday, "Wednesday": time.Wednesday,
+	"Thursday": time.Thursday, "Friday": time.Friday, "Saturday": time.Saturday,
+}
+
+// InWindow reports whether now falls in the maintenance window, and otherwise when it next
+// opens. A nil window is always open.
+func InWindow(w *v1alpha1.MaintenanceWindow, now time.Time) (bool, time.Time, error) {
+	if w == nil {
+		return true, now, nil
+	}
+	loc := time.UTC
+	if w.TimeZone != "" {
+		var err error
+		if loc, err = time.LoadLocation(w.TimeZone); err != nil {
+			return false, time.Time{}, fmt.Errorf("maintenanceWindow.timeZone %q: %w", w.TimeZone, err)
+		}
+	}
+	hh, mm, ok := strings.Cut(w.Start, ":")
+	h, errH := strconv.Atoi(hh)
+	m, errM := strconv.Atoi(mm)
+	if !ok || errH != nil || errM != nil {
+		return false, time.Time{}, fmt.Errorf("maintenanceWindow.start %q: want HH:MM", w.Start)
+	}
+	length, err := w.Duration.Parse()
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("maintenanceWindow.duration: %w", err)
+	}
+	days := map[time.Weekday]bool{}
+	for _, d := range w.Days {
+		days[weekdays[d]] = true
+	}
+	local := now.In(loc)
+	var next time.Time
+	// Yesterday's window may still be open; a week ahead always holds the next opening.
+	for off := -1; off <= 7; off++ {
+		open := time.Date(local.Year(), local.Month(), local.Day()+off, h, m, 0, 0, loc)
+		if len(days) > 0 && !days[open.Weekday()] {
+			continue
+		}
+		if !now.Before(open) && now.Before(open.Add(length)) {
+			return true, now, nil
+		}
+		if open.After(now) && (next.IsZero() || open.Before(next)) {
+			next = open
+		}
+	}
+	return false, next, nil
+}
