@@ -259,6 +259,7 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	if _, ok := ours[w.Status.LastRotation.KeyID]; !ok || len(ours) != 1 {
 		t.Errorf("credwatch's secrets after the rotation: %d, want only the new one", len(ours))
 	}
+	assertNoSecrets(t, h)
 }
 
 func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *armClusters) {
