@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -33,6 +35,28 @@ type armClusters struct {
 	transport    *armfake.ManagedClustersServerTransport
 }
 
+// Do gives every new reset operation a fresh fake server: the SDK's fake keeps an operation that
+// ended in an error in its tracker for good, and would answer the next reset on the same cluster
+// with it. Polls go to the server of the latest operation, as they would to Resource Manager.
+func (c *armClusters) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/resetServicePrincipalProfile") && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"clientId"`)) {
+			c.mu.Lock()
+			c.transport = armfake.NewManagedClustersServerTransport(c.server())
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	t := c.transport
+	c.mu.Unlock()
+	return t.Do(req)
+}
+
 func (c *armClusters) put(rg, name, clientID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,7 +73,7 @@ func (c *armClusters) reader() *aks.Client {
 	if c.transport == nil {
 		c.transport = armfake.NewManagedClustersServerTransport(c.server())
 	}
-	r, err := aks.New("https://management.azure.com", "https://management.core.windows.net/", c.transport)
+	r, err := aks.New("https://management.azure.com", "https://management.core.windows.net/", c)
 	if err != nil {
 		panic(err)
 	}
@@ -64,6 +88,12 @@ func (c *armClusters) server() *armfake.ManagedClustersServer {
 			key := rg + "/" + name
 			if _, ok := c.clientID[key]; !ok {
 				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+				return
+			}
+			if p.ClientID == nil {
+				// A poll of an operation the SDK's fake has forgotten because it ended: Resource
+				// Manager's operation URL goes on answering with the final state.
+				resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
 				return
 			}
 			c.resets++

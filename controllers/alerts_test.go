@@ -495,7 +495,7 @@ func TestAnOperatorThatDiesRightAfterSendingDoesNotSendAgain(t *testing.T) {
 	// the ledger is not empty.
 	var dead atomic.Bool
 	rc.onDelivery = func() { dead.Store(true) }
-	h.r.Client = crashingClient{Client: k8s, dead: &dead}
+	h.r.Client = crashingClient{Client: k8s, mortal: mortal{dead: &dead}}
 	h.r.Channels = &channels.Builder{Secrets: k8s}
 	w := h.get()
 	w.Spec.Alerts.RemindBefore = []v1alpha1.Duration{"30d", "14d", "10d"}

@@ -51,7 +51,7 @@ const maxConcurrentReconciles = 4
 // service principal secret, following the operation by resume token.
 type Clusters interface {
 	ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (aks.Cluster, error)
-	StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (string, error)
+	StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (token string, done bool, err error)
 	PollReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, token string) (bool, error)
 }
 
@@ -173,7 +173,8 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 // reconciler wrote them and schedules its own return.
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Annotations too: the rotate annotation asks for a rotation now.
+		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named("credentialwatch").

@@ -92,6 +92,12 @@ func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, obj, 
 		return ro.maybeStart(ctx)
 	}
 	ro.st = *obj.Status.Rotation.DeepCopy()
+	ro.appID, ro.appOID = ro.st.AppID, ro.st.ApplicationObjectID
+	if spec.Mode == v1alpha1.RotationDryRun {
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(ro.st.Step),
+			"The mode is DryRun: the rotation in progress waits at step "+string(ro.st.Step)+" and writes nothing until the mode is Apply", now)
+		return time.Time{}, nil
+	}
 	if t := ro.st.NextAttemptTime; t != nil && now.Before(t.Time) {
 		ro.report()
 		return t.Time, nil
@@ -135,11 +141,13 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	ro.st = v1alpha1.RotationStatus{
-		Step:        v1alpha1.StepStarted,
-		DisplayName: policy.NewSecretName(string(obj.UID), now),
-		StartTime:   metav1.NewTime(now),
-		Request:     request,
-		Message:     "Adding a new secret to the application",
+		Step:                v1alpha1.StepStarted,
+		DisplayName:         policy.NewSecretName(string(obj.UID), now),
+		AppID:               ro.appID,
+		ApplicationObjectID: ro.appOID,
+		StartTime:           metav1.NewTime(now),
+		Request:             request,
+		Message:             "Adding a new secret to the application",
 	}
 	if err := ro.save(ctx); err != nil {
 		return time.Time{}, err
@@ -164,6 +172,8 @@ func (ro *rotation) blocked() string {
 		return "The AKS cluster uses a managed identity: there is no secret to rotate"
 	case ro.appOID == "":
 		return "A rotation is due, but this tenant holds no application object for the appId: secrets are added to the application, in its home tenant"
+	case st.LastRotation != nil && (st.LastCheckTime == nil || st.LastCheckTime.Before(&st.LastRotation.Time)):
+		return "The last rotation is not read back from Graph yet: the next check does that"
 	}
 	return ""
 }
@@ -185,7 +195,7 @@ func (ro *rotation) plan() string {
 	}
 	retire := "keep every old secret"
 	if ro.spec.RemoveOld != v1alpha1.RemoveOldNever {
-		n := len(policy.Retirable(ro.obj.Status.Credentials, "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
+		n := len(policy.Retirable(ro.obj.Status.Credentials, policy.WatchPrefix(string(ro.obj.UID)), "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
 		retire = fmt.Sprintf("remove %d old secrets credwatch created, after %s", n, policy.HumanDuration(ro.rs.GracePeriod))
 	}
 	steps = append(steps, retire)
@@ -218,22 +228,27 @@ func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
 	}
 }
 
-// create makes the new secret and stores it, or adopts the one a crash left behind.
+// create makes the new secret and stores it, or adopts the one an earlier attempt stored. The
+// target Secret is asked first, as Graph's lists can lag behind its writes; a secret of this
+// rotation that the Secret does not hold is an orphan whose text is gone, and is removed before
+// another is added, so that at most one spare secret ever exists.
 func (ro *rotation) create(ctx context.Context) (time.Time, error) {
+	held, err := ro.held(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
 	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
+	var adopt *graph.Credential
 	for _, c := range snap.Credentials {
 		if c.Source != graph.Application || c.Type != graph.Password || c.DisplayName != ro.st.DisplayName {
 			continue
 		}
-		// A secret of ours from before a restart: kept if the target Secret holds it, which is the
-		// only place its text can be; removed otherwise, as nobody can ever use it.
-		if held, err := ro.heldKeyID(ctx); err != nil {
-			return time.Time{}, err
-		} else if held == c.KeyID {
-			return ro.secretStored(ctx, c.KeyID, c.End)
+		if held.displayName == ro.st.DisplayName && held.keyID == c.KeyID {
+			adopt = &c
+			continue
 		}
 		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
 			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
@@ -241,13 +256,24 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 		ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeNormal, eventRotationOrphanRemoved,
 			"Removed secret %s, created by an earlier attempt whose text was never stored", c.KeyID)
 	}
+	switch {
+	case adopt != nil:
+		return ro.secretStored(ctx, adopt.KeyID, adopt.End)
+	case held.displayName == ro.st.DisplayName && held.keyID != "":
+		// Stored, but not listed yet: Graph's read lags its write. Trust the Secret.
+		return ro.secretStored(ctx, held.keyID, held.expiry)
+	}
 
 	secret, err := ro.r.Graph.AddPassword(ctx, ro.cred, ro.appOID, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	if err := ro.writeSecret(ctx, secret); err != nil {
-		// The text exists nowhere else: a secret nobody can use must not stay.
+		// The write may have landed though it reported failure (a timeout); only a secret the
+		// Secret does not hold is unusable, and must not stay.
+		if now, rerr := ro.held(ctx); rerr == nil && now.keyID == secret.KeyID {
+			return ro.secretStored(ctx, secret.KeyID, secret.End)
+		}
 		if rmErr := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, secret.KeyID); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
 		}
@@ -270,6 +296,13 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	if err := ro.r.Identities.VerifySecret(ctx, ro.tenant, ro.appID, text); err != nil {
+		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
+			// Deleted in Graph while waiting: start over with a new secret.
+			ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
+				AppID: ro.appID, ApplicationObjectID: ro.appOID, StartTime: ro.st.StartTime, Request: ro.st.Request,
+				Message: "The new secret disappeared from Graph before it was accepted; adding another"}
+			return time.Time{}, ro.save(ctx)
+		}
 		ro.st.Failures++
 		wait := policy.PropagationBackoff(ro.st.Failures)
 		ro.st.Message = fmt.Sprintf("Waiting for Entra to accept the new secret (%d tries): %v", ro.st.Failures, err)
@@ -286,13 +319,31 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	return time.Time{}, ro.next(ctx)
 }
 
+// verifyTriesBeforeRecheck is how many refusals of a new secret pass before Graph is asked
+// whether it still exists: replication takes seconds, so many refusals mean something else.
+const verifyTriesBeforeRecheck = 10
+
+// secretGone reports whether the new secret is no longer among the application's secrets.
+func (ro *rotation) secretGone(ctx context.Context) bool {
+	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	if err != nil {
+		return false
+	}
+	for _, c := range snap.Credentials {
+		if c.KeyID == ro.st.KeyID {
+			return false
+		}
+	}
+	return true
+}
+
 // startReset moves the AKS cluster onto the new secret, in the maintenance window. The step is
 // written before the call: an operator stopped in between finds it and does not start a second
 // reset blindly, but reads the cluster first.
 func (ro *rotation) startReset(ctx context.Context) (time.Time, error) {
 	in, opens, err := policy.InWindow(ro.spec.MaintenanceWindow, ro.now)
 	if err != nil {
-		return time.Time{}, reconcile.TerminalError(err)
+		return ro.fail(err, policy.ClusterBackoff(ro.st.Failures+1))
 	}
 	if !in {
 		ro.st.Message = "Waiting for the maintenance window, which opens at " + opens.UTC().Format(time.RFC3339)
@@ -311,6 +362,7 @@ func (ro *rotation) startReset(ctx context.Context) (time.Time, error) {
 		return ro.fail(errors.New("the AKS cluster is stopped, and a stopped cluster's service principal cannot be reset"), policy.ClusterBackoff(1))
 	}
 	ro.st.Step, ro.st.ResumeToken, ro.st.Message = v1alpha1.StepClusterUpdating, "", "Resetting the AKS cluster's service principal: its nodes restart"
+	ro.st.Resets++
 	if err := ro.save(ctx); err != nil {
 		return time.Time{}, err
 	}
@@ -322,31 +374,51 @@ func (ro *rotation) reset(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, clusterPollInterval)
 	}
-	token, err := ro.r.Clusters.StartReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.appID, text)
+	token, done, err := ro.r.Clusters.StartReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.appID, text)
 	if err != nil {
 		return ro.clusterFailed(ctx, err)
+	}
+	if done {
+		return ro.readBack(ctx, nil)
 	}
 	ro.st.ResumeToken = token
 	if err := ro.save(ctx); err != nil {
 		return time.Time{}, err
 	}
-	at := ro.now.Add(clusterPollInterval)
-	return at, nil
+	return ro.now.Add(clusterPollInterval), nil
 }
 
-// followReset polls the reset operation and, once it ends either way, reads the cluster back:
-// resets have been seen to report failure after applying the change, and to leave a cluster
-// Failed, so the cluster's own state decides.
+// followReset polls the reset operation and, once it ends either way, reads the cluster back.
 func (ro *rotation) followReset(ctx context.Context) (time.Time, error) {
-	var opErr error
-	if ro.st.ResumeToken != "" {
-		done, err := ro.r.Clusters.PollReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.st.ResumeToken)
-		if err == nil && !done {
+	if ro.st.ResumeToken == "" {
+		// The operator stopped after writing this step but before it kept the operation's token,
+		// maybe before the reset began. A reset under way shows as a cluster not yet settled;
+		// otherwise the reset is made again, through the window and the cluster's checks.
+		c, err := ro.readCluster(ctx)
+		if err != nil {
+			return ro.fail(err, clusterPollInterval)
+		}
+		if !terminalProvisioningState(c.ProvisioningState) {
+			ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
 			ro.keep()
 			return ro.now.Add(clusterPollInterval), nil
 		}
-		opErr = err
+		ro.st.Step, ro.st.Message = v1alpha1.StepSecretVerified, "Resetting the AKS cluster again: the first reset's outcome is not known"
+		return time.Time{}, ro.save(ctx)
 	}
+	done, err := ro.r.Clusters.PollReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.st.ResumeToken)
+	if err == nil && !done {
+		ro.keep()
+		return ro.now.Add(clusterPollInterval), nil
+	}
+	return ro.readBack(ctx, err)
+}
+
+// readBack decides from the cluster itself whether the reset took: resets have been seen to
+// report failure after applying the change, and to leave a cluster Failed. Resource Manager does
+// not show which secret a cluster holds, so a reset that reported failure is made once more
+// before its secret counts as in use; the old one goes only after that.
+func (ro *rotation) readBack(ctx context.Context, opErr error) (time.Time, error) {
 	c, err := ro.readCluster(ctx)
 	if err != nil {
 		return ro.fail(err, clusterPollInterval)
@@ -356,16 +428,17 @@ func (ro *rotation) followReset(ctx context.Context) (time.Time, error) {
 		ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
 		ro.keep()
 		return ro.now.Add(clusterPollInterval), nil
-	case ro.st.ResumeToken == "" && c.ProvisioningState == "Succeeded":
-		// Stopped after writing this step but before the reset began, or before its token was
-		// kept: the cluster cannot tell whether it took the secret, so the reset is made again.
-		return ro.reset(ctx)
-	case c.ProvisioningState == "Succeeded" && c.ClientID == ro.appID:
+	case c.ProvisioningState == "Succeeded" && c.ClientID == ro.appID && (opErr == nil || ro.st.Resets >= 2):
 		if opErr != nil {
-			ctrl.LoggerFrom(ctx).Info("The AKS reset reported a failure, but the cluster runs on the new secret", "error", opErr.Error())
+			ctrl.LoggerFrom(ctx).Info("The AKS reset reported a failure again, but the cluster runs and signs in as the application", "error", opErr.Error())
 		}
+		ro.st.ResumeToken = ""
 		ro.retireAfterGrace()
 		return time.Time{}, ro.next(ctx)
+	case c.ProvisioningState == "Succeeded" && c.ClientID == ro.appID:
+		ro.st.Step, ro.st.ResumeToken = v1alpha1.StepSecretVerified, ""
+		ro.st.Message = fmt.Sprintf("The reset reported a failure (%v) though the cluster is Succeeded; resetting once more to be sure it holds the new secret", opErr)
+		return time.Time{}, ro.save(ctx)
 	default:
 		if opErr == nil {
 			opErr = fmt.Errorf("the AKS cluster is %s", c.ProvisioningState)
@@ -380,9 +453,11 @@ func (ro *rotation) clusterFailed(ctx context.Context, err error) (time.Time, er
 	c := ro.cluster
 	recovery := fmt.Sprintf("az aks update-credentials -g %s -n %s --reset-service-principal --service-principal %s --client-secret \"$(kubectl get secret -n %s %s -o jsonpath='{.data.clientSecret}' | base64 -d)\"",
 		c.ResourceGroup, c.Name, ro.appID, ro.obj.Namespace, ro.spec.SecretRef.Name)
-	ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeWarning, eventRotationClusterFailed,
-		"Moving the AKS cluster onto the new secret failed: %v; credwatch retries with backoff, or recover by hand with: %s", err, recovery)
-	ro.st.ResumeToken = ""
+	if ro.st.Failures == 0 {
+		ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeWarning, eventRotationClusterFailed,
+			"Moving the AKS cluster onto the new secret failed: %v; credwatch retries with backoff, or recover by hand with: %s", err, recovery)
+	}
+	ro.st.Step, ro.st.ResumeToken = v1alpha1.StepSecretVerified, ""
 	next, ferr := ro.fail(err, policy.ClusterBackoff(ro.st.Failures+1))
 	ro.st.Message += "; recover by hand with: " + recovery
 	ro.keep()
@@ -402,21 +477,21 @@ func (ro *rotation) retire(ctx context.Context) (time.Time, error) {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	var removed []string
-	for _, c := range policy.Retirable(credentialsOf(snap), ro.st.KeyID, ro.st.Expiry.Time, ro.spec.RemoveOld) {
+	for _, c := range policy.Retirable(credentialsOf(snap), policy.WatchPrefix(string(ro.obj.UID)), ro.st.KeyID, ro.st.Expiry.Time, ro.spec.RemoveOld) {
 		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
 			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 		}
 		removed = append(removed, c.KeyID)
 	}
 	done := &v1alpha1.LastRotation{Time: metav1.NewTime(ro.now), KeyID: ro.st.KeyID, Request: ro.st.Request}
+	// The check reads the new secret in at once, so that expiry and the next rotation are
+	// reckoned from it rather than from the credentials read before.
+	checkNow := metav1.NewTime(ro.now)
 	if err := ro.r.writeNow(ctx, ro.obj, ro.stored, func(s *v1alpha1.CredentialWatchStatus) {
-		s.Rotation, s.LastRotation = nil, done.DeepCopy()
+		s.Rotation, s.LastRotation, s.NextCheckTime = nil, done.DeepCopy(), checkNow.DeepCopy()
 	}); err != nil {
 		return time.Time{}, err
 	}
-	// The check reads the new secret in at once, so that expiry and the next rotation are
-	// reckoned from it rather than from the credentials read before.
-	ro.obj.Status.NextCheckTime = &metav1.Time{Time: ro.now}
 	msg := fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", targetName(ro.obj), ro.st.KeyID, ro.st.Expiry.UTC().Format(time.RFC3339))
 	if len(removed) > 0 {
 		msg += fmt.Sprintf("; removed %d old secrets (%s)", len(removed), strings.Join(removed, ", "))
@@ -491,32 +566,44 @@ func (ro *rotation) secretKey() types.NamespacedName {
 	return types.NamespacedName{Namespace: ro.obj.Namespace, Name: ro.spec.SecretRef.Name}
 }
 
-// heldKeyID is the keyID the target Secret holds, empty when it holds none or does not exist.
-func (ro *rotation) heldKeyID(ctx context.Context) (string, error) {
+// heldSecret is what the target Secret says it holds.
+type heldSecret struct {
+	keyID, displayName string
+	expiry             time.Time
+}
+
+// held reads what the target Secret holds; nothing when it does not exist or holds no secret.
+func (ro *rotation) held(ctx context.Context) (heldSecret, error) {
 	var s corev1.Secret
 	if err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil
+			return heldSecret{}, nil
 		}
-		return "", &kubernetesError{fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)}
+		return heldSecret{}, &kubernetesError{fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)}
 	}
-	if len(s.Data[rotatedKeyClientSecret]) == 0 {
-		return "", nil
+	if len(s.Data[rotatedKeyClientSecret]) == 0 || string(s.Data[rotatedKeyClientID]) != ro.appID {
+		return heldSecret{}, nil
 	}
-	return string(s.Data[rotatedKeyKeyID]), nil
+	expiry, _ := time.Parse(time.RFC3339, string(s.Data[rotatedKeyExpiry]))
+	return heldSecret{keyID: string(s.Data[rotatedKeyKeyID]), displayName: s.Annotations[annotationSecretName], expiry: expiry}, nil
 }
 
-// secretText reads the new secret back from the target Secret, checking it is still ours.
+// secretText reads the new secret back from the target Secret, checking it is still this
+// rotation's, of this application.
 func (ro *rotation) secretText(ctx context.Context) (string, error) {
 	var s corev1.Secret
 	if err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s); err != nil {
 		return "", fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)
 	}
-	if string(s.Data[rotatedKeyKeyID]) != ro.st.KeyID || len(s.Data[rotatedKeyClientSecret]) == 0 {
-		return "", fmt.Errorf("Secret %s no longer holds the new secret %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID)
+	if string(s.Data[rotatedKeyKeyID]) != ro.st.KeyID || string(s.Data[rotatedKeyClientID]) != ro.appID || len(s.Data[rotatedKeyClientSecret]) == 0 {
+		return "", fmt.Errorf("Secret %s no longer holds the new secret %s of %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID, ro.appID)
 	}
 	return string(s.Data[rotatedKeyClientSecret]), nil
 }
+
+// annotationSecretName, on the target Secret, names the Graph secret it holds: the rotation
+// that made it finds it there even before Graph lists it.
+const annotationSecretName = "credwatch.dev/secret-name"
 
 // writeSecret puts the new secret in the target Secret, creating it if need be. It reads through
 // SecretReader, not the cache, which would hold every Secret in the cluster.
@@ -534,13 +621,18 @@ func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret) err
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: ro.spec.SecretRef.Name, Namespace: ro.obj.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/managed-by": "credwatch"}},
+				Labels:      map[string]string{"app.kubernetes.io/managed-by": "credwatch"},
+				Annotations: map[string]string{annotationSecretName: ro.st.DisplayName}},
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
 		err = ro.r.Create(ctx, &s)
 	case err == nil:
 		s.Data = data
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[annotationSecretName] = ro.st.DisplayName
 		err = ro.r.Update(ctx, &s)
 	}
 	if err != nil {

@@ -134,6 +134,11 @@ type RotationStatus struct {
 	// DisplayName names the new secret in Graph, chosen before it is created so that one left
 	// behind by a crash is found again.
 	DisplayName string `json:"displayName"`
+	// AppID and ApplicationObjectID are the application being rotated, fixed when the rotation
+	// starts: if an AKS cluster moves to another service principal meanwhile, the rotation stops
+	// rather than hand the cluster another application's secret.
+	AppID               string `json:"appID"`
+	ApplicationObjectID string `json:"applicationObjectID"`
 	// KeyID is the new secret's keyId, once it exists.
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
@@ -144,6 +149,9 @@ type RotationStatus struct {
 	// holds no secret.
 	// +optional
 	ResumeToken string `json:"resumeToken,omitempty"`
+	// Resets counts the AKS reset operations started by this rotation.
+	// +optional
+	Resets int32 `json:"resets,omitempty"`
 	// StartTime is when the rotation started.
 	StartTime metav1.Time `json:"startTime"`
 	// RetireTime is when old secrets may go.

@@ -81,30 +81,28 @@ func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, s
 }
 
 // StartReset begins resetting the cluster's service principal profile to clientID and secret (the
-// way `az aks update-credentials --reset-service-principal` does; a profile cannot be patched) and
-// returns the operation's resume token. The token names the operation, not the secret: it is
-// safe to keep in status, and PollReset follows the same operation after a restart instead of
-// starting another one.
-func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (string, error) {
+// way `az aks update-credentials --reset-service-principal` does; a profile cannot be patched).
+// It returns the operation's resume token, or done when Resource Manager finished it at once. The
+// token names the operation, not the secret: it is safe to keep in status, and PollReset follows
+// the same operation after a restart instead of starting another one.
+func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (token string, done bool, err error) {
 	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, resourceGroup, name,
 		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &clientID, Secret: &secret}, nil)
 	if err != nil {
-		return "", fmt.Errorf("resetting the service principal of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+		return "", false, classifyReset(resourceGroup, name, err)
 	}
-	token, err := poller.ResumeToken()
-	if err != nil {
-		// Done already: a poller that finished has no token, and nothing is left to follow.
-		if poller.Done() {
-			_, err := poller.Result(ctx)
-			return "", classifyReset(resourceGroup, name, err)
+	if poller.Done() {
+		if _, err := poller.Result(ctx); err != nil {
+			return "", false, classifyReset(resourceGroup, name, err)
 		}
-		return "", err
+		return "", true, nil
 	}
-	return token, nil
+	token, err = poller.ResumeToken()
+	return token, false, err
 }
 
 // PollReset asks once how the reset operation behind token is doing. done is true when it has

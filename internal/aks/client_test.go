@@ -148,9 +148,9 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 	}{{"aks-prod", azerr.KindOther}, {"fails", azerr.KindUnavailable}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
-			token, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", "nEw~SECRET")
-			if err != nil || token == "" {
-				t.Fatalf("StartReset = %q, %v", token, err)
+			token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", "nEw~SECRET")
+			if err != nil || token == "" || done {
+				t.Fatalf("StartReset = %q, %v, %v; want a token for an operation under way", token, done, err)
 			}
 			if got.ClientID == nil || *got.ClientID != "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c" || got.Secret == nil || *got.Secret != "nEw~SECRET" {
 				t.Errorf("the reset asked for %+v", got)
@@ -160,7 +160,6 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 			}
 			// A restarted operator: a new client, the same operation. A failed operation ends
 			// in an error; what it left behind is for the caller to read from the cluster.
-			var done bool
 			for i := 0; i < 5 && !done && err == nil; i++ {
 				c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
 				done, err = c.PollReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, token)
@@ -179,5 +178,17 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 	}
 	if starts != 2 {
 		t.Errorf("%d operations started, want one per cluster: resuming must not start another", starts)
+	}
+
+	// An operation Resource Manager finishes at once has no token to follow: it is done.
+	instant := fake.NewManagedClustersServerTransport(&fake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(context.Context, string, string, armcontainerservice.ManagedClusterServicePrincipalProfile, *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
+			return
+		},
+	})
+	c, _ := New("https://management.azure.com", "https://management.core.windows.net/", instant)
+	if token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", "quick", "id", "s"); !done || token != "" || err != nil {
+		t.Errorf("an instant reset: %q, %v, %v; want done without a token", token, done, err)
 	}
 }

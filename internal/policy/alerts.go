@@ -245,7 +245,9 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 					Step: Step{Name: r.KeyID, Due: r.Time.Time}})
 			}
 		}
-		if r := in.Rotation; r != nil && r.Failures >= rotationFailuresToAlert {
+		// The first refusals of a new secret are replication; a cluster that fails is news at once.
+		if r := in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||
+			r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
 			step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
 			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != step.Name {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertRotationFailed, Subject: RotationSubject, Step: step})

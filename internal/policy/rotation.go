@@ -68,22 +68,29 @@ func RotationRequested(annotation string, last *v1alpha1.LastRotation) bool {
 	return annotation != "" && (last == nil || last.Request != annotation)
 }
 
-// NewSecretName names a rotation's new secret in Graph: recognisably credwatch's (removeOld
-// relies on the prefix), unique per watch and start time, within Graph's length limit.
+// NewSecretName names a rotation's new secret in Graph: recognisably this watch's (removeOld
+// relies on the prefix), unique per start time, within Graph's length limit.
 func NewSecretName(watchUID string, now time.Time) string {
+	return WatchPrefix(watchUID) + now.UTC().Format("20060102T150405Z")
+}
+
+// WatchPrefix starts the display name of every secret a watch's rotations create: two watches of
+// one application (two clusters on one service principal) never retire each other's secrets.
+func WatchPrefix(watchUID string) string {
 	uid := strings.ReplaceAll(watchUID, "-", "")
 	if len(uid) > 8 {
 		uid = uid[:8]
 	}
-	return CredwatchPrefix + uid + "-" + now.UTC().Format("20060102T150405Z")
+	return CredwatchPrefix + uid + "-"
 }
 
 // CredwatchPrefix starts the display name of every secret credwatch creates.
 const CredwatchPrefix = "credwatch-"
 
 // Retirable lists the application secrets that may go once newKeyID is in use: under
-// CreatedByCredwatch only credwatch's own, never the new one, and never one that outlives it.
-func Retirable(creds []v1alpha1.Credential, newKeyID string, newEnd time.Time, p v1alpha1.RemoveOldPolicy) []v1alpha1.Credential {
+// CreatedByCredwatch only those whose name starts with prefix (the watch's own), never the new
+// one, and never one that outlives it.
+func Retirable(creds []v1alpha1.Credential, prefix, newKeyID string, newEnd time.Time, p v1alpha1.RemoveOldPolicy) []v1alpha1.Credential {
 	if p == v1alpha1.RemoveOldNever {
 		return nil
 	}
@@ -92,7 +99,7 @@ func Retirable(creds []v1alpha1.Credential, newKeyID string, newEnd time.Time, p
 		if c.Source != v1alpha1.SourceApplication || c.Type != v1alpha1.CredentialTypePassword || c.KeyID == newKeyID {
 			continue
 		}
-		if !strings.HasPrefix(c.DisplayName, CredwatchPrefix) || c.EndTime.After(newEnd) {
+		if !strings.HasPrefix(c.DisplayName, prefix) || c.EndTime.After(newEnd) {
 			continue
 		}
 		out = append(out, c)

@@ -48,6 +48,7 @@ func TestRetirable(t *testing.T) {
 		password("new", "credwatch-abc-2", v1alpha1.SourceApplication, newEnd),
 		password("ours", "credwatch-abc-1", v1alpha1.SourceApplication, 20*day),
 		password("theirs", "terraform", v1alpha1.SourceApplication, 20*day),
+		password("other-watch", "credwatch-def-1", v1alpha1.SourceApplication, 20*day),
 		password("sp", "credwatch-abc-0", v1alpha1.SourceServicePrincipal, 20*day),
 		password("later", "credwatch-abc-9", v1alpha1.SourceApplication, 400*day),
 	}
@@ -58,10 +59,10 @@ func TestRetirable(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if got := ids(Retirable(creds, "new", now.Add(newEnd), v1alpha1.RemoveOldCreatedByCredwatch)); got != "ours" {
-		t.Errorf("CreatedByCredwatch retires %q, want only credwatch's older application secret", got)
+	if got := ids(Retirable(creds, "credwatch-abc-", "new", now.Add(newEnd), v1alpha1.RemoveOldCreatedByCredwatch)); got != "ours" {
+		t.Errorf("CreatedByCredwatch retires %q, want only this watch's older application secret", got)
 	}
-	if got := Retirable(creds, "new", now.Add(newEnd), v1alpha1.RemoveOldNever); len(got) != 0 {
+	if got := Retirable(creds, "credwatch-abc-", "new", now.Add(newEnd), v1alpha1.RemoveOldNever); len(got) != 0 {
 		t.Errorf("Never retires %v", got)
 	}
 }
