@@ -355,3 +355,36 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 		})
 	}
 }
+
+func TestDryRunPausesARotationInProgress(t *testing.T) {
+	fake.SetPropagationDelay(time.Hour) // the new secret is never accepted during this test
+	t.Cleanup(func() { fake.SetPropagationDelay(0) })
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+	h.create(s.appID, rotationSpec(nil))
+	h.run(time.Minute, nil)
+	if st := h.get().Status.Rotation; st == nil || st.Step != v1alpha1.StepSecretStored {
+		t.Fatalf("rotation %+v, want it waiting for Entra at SecretStored", st)
+	}
+
+	w := h.get()
+	w.Spec.Rotation.Mode = v1alpha1.RotationDryRun
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetRequests()
+	h.run(time.Hour, nil)
+	for _, r := range fake.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("DryRun sent %s %s to Graph", r.Method, r.Path)
+		}
+	}
+	if n := len(fake.TokenRequests()); n != 0 {
+		t.Errorf("DryRun still tried the new secret %d times", n)
+	}
+	w = h.get()
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(v1alpha1.StepSecretStored))
+	if w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepSecretStored {
+		t.Errorf("rotation %+v, want it kept where it was", w.Status.Rotation)
+	}
+}
