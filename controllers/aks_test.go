@@ -102,6 +102,11 @@ func (c *armClusters) server() *armfake.ManagedClustersServer {
 			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
 			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
 			switch c.resetOutcome {
+			case "stuck":
+				for range 1000 {
+					resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+				}
+				resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
 			case "fails-after-applying":
 				c.state[key] = "Succeeded"
 				resp.SetTerminalError(http.StatusInternalServerError, "InternalOperationError")

@@ -399,19 +399,35 @@ func (ro *rotation) followReset(ctx context.Context) (time.Time, error) {
 			return ro.fail(err, clusterPollInterval)
 		}
 		if !terminalProvisioningState(c.ProvisioningState) {
-			ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
-			ro.keep()
-			return ro.now.Add(clusterPollInterval), nil
+			return ro.waitForCluster(c)
 		}
 		ro.st.Step, ro.st.Message = v1alpha1.StepSecretVerified, "Resetting the AKS cluster again: the first reset's outcome is not known"
 		return time.Time{}, ro.save(ctx)
 	}
 	done, err := ro.r.Clusters.PollReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.st.ResumeToken)
 	if err == nil && !done {
-		ro.keep()
-		return ro.now.Add(clusterPollInterval), nil
+		return ro.waitForCluster(aks.Cluster{ProvisioningState: "Updating"})
 	}
 	return ro.readBack(ctx, err)
+}
+
+// clusterStuckAfter is how long a reset may run before people are told: resets of large
+// clusters take long, but hours without an end are worth a look.
+const clusterStuckAfter = 3 * time.Hour
+
+// waitForCluster waits for a reset under way, and counts it as a failure, which alerts, once it
+// has gone on longer than clusterStuckAfter.
+func (ro *rotation) waitForCluster(c aks.Cluster) (time.Time, error) {
+	ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
+	if t := ro.st.StepTime; t != nil && ro.now.Sub(t.Time) > clusterStuckAfter {
+		ro.st.Message = fmt.Sprintf("The AKS cluster has been %s for %s since the reset began; it may need a look", c.ProvisioningState, policy.HumanDuration(ro.now.Sub(t.Time)))
+		if ro.st.Failures == 0 {
+			ro.st.Failures = 1
+			ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, eventRotationClusterFailed, ro.st.Message)
+		}
+	}
+	ro.keep()
+	return ro.now.Add(clusterPollInterval), nil
 }
 
 // readBack decides from the cluster itself whether the reset took: resets have been seen to
@@ -425,9 +441,7 @@ func (ro *rotation) readBack(ctx context.Context, opErr error) (time.Time, error
 	}
 	switch {
 	case !terminalProvisioningState(c.ProvisioningState):
-		ro.st.Message = "The AKS cluster is " + c.ProvisioningState + "; waiting for it to finish"
-		ro.keep()
-		return ro.now.Add(clusterPollInterval), nil
+		return ro.waitForCluster(c)
 	case c.ProvisioningState == "Succeeded" && c.ClientID == ro.appID && (opErr == nil || ro.st.Resets >= 2):
 		if opErr != nil {
 			ctrl.LoggerFrom(ctx).Info("The AKS reset reported a failure again, but the cluster runs and signs in as the application", "error", opErr.Error())
@@ -546,6 +560,10 @@ func (ro *rotation) keep() {
 
 // save writes the step now, with an optimistic lock.
 func (ro *rotation) save(ctx context.Context) error {
+	if prev := ro.obj.Status.Rotation; prev == nil || prev.Step != ro.st.Step || ro.st.StepTime == nil {
+		t := metav1.NewTime(ro.now)
+		ro.st.StepTime = &t
+	}
 	st := ro.st
 	if err := ro.r.writeNow(ctx, ro.obj, ro.stored, func(s *v1alpha1.CredentialWatchStatus) {
 		s.Rotation = st.DeepCopy()

@@ -311,7 +311,7 @@ func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *a
 }
 
 func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
-	for _, outcome := range []string{"fails-after-applying", "leaves-failed"} {
+	for _, outcome := range []string{"fails-after-applying", "leaves-failed", "stuck"} {
 		t.Run(outcome, func(t *testing.T) {
 			h := newHarness(t)
 			s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
@@ -331,6 +331,15 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 				// Resource Manager cannot show the secret a cluster holds: one more reset, then it counts.
 				if w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepRetiring || arm.resets != 2 {
 					t.Errorf("rotation %+v after %d resets: want it past the cluster after two", w.Status.Rotation, arm.resets)
+				}
+			case "stuck":
+				h.run(4*time.Hour, nil)
+				st := h.get().Status.Rotation
+				if st == nil || st.Step != v1alpha1.StepClusterUpdating || st.Failures != 1 || !strings.Contains(st.Message, "has been Updating for 4h since the reset began") {
+					t.Errorf("rotation %+v: want a reset running for hours counted as a failure, which alerts", st)
+				}
+				if n := countPrefix(h.all, "Warning RotationClusterFailed The AKS cluster has been Updating"); n != 1 {
+					t.Errorf("%d events about the stuck cluster, want 1", n)
 				}
 			case "leaves-failed":
 				st := w.Status.Rotation

@@ -154,6 +154,9 @@ type RotationStatus struct {
 	Resets int32 `json:"resets,omitempty"`
 	// StartTime is when the rotation started.
 	StartTime metav1.Time `json:"startTime"`
+	// StepTime is when the current step was reached.
+	// +optional
+	StepTime *metav1.Time `json:"stepTime,omitempty"`
 	// RetireTime is when old secrets may go.
 	// +optional
 	RetireTime *metav1.Time `json:"retireTime,omitempty"`

@@ -393,6 +393,10 @@ func (in *RotationStatus) DeepCopyInto(out *RotationStatus) {
 		*out = (*in).DeepCopy()
 	}
 	in.StartTime.DeepCopyInto(&out.StartTime)
+	if in.StepTime != nil {
+		in, out := &in.StepTime, &out.StepTime
+		*out = (*in).DeepCopy()
+	}
 	if in.RetireTime != nil {
 		in, out := &in.RetireTime, &out.RetireTime
 		*out = (*in).DeepCopy()
