@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,78 +16,29 @@ import (
 	"github.com/slack-go/slack/slacktest"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current rendering")
-
-var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
 const token = "xoxb-1234-5678-SECRETTOKEN"
 
-// alerts are one of each kind people see most, the same in every channel's tests.
-func alerts() map[string]notify.Alert {
-	reminder := notify.Alert{
-		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityWarning,
-		Namespace: "platform", Name: "aks-prod", Cluster: "aks-prod-weu", DisplayName: "aks-prod-sp",
-		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-		Credential: &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(6 * 24 * time.Hour)},
-		Fix:        "az ad app credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append",
-		At:         at,
-	}
-	expired := reminder
-	expired.ID, expired.Kind, expired.Severity = notify.AlertID("uid", "Application/k1", "expired"), notify.KindExpired, notify.SeverityCritical
-	expired.Credential = &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(-3 * 24 * time.Hour)}
-	resolved := reminder
-	resolved.ID, resolved.Kind, resolved.Severity, resolved.Fix = notify.AlertID("uid", "Application/k1", "resolved"), notify.KindResolved, notify.SeverityInfo, ""
-	return map[string]notify.Alert{
-		"reminder": reminder,
-		"expired":  expired,
-		"resolved": resolved,
-		"check-failing": {
-			ID: notify.AlertID("uid", "check", "failing"), Kind: notify.KindCheckFailing, Severity: notify.SeverityWarning,
-			Namespace: "platform", Name: "aks-prod", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-			Problem: "access denied (HTTP 403, Authorization_RequestDenied)",
-			Fix:     "Grant the operator's identity the Application.Read.All permission on Microsoft Graph, with admin consent.",
-			At:      at,
-		},
-	}
-}
-
 func TestMessageGolden(t *testing.T) {
-	for name, a := range alerts() {
+	for name, a := range notifytest.Alerts() {
 		t.Run(name, func(t *testing.T) {
 			body, err := json.MarshalIndent(message(a), "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name, append(body, '\n'))
+			notifytest.Golden(t, name, append(body, '\n'))
 		})
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the rendering (run go test -update if the change is meant):\ngot:\n%s", path, got)
-	}
-}
-
 func TestBlocksStayWithinSlackLimits(t *testing.T) {
-	long := alerts()["check-failing"]
+	long := notifytest.Alerts()["check-failing"]
 	long.DisplayName = strings.Repeat("very-long-service-principal-name-", 6)
 	long.Cluster = "aks-prod-weu"
 	long.Problem = strings.Repeat("x", 3000)
-	long.Credential = alerts()["reminder"].Credential // every fact at once: more than ten fields
+	long.Credential = notifytest.Alerts()["reminder"].Credential // every fact at once: more than ten fields
 	tests := map[string]notify.Alert{"long": long, "escaped": {Kind: notify.KindCheckFailing, AppID: "a<b>&c", Fix: "run <this> && that"}}
 	for name, a := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -180,7 +128,7 @@ func TestSendPostsToTheChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, a := range alerts() {
+	for name, a := range notifytest.Alerts() {
 		t.Run(name, func(t *testing.T) {
 			if err := ch.Send(context.Background(), a); err != nil {
 				t.Fatalf("Send: %v", err)
@@ -249,14 +197,14 @@ func TestSendClassifiesSlackErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = ch.Send(context.Background(), alerts()["expired"])
+			err = ch.Send(context.Background(), notifytest.Alerts()["expired"])
 			checkDeliveryError(t, err, tc.wantPermanent, tc.wantRetryAfter, tc.wantText)
 		})
 	}
 }
 
 func TestSendToWebhook(t *testing.T) {
-	a := alerts()["reminder"]
+	a := notifytest.Alerts()["reminder"]
 	var got slack.WebhookMessage
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/services/T000/B000/SECRETHOOK" || r.Header.Get("Content-Type") != "application/json" {
@@ -309,7 +257,7 @@ func TestSendToWebhookClassifiesFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkDeliveryError(t, ch.Send(context.Background(), alerts()["reminder"]), tc.wantPermanent, tc.wantRetryAfter, "webhook")
+			checkDeliveryError(t, ch.Send(context.Background(), notifytest.Alerts()["reminder"]), tc.wantPermanent, tc.wantRetryAfter, "webhook")
 		})
 	}
 }
@@ -327,7 +275,7 @@ func TestSendTransportFailuresAreRetriedAndRedacted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkDeliveryError(t, ch.Send(context.Background(), alerts()["reminder"]), false, 0, "connect")
+			checkDeliveryError(t, ch.Send(context.Background(), notifytest.Alerts()["reminder"]), false, 0, "connect")
 		})
 	}
 }

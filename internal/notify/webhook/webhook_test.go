@@ -5,54 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current rendering")
-
-var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-
-// alerts are one of each kind people see most, the same in every channel's tests.
-func alerts() map[string]notify.Alert {
-	reminder := notify.Alert{
-		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityWarning,
-		Namespace: "platform", Name: "aks-prod", Cluster: "aks-prod-weu", DisplayName: "aks-prod-sp",
-		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-		Credential: &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(6 * 24 * time.Hour)},
-		Fix:        "az ad app credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append",
-		At:         at,
-	}
-	expired := reminder
-	expired.ID, expired.Kind, expired.Severity = notify.AlertID("uid", "Application/k1", "expired"), notify.KindExpired, notify.SeverityCritical
-	expired.Credential = &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(-3 * 24 * time.Hour)}
-	resolved := reminder
-	resolved.ID, resolved.Kind, resolved.Severity, resolved.Fix = notify.AlertID("uid", "Application/k1", "resolved"), notify.KindResolved, notify.SeverityInfo, ""
-	return map[string]notify.Alert{
-		"reminder": reminder,
-		"expired":  expired,
-		"resolved": resolved,
-		"check-failing": {
-			ID: notify.AlertID("uid", "check", "failing"), Kind: notify.KindCheckFailing, Severity: notify.SeverityWarning,
-			Namespace: "platform", Name: "aks-prod", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-			Problem: "access denied (HTTP 403, Authorization_RequestDenied)",
-			Fix:     "Grant the operator's identity the Application.Read.All permission on Microsoft Graph, with admin consent.",
-			At:      at,
-		},
-	}
-}
-
 func TestPayloadGolden(t *testing.T) {
-	for name, a := range alerts() {
+	for name, a := range notifytest.Alerts() {
 		t.Run(name, func(t *testing.T) {
 			body, err := json.Marshal(NewPayload(a))
 			if err != nil {
@@ -63,25 +28,8 @@ func TestPayloadGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			indented.WriteByte('\n')
-			golden(t, name, indented.Bytes())
+			notifytest.Golden(t, name, indented.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the rendering (run go test -update if the change is meant):\ngot:\n%s", path, got)
 	}
 }
 
@@ -115,7 +63,7 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestSendDeliversThePayload(t *testing.T) {
-	a := alerts()["reminder"]
+	a := notifytest.Alerts()["reminder"]
 	tests := map[string]struct {
 		key        []byte
 		wantSigned bool
@@ -132,7 +80,7 @@ func TestSendDeliversThePayload(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ch.now = func() time.Time { return at.Add(time.Minute) }
+			ch.now = func() time.Time { return notifytest.At.Add(time.Minute) }
 
 			if err := ch.Send(context.Background(), a); err != nil {
 				t.Fatalf("Send: %v", err)
@@ -228,7 +176,7 @@ func TestSendClassifiesAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = ch.Send(context.Background(), alerts()["expired"])
+			err = ch.Send(context.Background(), notifytest.Alerts()["expired"])
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Send() = %v, want error %v", err, tc.wantErr)
 			}
@@ -248,7 +196,7 @@ func TestSendTransportFailureIsRetriedAndRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ch.Send(context.Background(), alerts()["reminder"])
+	err = ch.Send(context.Background(), notifytest.Alerts()["reminder"])
 	if err == nil {
 		t.Fatal("Send to a closed server succeeded")
 	}
