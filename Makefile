@@ -83,6 +83,12 @@ $(MAILPIT): hack/mailpit/go.mod hack/mailpit/go.sum
 	@echo "Building mailpit $(MAILPIT_VERSION) for the email tests..."
 	cd hack/mailpit && $(GO) build -ldflags "-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VERSION)" -o $@ github.com/axllent/mailpit
 
+##@ Run
+
+.PHONY: demo
+demo: envtest mailpit ## Run credwatch on a local control plane against the Azure fakes, and show what it does (Ctrl-C stops).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) $(GO) run ./test/demo
+
 ##@ Build
 
 .PHONY: build

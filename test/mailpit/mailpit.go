@@ -28,70 +28,100 @@ import (
 type Server struct {
 	SMTPPort int
 	api      string
+	cmd      *exec.Cmd
+	exited   chan error
+	log      *os.File
 }
 
 // Start runs mailpit with args on free loopback ports until the test ends.
 func Start(t *testing.T, args ...string) *Server {
 	t.Helper()
-	bin := os.Getenv("MAILPIT_BIN")
-	if bin == "" {
-		t.Fatal("MAILPIT_BIN is not set: run `make test`, or `make mailpit` and MAILPIT_BIN=$PWD/bin/mailpit go test ./...")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("MAILPIT_BIN: %v", err)
-	}
-	dir := t.TempDir()
-	m := &Server{SMTPPort: FreePort(t)}
-	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
-	m.api = "http://" + httpAddr + "/api/v1"
-	log, err := os.Create(filepath.Join(dir, "mailpit.log"))
+	m, err := Run(t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("mailpit %v logged:\n%s", args, m.Log())
+		}
+		m.Stop()
+	})
+	return m
+}
+
+// Run starts mailpit with args on free loopback ports, keeping its database and log in dir, and
+// waits until it answers: for the demo, which has no test to tie it to.
+func Run(dir string, args ...string) (*Server, error) {
+	bin := os.Getenv("MAILPIT_BIN")
+	if bin == "" {
+		return nil, fmt.Errorf("MAILPIT_BIN is not set: run `make test`, or `make mailpit` and MAILPIT_BIN=$PWD/bin/mailpit")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("MAILPIT_BIN: %w", err)
+	}
+	smtpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &Server{SMTPPort: smtpPort, exited: make(chan error, 1)}
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
+	m.api = "http://" + httpAddr + "/api/v1"
+	if m.log, err = os.Create(filepath.Join(dir, "mailpit.log")); err != nil {
+		return nil, err
+	}
+	m.cmd = exec.Command(bin, append([]string{
 		"--smtp", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.SMTPPort)),
 		"--listen", httpAddr,
 		"--database", filepath.Join(dir, "mailpit.db"),
 		"--disable-version-check",
 		"--smtp-disable-rdns",
 	}, args...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting mailpit: %v", err)
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting mailpit: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(log.Name())
-			t.Logf("mailpit %v logged:\n%s", args, out)
-		}
-		_ = log.Close()
-	})
+	go func() { m.exited <- m.cmd.Wait() }()
 
 	deadline := time.Now().Add(20 * time.Second)
-	for {
+	for !m.ready() {
 		select {
-		case err := <-exited:
-			out, _ := os.ReadFile(log.Name())
-			t.Fatalf("mailpit %v exited before it was ready: %v\n%s", args, err, out)
+		case err := <-m.exited:
+			m.exited <- err
+			return nil, fmt.Errorf("mailpit %v exited before it was ready: %v\n%s", args, err, m.Log())
 		default:
 		}
-		if m.ready() {
-			return m
-		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mailpit %v did not answer within 20s", args)
+			m.Stop()
+			return nil, fmt.Errorf("mailpit %v did not answer within 20s", args)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return m, nil
+}
+
+// Stop ends mailpit.
+func (m *Server) Stop() {
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-m.exited:
+	case <-time.After(5 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+	}
+	_ = m.log.Close()
+}
+
+// Log is what mailpit logged.
+func (m *Server) Log() string {
+	out, _ := os.ReadFile(m.log.Name())
+	return string(out)
 }
 
 func (m *Server) ready() bool {
@@ -123,13 +153,38 @@ type Message struct {
 // Messages returns every message mailpit received, newest first.
 func (m *Server) Messages(t *testing.T) []Message {
 	t.Helper()
-	var list struct{ Messages []struct{ ID string } }
-	m.get(t, "/messages", &list)
-	out := make([]Message, len(list.Messages))
-	for i, s := range list.Messages {
-		m.get(t, "/message/"+s.ID, &out[i])
+	out, err := m.List()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
+}
+
+// List returns every message mailpit received, newest first.
+func (m *Server) List() ([]Message, error) {
+	var list struct{ Messages []struct{ ID string } }
+	if err := m.fetch("/messages", &list); err != nil {
+		return nil, err
+	}
+	out := make([]Message, len(list.Messages))
+	for i, s := range list.Messages {
+		if err := m.fetch("/message/"+s.ID, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (m *Server) fetch(path string, into any) error {
+	resp, err := http.Get(m.api + path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
 }
 
 // Headers returns the headers of message id.
@@ -142,28 +197,28 @@ func (m *Server) Headers(t *testing.T, id string) map[string][]string {
 
 func (m *Server) get(t *testing.T, path string, into any) {
 	t.Helper()
-	resp, err := http.Get(m.api + path)
-	if err != nil {
+	if err := m.fetch(path, into); err != nil {
 		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
 	}
 }
 
 // FreePort is a loopback port nothing listens on, for a server that is down.
 func FreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // TLSFlags gives mailpit a certificate for 127.0.0.1, self-signed for this test, and returns the

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
+	armfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
+	"github.com/go-logr/logr"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slacktest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/controllers"
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/mailpit"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The demo's tenant, and the identity the operator signs in with.
+const (
+	tenantID       = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	operatorClient = "0e4d2c1b-9a8f-4e7d-b6c5-a4b3c2d1e0f9"
+	operatorSecret = "demo~operator-secret-not-a-real-one"
+	subscriptionID = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
+	namespace      = "demo"
+	operatorNS     = "credwatch-system"
+	day            = 24 * time.Hour
+)
+
+// principal is a service principal the fake Graph holds for the demo.
+type principal struct {
+	watch, appID, name string
+	obj                fakegraph.Object
+}
+
+func principals(now time.Time) []principal {
+	start := now.Add(-360 * day)
+	return []principal{
+		{watch: "payments-api", appID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", name: "payments-api", obj: fakegraph.Object{
+			Passwords: []fakegraph.PasswordCredential{{DisplayName: "ci-pipeline", SecretText: "pAy~demo-secret-expiring-in-five-days", Start: start, End: now.Add(5*day + time.Hour)}},
+		}},
+		{watch: "legacy-batch", appID: "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e", name: "legacy-batch", obj: fakegraph.Object{
+			Passwords: []fakegraph.PasswordCredential{{DisplayName: "rbac", SecretText: "lEg~demo-secret-expired-three-days-ago", Start: start, End: now.Add(-3*day - time.Hour)}},
+		}},
+		{watch: "signing-service", appID: "6e7f8091-2b3c-4d4e-8f50-6b7c8d9e0f1a", name: "signing-service", obj: fakegraph.Object{
+			Keys: []fakegraph.KeyCredential{{DisplayName: "CN=signing", Type: "AsymmetricX509Cert", Usage: "Verify", Start: start, End: now.Add(20*day + time.Hour)}},
+		}},
+	}
+}
+
+// run starts everything, shows what happened, and, unless once, waits for ctx to end.
+func run(ctx context.Context, out io.Writer, once bool) error {
+	say := func(format string, args ...any) { fmt.Fprintf(out, "==> "+format+"\n", args...) }
+	ctrl.SetLogger(logr.Discard())
+	work, err := os.MkdirTemp("", "credwatch-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	now := time.Now()
+
+	say("Starting a local control plane (kube-apiserver and etcd from bin/k8s)")
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, Scheme: scheme}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting the control plane (run `make demo`, which builds it): %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := writeKubeconfig(env, kubeconfig); err != nil {
+		return err
+	}
+
+	say("Starting the Microsoft Graph, Entra ID and Resource Manager fakes")
+	fake := fakegraph.New()
+	defer fake.Close()
+	fake.AddClient(tenantID, operatorClient, operatorSecret)
+	for _, p := range principals(now) {
+		p.obj.AppID, p.obj.DisplayName = p.appID, p.name
+		fake.PutApplication(tenantID, p.obj)
+		fake.PutServicePrincipal(tenantID, fakegraph.Object{AppID: p.appID, DisplayName: p.name})
+	}
+	arm := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
+		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
+			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: armcontainerservice.ManagedCluster{
+				Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
+					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("msi")},
+					ProvisioningState:       to.Ptr("Succeeded"),
+					PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
+				}}}, nil)
+			return
+		},
+	})
+
+	say("Starting an SMTP server (mailpit) and Slack's test server")
+	mail, err := mailpit.Run(work)
+	if err != nil {
+		return err
+	}
+	defer mail.Stop()
+	slackSrv := slacktest.NewTestServer()
+	slackSrv.Start()
+	defer slackSrv.Stop()
+	slackMessages := listenToSlack(ctx, slackSrv)
+
+	say("Starting the operator")
+	registry := prometheus.NewRegistry()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return err
+	}
+	registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
+	graphRequests, err := cwmetrics.NewGraphRequests(registry)
+	if err != nil {
+		return err
+	}
+	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL(), ARMEndpoint: "https://management.azure.com", ARMAudience: "https://management.core.windows.net/"}
+	graphClient, err := msgraph.New(cloud.GraphEndpoint, graphRequests.RoundTripper(fake.Client().Transport))
+	if err != nil {
+		return err
+	}
+	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, arm)
+	if err != nil {
+		return err
+	}
+	operator := azure.NewIdentities(cloud, fake.Client(), nil)
+	identities := azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
+		return operator.ClientSecret(tenant, operatorClient, operatorSecret)
+	})
+	if err := defaultChannelSecrets(ctx, k8s, slackSrv); err != nil {
+		return err
+	}
+	if err := (&controllers.CredentialWatchReconciler{
+		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("credwatch"),
+		Clock: clock.RealClock{}, Rand: rand.Float64, Identities: identities, Graph: graphClient, Clusters: clusters,
+		Channels: &channels.Builder{Secrets: mgr.GetAPIReader(), DefaultsNamespace: operatorNS, SlackAPIURL: slackSrv.GetAPIURL(),
+			Defaults: defaultChannels(mail.SMTPPort)},
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	defer func() { stopMgr(); <-mgrDone }()
+	metrics := &http.Server{Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = metrics.Serve(metricsLn) }()
+	defer metrics.Close()
+
+	say("Applying CredentialWatches in namespace %s", namespace)
+	if err := applyWatches(ctx, k8s, now); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, k8s, 4); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // let the alerts and events land
+
+	say("kubectl get cw -n %s -o wide", namespace)
+	kubectl(out, kubeconfig, "get", "cw", "-n", namespace, "-o", "wide")
+	say("kubectl get events -n %s", namespace)
+	kubectl(out, kubeconfig, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", "-o", "custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message")
+	say("Mail that reached the SMTP server")
+	msgs, err := mail.List()
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		var to []string
+		for _, a := range m.To {
+			to = append(to, a.Address)
+		}
+		fmt.Fprintf(out, "  to %s: %s\n", strings.Join(to, ", "), m.Subject)
+	}
+	say("Messages posted to Slack")
+	for _, m := range slackMessages.all() {
+		fmt.Fprintf(out, "  %s: %s\n", m.channel, m.text)
+	}
+	say("Metrics (http://%s/metrics)", metricsLn.Addr())
+	if err := printMetrics(out, "http://"+metricsLn.Addr().String()+"/metrics"); err != nil {
+		return err
+	}
+	if once {
+		return nil
+	}
+	say("Running. Try: KUBECONFIG=%s kubectl describe cw -n %s payments-api   (Ctrl-C stops everything)", kubeconfig, namespace)
+	<-ctx.Done()
+	say("Stopping")
+	return nil
+}
+
+// repoRoot is the repository the demo runs in: `go run ./test/demo` starts there.
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	for dir := wd; dir != "/"; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "PROJECT")); err == nil {
+			return dir
+		}
+	}
+	return wd
+}
+
+func writeKubeconfig(env *envtest.Environment, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["demo"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	kc.AuthInfos["demo"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
+	kc.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo"}
+	kc.CurrentContext = "demo"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// defaultChannels are the operator's default channels: a team mailbox and a Slack channel.
+func defaultChannels(smtpPort int) *v1alpha1.Alerts {
+	return &v1alpha1.Alerts{
+		Email: &v1alpha1.EmailAlerts{To: []string{"platform-team@example.com"}, SMTP: v1alpha1.SMTPServer{
+			Host: "127.0.0.1", Port: int32(smtpPort), TLS: v1alpha1.SMTPNoTLS, From: "credwatch@example.com"}},
+		Slack: &v1alpha1.SlackAlerts{Channel: "#platform-alerts", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack-bot", Key: "token"}},
+	}
+}
+
+func defaultChannelSecrets(ctx context.Context, k8s client.Client, _ *slacktest.Server) error {
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "slack-bot", Namespace: operatorNS}, StringData: map[string]string{"token": "xoxb-demo-token"}},
+	} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyWatches(ctx context.Context, k8s client.Client, now time.Time) error {
+	for _, p := range principals(now) {
+		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: p.watch, Namespace: namespace},
+			Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: p.appID}}}}
+		if err := k8s.Create(ctx, w); err != nil {
+			return err
+		}
+	}
+	return k8s.Create(ctx, &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: namespace},
+		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: tenantID, SubscriptionID: subscriptionID, ResourceGroup: "rg-prod", Name: "aks-prod"}}}})
+}
+
+func waitReady(ctx context.Context, k8s client.Client, n int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var list v1alpha1.CredentialWatchList
+		if err := k8s.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		ready := 0
+		for _, w := range list.Items {
+			for _, c := range w.Status.Conditions {
+				if c.Type == v1alpha1.ConditionReady && c.Status == metav1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d watches became Ready within a minute", ready, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func kubectl(out io.Writer, kubeconfig string, args ...string) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(out, "  (kubectl: %v)\n", err)
+	}
+}
+
+func printMetrics(out io.Writer, url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "credwatch_credential_expiration") || strings.HasPrefix(l, "credwatch_graph_requests_total") ||
+			strings.HasPrefix(l, "credwatch_watch_ready_status") && strings.HasSuffix(l, " 1") {
+			lines = append(lines, "  "+l)
+		}
+	}
+	sort.Strings(lines)
+	fmt.Fprintln(out, strings.Join(lines, "\n"))
+	return sc.Err()
+}
+
+// slackLog keeps what slacktest relayed of chat.postMessage: it only relays to a connected RTM
+// client, so the demo keeps one connected.
+type slackLog struct {
+	mu   sync.Mutex
+	msgs []slackMessage
+}
+
+type slackMessage struct{ channel, text string }
+
+func (l *slackLog) all() []slackMessage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]slackMessage(nil), l.msgs...)
+}
+
+func listenToSlack(ctx context.Context, srv *slacktest.Server) *slackLog {
+	log := &slackLog{}
+	rtm := slack.New("xoxb-demo-listener", slack.OptionAPIURL(srv.GetAPIURL())).NewRTM()
+	go rtm.ManageConnection()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				_ = rtm.Disconnect()
+				return
+			case ev := <-rtm.IncomingEvents:
+				if m, ok := ev.Data.(*slack.MessageEvent); ok {
+					title, _, _ := strings.Cut(m.Text, "\n")
+					log.mu.Lock()
+					log.msgs = append(log.msgs, slackMessage{channel: m.Channel, text: title})
+					log.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return log
+}
