@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
 	_ "time/tzdata"
 
@@ -65,13 +66,15 @@ func main() {
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
-	zapOpts := zap.Options{}
+	// Structured JSON logs unless --zap-devel asks for the console encoder.
+	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if err := run(o); err != nil {
-		ctrl.Log.Error(err, "Stopping")
+		// Plain, not a JSON record with a stack trace: most of these are a flag to fix.
+		fmt.Fprintln(os.Stderr, "credwatch:", err)
 		os.Exit(1)
 	}
 }
@@ -121,6 +124,10 @@ func (o options) loadDefaultAlerts() (*v1alpha1.Alerts, error) {
 	return &a, nil
 }
 
+// gracefulShutdown is how long reconciles under way may take to finish when the operator stops;
+// it fits in Kubernetes' default 30 s termination grace period.
+var gracefulShutdown = 25 * time.Second
+
 func run(o options) error {
 	cloud, err := o.cloud()
 	if err != nil {
@@ -149,7 +156,11 @@ func run(o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElection,
 		LeaderElectionID:       "credwatch.credwatch.dev",
-		Cache:                  cacheOpts,
+		// A new leader should not wait out the old one's lease after a clean stop.
+		LeaderElectionReleaseOnCancel: true,
+		// Reconciles under way finish on SIGTERM: a rotation step in flight writes its outcome.
+		GracefulShutdownTimeout: &gracefulShutdown,
+		Cache:                   cacheOpts,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -44,6 +44,9 @@ const (
 // rotationTimeout bounds the Azure calls of one reconcile's rotation steps.
 const rotationTimeout = 2 * time.Minute
 
+// storeTimeout bounds writing a new secret to its Secret, which a stopping operator still does.
+const storeTimeout = 15 * time.Second
+
 // clusterPollInterval is how often an AKS reset in progress is looked at; resets take minutes.
 const clusterPollInterval = 30 * time.Second
 
@@ -268,6 +271,10 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
+	// From here the text exists only in memory: storing it must not be cut short by the
+	// operator stopping, or the secret is orphaned (and removed at the next start).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
 	if err := ro.writeSecret(ctx, secret); err != nil {
 		// The write may have landed though it reported failure (a timeout); only a secret the
 		// Secret does not hold is unusable, and must not stay.
