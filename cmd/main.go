@@ -133,6 +133,14 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("cloud configuration: %w", err)
 	}
+	defaults, err := o.loadDefaultAlerts()
+	if err != nil {
+		return err
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("connecting to the cluster: %w", err)
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -150,7 +158,7 @@ func run(o options) error {
 	if o.watchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
@@ -177,10 +185,6 @@ func run(o options) error {
 		return err
 	}
 	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
-	if err != nil {
-		return err
-	}
-	defaults, err := o.loadDefaultAlerts()
 	if err != nil {
 		return err
 	}
