@@ -17,8 +17,9 @@ all: build
 ##@ Generate
 
 .PHONY: manifests
-manifests: ## Generate the CRDs and the manager's RBAC role from the Go markers.
+manifests: ## Generate the CRDs and the manager's RBAC role from the Go markers; the chart ships the same CRDs.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+	cp config/crd/bases/*.yaml charts/credwatch/crds/
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types.
@@ -34,9 +35,9 @@ fmt: ## Format the code.
 verify: ## Fail if formatting, or the generated CRDs, deepcopy and RBAC, are not what the sources give.
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
-	@before=$$(mktemp -d) && cp -r api config "$$before" && \
+	@before=$$(mktemp -d) && cp -r api config charts "$$before" && \
 	$(MAKE) --no-print-directory manifests generate && \
-	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config; then \
+	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts; then \
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
 
@@ -47,8 +48,8 @@ vet: ## Run go vet.
 ##@ Test
 
 .PHONY: test
-test: verify vet envtest mailpit ## Run every test, against a real kube-apiserver, etcd and SMTP server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) $(GO) test ./... -count=1
+test: verify vet envtest mailpit helm ## Run every test, against a real kube-apiserver, etcd and SMTP server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) $(GO) test ./... -count=1
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build the envtest control plane.
@@ -82,6 +83,17 @@ mailpit: $(MAILPIT) ## Build the mailpit SMTP server the email tests deliver to.
 $(MAILPIT): hack/mailpit/go.mod hack/mailpit/go.sum
 	@echo "Building mailpit $(MAILPIT_VERSION) for the email tests..."
 	cd hack/mailpit && $(GO) build -ldflags "-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VERSION)" -o $@ github.com/axllent/mailpit
+
+# helm, to lint and render the chart in its tests, built from the module pinned in hack/helm.
+HELM := $(BIN)/helm
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v3" {print $$2}' hack/helm/go.mod)
+
+.PHONY: helm
+helm: $(HELM) ## Build helm for the chart's tests.
+
+$(HELM): hack/helm/go.mod hack/helm/go.sum
+	@echo "Building helm $(HELM_VERSION) for the chart tests..."
+	cd hack/helm && $(GO) build -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
 
 ##@ Run
 

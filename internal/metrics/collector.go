@@ -28,6 +28,14 @@ var (
 		"credwatch_watch_consecutive_check_failures",
 		"Failed checks of the watch since its last successful one.",
 		[]string{"namespace", "name", "client_id"}, nil)
+	lastRotationDesc = prometheus.NewDesc(
+		"credwatch_watch_last_rotation_timestamp_seconds",
+		"When the watch last completed a rotation of its secret, as a Unix timestamp.",
+		[]string{"namespace", "name", "client_id"}, nil)
+	rotatingDesc = prometheus.NewDesc(
+		"credwatch_watch_rotation_in_progress",
+		"1 while a rotation is in progress, labelled with its step; absent otherwise.",
+		[]string{"namespace", "name", "client_id", "step"}, nil)
 )
 
 // listTimeout bounds a scrape's read of the cache, which only blocks before the cache has synced.
@@ -45,7 +53,7 @@ var _ prometheus.Collector = &Collector{}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{expirationDesc, readyDesc, lastCheckDesc, failuresDesc} {
+	for _, d := range []*prometheus.Desc{expirationDesc, readyDesc, lastCheckDesc, failuresDesc, lastRotationDesc, rotatingDesc} {
 		ch <- d
 	}
 }
@@ -87,4 +95,10 @@ func collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
 		ch <- prometheus.MustNewConstMetric(lastCheckDesc, prometheus.GaugeValue, float64(t.Unix()), w.Namespace, w.Name, clientID)
 	}
 	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(w.Status.ConsecutiveFailures), w.Namespace, w.Name, clientID)
+	if r := w.Status.LastRotation; r != nil {
+		ch <- prometheus.MustNewConstMetric(lastRotationDesc, prometheus.GaugeValue, float64(r.Time.Unix()), w.Namespace, w.Name, clientID)
+	}
+	if r := w.Status.Rotation; r != nil {
+		ch <- prometheus.MustNewConstMetric(rotatingDesc, prometheus.GaugeValue, 1, w.Namespace, w.Name, clientID, string(r.Step))
+	}
 }

@@ -31,6 +31,12 @@ func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatu
 	return w
 }
 
+func rotated(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
+	w.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(time.Unix(1_700_000_000, 0)), KeyID: "k0"}
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring}
+	return w
+}
+
 func TestCollector(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
@@ -41,7 +47,7 @@ func TestCollector(t *testing.T) {
 		{KeyID: "k2", Type: v1alpha1.CredentialTypeCertificate, Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(time.Unix(2_000_000_000, 0))},
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
-		watch("ok", creds, metav1.ConditionTrue, 0),
+		rotated(watch("ok", creds, metav1.ConditionTrue, 0)),
 		watch("new", nil, "", 0),
 		watch("failing", nil, metav1.ConditionFalse, 3),
 	).Build()
@@ -60,6 +66,12 @@ credwatch_watch_consecutive_check_failures{client_id="c-ok",name="ok",namespace=
 # TYPE credwatch_watch_last_check_timestamp_seconds gauge
 credwatch_watch_last_check_timestamp_seconds{client_id="c-failing",name="failing",namespace="platform"} 1.8e+09
 credwatch_watch_last_check_timestamp_seconds{client_id="c-ok",name="ok",namespace="platform"} 1.8e+09
+# HELP credwatch_watch_last_rotation_timestamp_seconds When the watch last completed a rotation of its secret, as a Unix timestamp.
+# TYPE credwatch_watch_last_rotation_timestamp_seconds gauge
+credwatch_watch_last_rotation_timestamp_seconds{client_id="c-ok",name="ok",namespace="platform"} 1.7e+09
+# HELP credwatch_watch_rotation_in_progress 1 while a rotation is in progress, labelled with its step; absent otherwise.
+# TYPE credwatch_watch_rotation_in_progress gauge
+credwatch_watch_rotation_in_progress{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 1
 # HELP credwatch_watch_ready_status The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.
 # TYPE credwatch_watch_ready_status gauge
 credwatch_watch_ready_status{client_id="c-failing",condition="False",name="failing",namespace="platform"} 1

@@ -1,0 +1,300 @@
+// Package chart tests the Helm chart: it lints, renders into objects the real API server accepts,
+// grants the manager what controller-gen says it needs, and its dashboard and alert rules query
+// metrics the operator exposes.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+)
+
+const chartDir = "../../charts/credwatch"
+
+// everything turns every optional part of the chart on.
+const everything = `
+defaultAlerts:
+  slack:
+    channel: "#platform-alerts"
+    tokenSecretRef: {name: credwatch-slack, key: token}
+serviceAccount:
+  annotations:
+    azure.workload.identity/client-id: 11111111-2222-3333-4444-555555555555
+watchNamespace: team-a
+metrics:
+  serviceMonitor: {enabled: true}
+  prometheusRule: {enabled: true}
+grafanaDashboard: {enabled: true}
+`
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := os.Getenv("HELM_BIN")
+	if bin == "" {
+		t.Fatal("HELM_BIN is not set: run `make test`, which builds helm into bin/")
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), stderr.String())
+	}
+	return out.String()
+}
+
+func valuesFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(p, []byte(everything), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// render returns the chart's objects as the release "credwatch" in credwatch-system would have them.
+func render(t *testing.T, values ...string) []*unstructured.Unstructured {
+	t.Helper()
+	// The version of the API server the tests run; helm assumes an old one when it has no cluster.
+	args := []string{"template", "credwatch", chartDir, "--namespace", "credwatch-system", "--include-crds", "--kube-version", "1.34.4"}
+	for _, v := range values {
+		args = append(args, "--values", v)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(helm(t, args...), "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return objs
+}
+
+func TestLint(t *testing.T) {
+	helm(t, "lint", "--strict", chartDir)
+	helm(t, "lint", "--strict", chartDir, "--values", valuesFile(t))
+}
+
+func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "credwatch-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, values := range map[string][]string{"defaults": nil, "everything": {valuesFile(t)}} {
+		t.Run(name, func(t *testing.T) {
+			kinds := map[string]bool{}
+			for _, obj := range render(t, values...) {
+				kinds[obj.GetKind()] = true
+				if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
+					continue // the Prometheus operator's CRDs are not part of this API server
+				}
+				if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
+					t.Errorf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+				}
+			}
+			want := []string{"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service"}
+			if name == "everything" {
+				want = append(want, "ConfigMap", "ServiceMonitor", "PrometheusRule")
+			}
+			for _, k := range want {
+				if !kinds[k] {
+					t.Errorf("no %s rendered", k)
+				}
+			}
+		})
+	}
+}
+
+func TestDeploymentIsLockedDown(t *testing.T) {
+	for _, obj := range render(t, valuesFile(t)) {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		pod, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+		containers, _, _ := unstructured.NestedSlice(pod, "containers")
+		sc := containers[0].(map[string]any)["securityContext"].(map[string]any)
+		if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
+			t.Errorf("container securityContext = %v", sc)
+		}
+		if caps := sc["capabilities"].(map[string]any)["drop"].([]any); len(caps) != 1 || caps[0] != "ALL" {
+			t.Errorf("capabilities dropped = %v, want ALL", caps)
+		}
+		if nonRoot, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !nonRoot {
+			t.Error("the pod may run as root")
+		}
+		args, _ := json.Marshal(containers[0].(map[string]any)["args"])
+		for _, want := range []string{"--default-alerts=/etc/credwatch/default-alerts.yaml", "--watch-namespace=team-a", "--leader-elect=true"} {
+			if !strings.Contains(string(args), want) {
+				t.Errorf("args %s lack %s", args, want)
+			}
+		}
+		if l, _, _ := unstructured.NestedString(obj.Object, "spec", "template", "metadata", "labels", "azure.workload.identity/use"); l != "true" {
+			t.Error("the pod lacks the workload identity label")
+		}
+	}
+}
+
+// TestManagerRulesMatchControllerGen keeps the chart's hand-written ClusterRole equal to the one
+// controller-gen makes from the controllers' markers.
+func TestManagerRulesMatchControllerGen(t *testing.T) {
+	data, err := os.ReadFile("../../config/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generated rbacv1.ClusterRole
+	if err := yaml.Unmarshal(data, &generated); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range render(t) {
+		if obj.GetKind() != "ClusterRole" || obj.GetName() != "credwatch-manager" {
+			continue
+		}
+		var chart rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &chart); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ruleSet(chart.Rules), ruleSet(generated.Rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("chart's manager rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return
+	}
+	t.Fatal("no credwatch-manager ClusterRole rendered")
+}
+
+func ruleSet(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, g+"/"+res+":"+v)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestQueriesUseMetricsThatExist reads every metric name in the dashboard and the alert rules and
+// checks the operator exposes it.
+func TestQueriesUseMetricsThatExist(t *testing.T) {
+	exposed := exposedMetrics(t)
+	var queries []string
+	for _, obj := range render(t, valuesFile(t)) {
+		switch obj.GetKind() {
+		case "ConfigMap":
+			if dash, ok, _ := unstructured.NestedString(obj.Object, "data", "credwatch.json"); ok {
+				var d struct {
+					Panels []struct {
+						Targets []struct{ Expr string }
+					}
+				}
+				if err := json.Unmarshal([]byte(dash), &d); err != nil {
+					t.Fatalf("dashboard JSON: %v", err)
+				}
+				for _, p := range d.Panels {
+					for _, tg := range p.Targets {
+						queries = append(queries, tg.Expr)
+					}
+				}
+			}
+		case "PrometheusRule":
+			groups, _, _ := unstructured.NestedSlice(obj.Object, "spec", "groups")
+			for _, g := range groups {
+				for _, r := range g.(map[string]any)["rules"].([]any) {
+					queries = append(queries, r.(map[string]any)["expr"].(string))
+				}
+			}
+		}
+	}
+	if len(queries) < 8 {
+		t.Fatalf("found %d queries, want the dashboard's and the rules'", len(queries))
+	}
+	name := regexp.MustCompile(`credwatch_[a-z_]+`)
+	for _, q := range queries {
+		for _, m := range name.FindAllString(q, -1) {
+			if !exposed[m] {
+				t.Errorf("query %q uses %s, which the operator does not expose", q, m)
+			}
+		}
+	}
+}
+
+func exposedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	now := metav1.Now()
+	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "n"}, Status: v1alpha1.CredentialWatchStatus{
+		Credentials:   []v1alpha1.Credential{{KeyID: "k", EndTime: now}},
+		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
+	}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(cwmetrics.NewCollector(fake.NewClientBuilder().WithScheme(scheme).WithObjects(w).Build()))
+	g, err := cwmetrics.NewGraphRequests(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A counter shows in a scrape once it has counted something.
+	req, _ := http.NewRequest(http.MethodGet, "https://graph.example/v1.0", nil)
+	if _, err := g.RoundTripper(answer200{}).RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = true
+	}
+	return out
+}
+
+type answer200 struct{}
+
+func (answer200) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+}
