@@ -1,0 +1,232 @@
+// Package e2e runs the real credwatch binary as its own process against the test control plane
+// and the Azure fakes, and drives it only as a person would: kubectl to apply the chart's CRD and
+// the samples and to read what happened, and an HTTP scrape of its metrics.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
+	armfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+// The samples' tenant and service principal, which the fake holds.
+const (
+	tenantID       = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	sampleAppID    = "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"
+	operatorClient = "0e4d2c1b-9a8f-4e7d-b6c5-a4b3c2d1e0f9"
+	operatorSecret = "e2e~operator-secret-0123456789"
+	day            = 24 * time.Hour
+)
+
+func TestOperatorBinaryWithKubectl(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	root, _ := filepath.Abs("../..")
+	work := t.TempDir()
+
+	// The binary, built as a user builds it.
+	bin := filepath.Join(work, "credwatch")
+	build := exec.Command("go", "build", "-o", bin, "./cmd")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
+	kc.CurrentContext = "e2e"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	// Azure, as the fakes: Graph and Entra ID, and Resource Manager behind HTTPS.
+	graph := fakegraph.New()
+	t.Cleanup(graph.Close)
+	graph.AddClient(tenantID, operatorClient, operatorSecret)
+	start := time.Now().Add(-360 * day)
+	graph.PutApplication(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp",
+		Passwords: []fakegraph.PasswordCredential{{DisplayName: "rbac", SecretText: "sAm~ple-secret-0123456789", Start: start, End: time.Now().Add(5*day + time.Hour)}}})
+	graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp"})
+	arm := armServer(t)
+	certs := filepath.Join(work, "ca.pem")
+	bundle := append(graph.CertPEM(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: arm.Certificate().Raw})...)
+	if err := os.WriteFile(certs, bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	kubectl("apply", "-f", "charts/credwatch/crds/")
+	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "--timeout=30s")
+
+	metricsAddr := freeAddr(t)
+	var logs bytes.Buffer
+	op := exec.Command(bin,
+		"--kubeconfig", kubeconfig, "--leader-elect=false", "--health-probe-bind-address", freeAddr(t),
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--azure-authority-host", graph.URL()+"/", "--graph-endpoint", graph.URL(), "--arm-endpoint", arm.URL)
+	op.Env = append(os.Environ(), "SSL_CERT_FILE="+certs,
+		"AZURE_TENANT_ID="+tenantID, "AZURE_CLIENT_ID="+operatorClient, "AZURE_CLIENT_SECRET="+operatorSecret)
+	op.Stdout, op.Stderr = &logs, &logs
+	if err := op.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- op.Wait() }()
+	t.Cleanup(func() {
+		if op.ProcessState == nil {
+			_ = op.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("the operator logged:\n%s", logs.String())
+		}
+	})
+
+	kubectl("create", "namespace", "platform")
+	kubectl("apply", "-n", "platform", "-k", "config/samples")
+	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "--timeout=60s")
+
+	table := kubectl("get", "cw", "-n", "platform", "-o", "wide")
+	for _, want := range []string{"aks-prod-sp", "Critical", "5d", sampleAppID, "aks-prod-cluster"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("kubectl get cw does not show %q:\n%s", want, table)
+		}
+	}
+	described := kubectl("describe", "cw", "-n", "platform", "aks-prod-cluster")
+	if !strings.Contains(described, "ManagedIdentity") {
+		t.Errorf("kubectl describe does not say the cluster uses a managed identity:\n%s", described)
+	}
+	events := kubectl("get", "events", "-n", "platform", "-o", "custom-columns=REASON:.reason,OBJECT:.involvedObject.name")
+	if !strings.Contains(events, "CredentialCritical") {
+		t.Errorf("no CredentialCritical event:\n%s", events)
+	}
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{
+		`credwatch_credential_expiration_timestamp_seconds{client_id="` + sampleAppID + `"`,
+		`credwatch_watch_ready_status{client_id="",condition="True",name="aks-prod-cluster",namespace="platform"} 1`,
+		`credwatch_graph_requests_total{code="200"}`,
+	} {
+		if !strings.Contains(string(scrape), want) {
+			t.Errorf("the metrics do not show %s", want)
+		}
+	}
+
+	// A clean stop on SIGTERM, within the pod's grace period.
+	if err := op.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the operator stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the operator did not stop within 30s of SIGTERM")
+	}
+	for _, secret := range []string{operatorSecret, "sAm~ple-secret"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the operator logged a secret (%s...)", secret[:4])
+		}
+	}
+	if !strings.Contains(logs.String(), `"level":"info"`) {
+		t.Errorf("the operator's logs are not JSON:\n%s", logs.String())
+	}
+}
+
+// armServer serves the SDK's fake ManagedClustersServer over HTTPS, for a binary in another
+// process: one cluster, rg-prod/aks-prod, on a managed identity, as the AKS sample names.
+func armServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	transport := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
+		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
+			if rg != "rg-prod" || name != "aks-prod" {
+				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+				return
+			}
+			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: armcontainerservice.ManagedCluster{
+				Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
+					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("msi")},
+					ProvisioningState:       to.Ptr("Succeeded"),
+				}}}, nil)
+			return
+		},
+	})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The fake dispatches on the API name the SDK client puts in the request's context, which
+		// does not cross the wire: only reads of a cluster come this way.
+		out := r.Clone(context.WithValue(r.Context(), runtime.CtxAPINameKey{}, "ManagedClustersClient.Get"))
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = "https", r.Host
+		resp, err := transport.Do(out)
+		if err != nil {
+			http.Error(w, fmt.Sprintf(`{"error":{"code":"FakeError","message":%q}}`, err.Error()), http.StatusInternalServerError)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
