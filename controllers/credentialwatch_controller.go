@@ -107,7 +107,9 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
 	throttled := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled
-	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, now) {
+	request := obj.Annotations[v1alpha1.CheckAnnotation]
+	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, request != obj.Status.CheckRequest, now) {
+		obj.Status.CheckRequest = request
 		if err := r.reconcileCheck(ctx, obj, settings, now); err != nil {
 			return ctrl.Result{}, err
 		}

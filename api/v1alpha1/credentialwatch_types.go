@@ -285,6 +285,10 @@ type CredentialWatchStatus struct {
 	// +optional
 	NextCheckTime *metav1.Time `json:"nextCheckTime,omitempty"`
 
+	// CheckRequest is the value of the check annotation the last check answered.
+	// +optional
+	CheckRequest string `json:"checkRequest,omitempty"`
+
 	// ConsecutiveFailures counts failed checks since the last success; it sets the retry backoff,
 	// and survives operator restarts because it lives here.
 	// +optional

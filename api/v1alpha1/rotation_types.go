@@ -4,6 +4,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// CheckAnnotation asks for a check of Graph now: set it to any new value, such as a timestamp.
+const CheckAnnotation = "credwatch.dev/check"
+
 // RotateAnnotation asks for a rotation now, in the spirit of `cmctl renew`: set it to any new
 // value (a timestamp, say) and a watch with rotation enabled rotates once for that value.
 const RotateAnnotation = "credwatch.dev/rotate"

@@ -6,15 +6,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// CheckDue reports whether Graph should be read now: the spec changed since the last check, no
-// check is scheduled, or the scheduled time has come. A restarted operator therefore does not
-// re-read Graph for watches checked a moment ago. While Graph throttles the watch, its
-// Retry-After holds even against a spec change: reading sooner would only be throttled again.
-func CheckDue(generation, observedGeneration int64, nextCheck *metav1.Time, throttled bool, now time.Time) bool {
+// CheckDue reports whether Graph should be read now: the spec changed since the last check, a
+// person asked for a check (the check annotation), no check is scheduled, or the scheduled time
+// has come. A restarted operator therefore does not re-read Graph for watches checked a moment
+// ago. While Graph throttles the watch, its Retry-After holds even against a spec change or a
+// request: reading sooner would only be throttled again.
+func CheckDue(generation, observedGeneration int64, nextCheck *metav1.Time, throttled, requested bool, now time.Time) bool {
 	if nextCheck == nil || !now.Before(nextCheck.Time) {
 		return true
 	}
-	return generation != observedGeneration && !throttled
+	return (generation != observedGeneration || requested) && !throttled
 }
 
 // Jitter lengthens d by up to frac of itself, so that watches created together spread their

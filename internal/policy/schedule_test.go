@@ -15,8 +15,11 @@ func TestCheckDue(t *testing.T) {
 		gen, observed int64
 		next          *metav1.Time
 		throttled     bool
+		requested     bool
 		want          bool
 	}{
+		"a person asked for a check":             {gen: 1, observed: 1, next: &later, requested: true, want: true},
+		"asked while throttled":                  {gen: 1, observed: 1, next: &later, requested: true, throttled: true, want: false},
 		"never checked":                          {gen: 1, observed: 0, next: nil, want: true},
 		"spec changed before schedule":           {gen: 2, observed: 1, next: &later, want: true},
 		"spec changed while throttled":           {gen: 2, observed: 1, next: &later, throttled: true, want: false},
@@ -29,7 +32,7 @@ func TestCheckDue(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := CheckDue(tc.gen, tc.observed, tc.next, tc.throttled, now); got != tc.want {
+			if got := CheckDue(tc.gen, tc.observed, tc.next, tc.throttled, tc.requested, now); got != tc.want {
 				t.Errorf("CheckDue = %v, want %v", got, tc.want)
 			}
 		})

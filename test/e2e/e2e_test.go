@@ -48,13 +48,16 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	work := t.TempDir()
 
-	// The binary, built as a user builds it.
+	// The binaries, built as a user builds them: the operator, and the kubectl plugin on PATH.
 	bin := filepath.Join(work, "credwatch")
-	build := exec.Command("go", "build", "-o", bin, "./cmd")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	for pkg, out := range map[string]string{"./cmd": bin, "./cmd/kubectl-credwatch": filepath.Join(work, "kubectl-credwatch")} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
 	}
+	t.Setenv("PATH", work+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
@@ -70,6 +73,13 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	kc.CurrentContext = "e2e"
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
+	}
+	// kubectl takes no flags before a plugin's name; the plugin reads KUBECONFIG like kubectl does.
+	t.Setenv("KUBECONFIG", kubeconfig)
+	plugin := func(args ...string) (string, error) {
+		t.Helper()
+		out, err := exec.Command("kubectl", append([]string{"credwatch"}, args...)...).CombinedOutput()
+		return string(out), err
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
@@ -141,6 +151,26 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	events := kubectl("get", "events", "-n", "platform", "-o", "custom-columns=REASON:.reason,OBJECT:.involvedObject.name")
 	if !strings.Contains(events, "CredentialCritical") {
 		t.Errorf("no CredentialCritical event:\n%s", events)
+	}
+
+	// The plugin: a table of every credential, a check on request, a refused rotation.
+	table, err = plugin("status", "-A")
+	if err != nil || !strings.Contains(table, "aks-prod-sp") || !strings.Contains(table, "Critical") || !strings.Contains(table, "aks-prod-cluster") {
+		t.Errorf("kubectl credwatch status: %v\n%s", err, table)
+	}
+	if out, err := plugin("check", "aks-prod-sp", "-n", "platform"); err != nil {
+		t.Fatalf("kubectl credwatch check: %v\n%s", err, out)
+	}
+	asked := kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.metadata.annotations.credwatch\\.dev/check}")
+	deadline := time.Now().Add(30 * time.Second)
+	for kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.status.checkRequest}") != asked {
+		if time.Now().After(deadline) {
+			t.Fatal("the check asked for with kubectl credwatch check was not made")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := plugin("rotate", "-n", "platform", "aks-prod-sp"); err == nil || !strings.Contains(out, "rotation enabled") {
+		t.Errorf("rotating a watch without rotation: %v\n%s", err, out)
 	}
 
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")

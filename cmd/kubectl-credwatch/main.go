@@ -1,0 +1,168 @@
+// Command kubectl-credwatch is a kubectl plugin, in the spirit of cmctl: `kubectl credwatch status`
+// tables every watch and credential with the days it has left, `rotate` asks a watch to rotate
+// now, and `check` asks it to read Graph now. Install it by putting it on the PATH.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+const usage = `Usage:
+  kubectl credwatch status [-n NAMESPACE | -A]     every watch and credential, with days left
+  kubectl credwatch rotate [-n NAMESPACE] WATCH    rotate the watch's secret now (rotation must be enabled)
+  kubectl credwatch check  [-n NAMESPACE] WATCH    read Microsoft Graph now
+
+Flags:
+  --kubeconfig FILE   the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, time.Now()); err != nil {
+		fmt.Fprintln(os.Stderr, "kubectl credwatch:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, out io.Writer, now time.Time) error {
+	if len(args) == 0 {
+		fmt.Fprint(out, usage)
+		return errors.New("name a command: status, rotate or check")
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	kubeconfig := fs.String("kubeconfig", "", "")
+	namespace := fs.String("n", "", "")
+	fs.StringVar(namespace, "namespace", "", "")
+	all := fs.Bool("A", false, "")
+	fs.BoolVar(all, "all-namespaces", false, "")
+	// Flags may come before or after the watch's name, as kubectl users write them.
+	var positional []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return fmt.Errorf("%w\n%s", err, usage)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+	c, defaultNS, err := connect(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	if *namespace == "" {
+		*namespace = defaultNS
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch cmd {
+	case "status":
+		ns := *namespace
+		if *all {
+			ns = ""
+		}
+		return status(ctx, c, ns, out, now)
+	case "rotate", "check":
+		if len(positional) != 1 {
+			return fmt.Errorf("%s takes one watch name\n%s", cmd, usage)
+		}
+		key := types.NamespacedName{Namespace: *namespace, Name: positional[0]}
+		annotation := map[string]string{"rotate": v1alpha1.RotateAnnotation, "check": v1alpha1.CheckAnnotation}[cmd]
+		if err := request(ctx, c, key, annotation, now, cmd == "rotate"); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Asked %s to %s now.\n", key, cmd)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func connect(kubeconfig string) (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+// status prints one row per credential, soonest expiry first, and a row for each watch with none.
+func status(ctx context.Context, c client.Client, namespace string, out io.Writer, now time.Time) error {
+	var list v1alpha1.CredentialWatchList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	type row struct {
+		end   time.Time
+		cells []any
+	}
+	var rows []row
+	for _, w := range list.Items {
+		ready := "Unknown"
+		for _, cond := range w.Status.Conditions {
+			if cond.Type == v1alpha1.ConditionReady {
+				ready = string(cond.Status) + " (" + cond.Reason + ")"
+			}
+		}
+		if len(w.Status.Credentials) == 0 {
+			rows = append(rows, row{end: now.Add(100 * 365 * 24 * time.Hour), cells: []any{w.Namespace, w.Name, ready, w.AppID(), "-", "-", "-", "-", "-"}})
+		}
+		for _, cr := range w.Status.Credentials {
+			rows = append(rows, row{end: cr.EndTime.Time, cells: []any{w.Namespace, w.Name, ready, w.AppID(), cr.KeyID, string(cr.Type), string(cr.Source),
+				policy.HumanDuration(cr.EndTime.Sub(now)), string(cr.State)}})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end.Before(rows[j].end) })
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tWATCH\tREADY\tAPP ID\tKEY ID\tTYPE\tON\tLEFT\tSTATE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", r.cells...)
+	}
+	return tw.Flush()
+}
+
+// request sets annotation to the current time on the watch, which asks the operator to act once.
+func request(ctx context.Context, c client.Client, key types.NamespacedName, annotation string, now time.Time, rotate bool) error {
+	var w v1alpha1.CredentialWatch
+	if err := c.Get(ctx, key, &w); err != nil {
+		return err
+	}
+	if rotate && (w.Spec.Rotation == nil || !w.Spec.Rotation.Enabled) {
+		return fmt.Errorf("%s does not have rotation enabled: set spec.rotation.enabled first", key)
+	}
+	patch := client.MergeFrom(w.DeepCopy())
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[annotation] = now.UTC().Format(time.RFC3339Nano)
+	return c.Patch(ctx, &w, patch)
+}
