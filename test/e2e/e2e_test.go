@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,29 +111,45 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	kubectl("apply", "-f", "charts/credwatch/crds/")
 	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "--timeout=30s")
 
-	metricsAddr := freeAddr(t)
-	var logs bytes.Buffer
-	op := exec.Command(bin,
-		"--kubeconfig", kubeconfig, "--leader-elect=false", "--health-probe-bind-address", freeAddr(t),
-		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-		"--azure-authority-host", graph.URL()+"/", "--graph-endpoint", graph.URL(), "--arm-endpoint", arm.URL)
-	op.Env = append(os.Environ(), "SSL_CERT_FILE="+certs,
-		"AZURE_TENANT_ID="+tenantID, "AZURE_CLIENT_ID="+operatorClient, "AZURE_CLIENT_SECRET="+operatorSecret)
-	op.Stdout, op.Stderr = &logs, &logs
-	if err := op.Start(); err != nil {
+	// The default alert channel: a webhook, whose URL is in a Secret of the operator's namespace.
+	hook := newReceiver(t)
+	kubectl("create", "namespace", "credwatch-system")
+	kubectl("create", "secret", "generic", "alerts-hook", "-n", "credwatch-system", "--from-literal=url="+hook.URL)
+	defaultAlerts := filepath.Join(work, "default-alerts.yaml")
+	if err := os.WriteFile(defaultAlerts, []byte("webhook:\n  urlSecretRef: {name: alerts-hook, key: url}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- op.Wait() }()
-	t.Cleanup(func() {
-		if op.ProcessState == nil {
-			_ = op.Process.Kill()
-			<-exited
+
+	metricsAddr := freeAddr(t)
+	var logs bytes.Buffer
+	runOperator := func() (*exec.Cmd, chan error) {
+		op := exec.Command(bin,
+			"--kubeconfig", kubeconfig, "--leader-elect=false", "--health-probe-bind-address", freeAddr(t),
+			"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+			"--azure-authority-host", graph.URL()+"/", "--graph-endpoint", graph.URL(), "--arm-endpoint", arm.URL,
+			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system")
+		op.Env = append(os.Environ(), "SSL_CERT_FILE="+certs,
+			"AZURE_TENANT_ID="+tenantID, "AZURE_CLIENT_ID="+operatorClient, "AZURE_CLIENT_SECRET="+operatorSecret)
+		op.Stdout, op.Stderr = &logs, &logs
+		if err := op.Start(); err != nil {
+			t.Fatal(err)
 		}
+		exited := make(chan error, 1)
+		go func() { exited <- op.Wait() }()
+		t.Cleanup(func() {
+			if op.ProcessState == nil {
+				_ = op.Process.Kill()
+				<-exited
+			}
+		})
+		return op, exited
+	}
+	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the operator logged:\n%s", logs.String())
 		}
 	})
+	op, exited := runOperator()
 
 	kubectl("create", "namespace", "platform")
 	kubectl("apply", "-n", "platform", "-k", "config/samples")
@@ -153,6 +170,27 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		t.Errorf("no CredentialCritical event:\n%s", events)
 	}
 
+	// The expiring secret's reminder reaches the default channel. Then the process is killed
+	// without warning and started again: the reminder is not sent again, and nothing is lost.
+	hook.waitFor(t, 1)
+	if err := op.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	op, exited = runOperator()
+	kubectl("annotate", "cw", "-n", "platform", "aks-prod-sp", "credwatch.dev/check=after-restart")
+	deadline := time.Now().Add(30 * time.Second)
+	for kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.status.checkRequest}") != "after-restart" {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted operator did not check on request")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if got := hook.received(); len(got) != 1 {
+		t.Errorf("the webhook received %d alerts across the restart, want the one reminder once: %v", len(got), got)
+	}
+
 	// The plugin: a table of every credential, a check on request, a refused rotation.
 	table, err = plugin("status", "-A")
 	if err != nil || !strings.Contains(table, "aks-prod-sp") || !strings.Contains(table, "Critical") || !strings.Contains(table, "aks-prod-cluster") {
@@ -162,7 +200,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		t.Fatalf("kubectl credwatch check: %v\n%s", err, out)
 	}
 	asked := kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.metadata.annotations.credwatch\\.dev/check}")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.status.checkRequest}") != asked {
 		if time.Now().After(deadline) {
 			t.Fatal("the check asked for with kubectl credwatch check was not made")
@@ -208,6 +246,42 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"level":"info"`) {
 		t.Errorf("the operator's logs are not JSON:\n%s", logs.String())
+	}
+}
+
+// receiver is the default alert channel's webhook, keeping the alert IDs that arrived.
+type receiver struct {
+	*httptest.Server
+	mu  sync.Mutex
+	ids []string
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.mu.Lock()
+		rc.ids = append(rc.ids, r.Header.Get("X-Credwatch-Delivery"))
+		rc.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) received() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.ids...)
+}
+
+func (rc *receiver) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(rc.received()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook received %d alerts, want %d", len(rc.received()), n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
