@@ -54,6 +54,10 @@ test: verify vet envtest mailpit helm ## Run every test, against a real kube-api
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build the envtest control plane.
 
+# PROGRESS turns `go build -v`'s list of packages into a line every hundred, so a first build
+# that takes minutes shows it is moving; compiler errors pass through whole.
+PROGRESS := awk '/^\#|:[0-9]+:[0-9]+: / {print; next} {n++; if (n % 100 == 0) printf "  ... %d packages compiled\n", n}'
+
 # The version kube-apiserver reports, which `go build` cannot stamp from a module as the
 # Kubernetes release scripts do from git. Kept in step with hack/envtest/go.mod.
 KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" {print $$2}' hack/envtest/go.mod)
@@ -66,11 +70,11 @@ KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSI
 # hack/envtest. The first build takes minutes; later ones reuse bin/ and Go's build cache.
 $(ENVTEST_ASSETS)/kube-apiserver: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "Building kube-apiserver for envtest (the first build takes several minutes)..."
-	cd hack/envtest && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/envtest && $(GO) build -v -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver 2>&1 | $(PROGRESS)
 
 $(ENVTEST_ASSETS)/etcd: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "Building etcd for envtest..."
-	cd hack/envtest && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+	cd hack/envtest && $(GO) build -v -o $@ go.etcd.io/etcd/server/v3 2>&1 | $(PROGRESS)
 
 # The email channel is tested against a real SMTP server, mailpit, built from the module pinned in
 # hack/mailpit. Its version is stamped as its release builds do, or it reports "dev".
@@ -104,8 +108,20 @@ demo: envtest mailpit ## Run credwatch on a local control plane against the Azur
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary.
+build: ## Build the manager binary and the kubectl plugin.
 	$(GO) build -o $(BIN)/credwatch ./cmd
+	$(GO) build -o $(BIN)/kubectl-credwatch ./cmd/kubectl-credwatch
+
+IMG ?= ghcr.io/credwatch/credwatch:latest
+
+.PHONY: deploy
+deploy: ## Install the CRD and the manager into the current kubectl context, with image IMG.
+	cd config/manager && kubectl kustomize . >/dev/null
+	kubectl kustomize config/default | sed 's|ghcr.io/credwatch/credwatch:latest|$(IMG)|' | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed.
+	kubectl kustomize config/default | kubectl delete --ignore-not-found -f -
 
 .PHONY: help
 help: ## Show this help.
