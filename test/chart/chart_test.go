@@ -145,6 +145,50 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestKustomizeIsAcceptedToo renders config/default, the kustomize install the chart mirrors, and
+// has the API server dry-run it.
+func TestKustomizeIsAcceptedToo(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	out, err := exec.Command("kubectl", "kustomize", "../../config/default").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kinds := map[string]bool{}
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil || len(m) == 0 {
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: m}
+		kinds[obj.GetKind()] = true
+		var opts []client.CreateOption
+		if obj.GetKind() != "Namespace" { // created for real, so the rest can be dry-run inside it
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := c.Create(ctx, obj, opts...); err != nil {
+			t.Errorf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	for _, k := range []string{"Namespace", "CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "Service"} {
+		if !kinds[k] {
+			t.Errorf("config/default renders no %s", k)
+		}
+	}
+}
+
 func TestDeploymentIsLockedDown(t *testing.T) {
 	for _, obj := range render(t, valuesFile(t)) {
 		if obj.GetKind() != "Deployment" {
