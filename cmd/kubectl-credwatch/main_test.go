@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func watch(ns, name string, left ...time.Duration) *v1alpha1.CredentialWatch {
+	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{ClientID: "app-" + name}}}}
+	for i, l := range left {
+		w.Status.Credentials = append(w.Status.Credentials, v1alpha1.Credential{KeyID: name + "-k" + string(rune('0'+i)),
+			Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(now.Add(l)), State: v1alpha1.StateValid})
+	}
+	return w
+}
+
+func TestStatusListsCredentialsSoonestFirst(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		watch("a", "later", 90*24*time.Hour), watch("b", "soon", 3*24*time.Hour, 400*24*time.Hour), watch("a", "empty"),
+	).Build()
+	var out bytes.Buffer
+	if err := status(context.Background(), c, "", &out, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "NAMESPACE") {
+		t.Fatalf("status =\n%s", out.String())
+	}
+	order := []string{"soon-k0", "later-k0", "soon-k1", "empty"}
+	for i, want := range order {
+		if !strings.Contains(lines[i+1], want) {
+			t.Errorf("row %d = %q, want %s there (soonest expiry first, watches without credentials last)", i+1, lines[i+1], want)
+		}
+	}
+	if !strings.Contains(lines[1], " 3d ") {
+		t.Errorf("row %q does not say 3d left", lines[1])
+	}
+}
+
+func TestRotateNeedsRotationEnabled(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	enabled := watch("a", "on")
+	enabled.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "x"}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(watch("a", "off"), enabled).Build()
+	ctx := context.Background()
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "off"}, v1alpha1.RotateAnnotation, now, true); err == nil || !strings.Contains(err.Error(), "rotation enabled") {
+		t.Errorf("rotating a watch without rotation: %v", err)
+	}
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "on"}, v1alpha1.RotateAnnotation, now, true); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.CredentialWatch
+	_ = c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "on"}, &got)
+	if got.Annotations[v1alpha1.RotateAnnotation] != "2026-12-02T12:00:00Z" {
+		t.Errorf("annotations = %v", got.Annotations)
+	}
+}
