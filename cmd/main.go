@@ -141,6 +141,9 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}
+	if _, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST"); o.leaderElection && o.namespace == "" && !inCluster {
+		return errors.New("--leader-elect outside a cluster needs --operator-namespace (or POD_NAMESPACE) for its Lease")
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -164,9 +167,12 @@ func run(o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElection,
 		LeaderElectionID:       "credwatch.credwatch.dev",
+		// In a pod controller-runtime finds its namespace itself; outside one it must be told.
+		LeaderElectionNamespace: o.namespace,
 		// A new leader should not wait out the old one's lease after a clean stop.
 		LeaderElectionReleaseOnCancel: true,
-		// Reconciles under way finish on SIGTERM: a rotation step in flight writes its outcome.
+		// Reconciles under way get this long to finish on SIGTERM; their context is cancelled, so
+		// the writes that must not be lost (a claimed alert's outcome, a new secret) run on their own.
 		GracefulShutdownTimeout: &gracefulShutdown,
 		Cache:                   cacheOpts,
 	})

@@ -140,7 +140,8 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 	}
 
 	a := r.alertFor(obj, p, now)
-	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	// Claimed, the alert must go out or be given back: a stopping operator still sends it.
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	err := ch.Notifier.Send(sendCtx, a)
 	cancel()
 	if err == nil {

@@ -44,6 +44,9 @@ type GraphAPI interface {
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
 }
 
+// statusWriteTimeout bounds the final status write of a reconcile.
+const statusWriteTimeout = 15 * time.Second
+
 // maxConcurrentReconciles bounds how many watches are worked on at once.
 const maxConcurrentReconciles = 4
 
@@ -93,7 +96,10 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	before := obj.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, before, obj); err != nil {
+		// Written even when the operator is stopping: it records what was done, sent or claimed.
+		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+		defer cancel()
+		if err := r.patchStatus(patchCtx, before, obj); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()

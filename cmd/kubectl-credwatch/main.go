@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 )
 
 const usage = `Usage:
-  kubectl credwatch status [-n NAMESPACE | -A]     every watch and credential, with days left
+  kubectl credwatch status [-n NAMESPACE]          every watch and credential, with days left (all namespaces unless -n)
   kubectl credwatch rotate [-n NAMESPACE] WATCH    rotate the watch's secret now (rotation must be enabled)
   kubectl credwatch check  [-n NAMESPACE] WATCH    read Microsoft Graph now
 
@@ -40,21 +41,17 @@ func main() {
 }
 
 func run(args []string, out io.Writer, now time.Time) error {
-	if len(args) == 0 {
-		fmt.Fprint(out, usage)
-		return errors.New("name a command: status, rotate or check")
-	}
-	cmd := args[0]
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet("kubectl credwatch", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	kubeconfig := fs.String("kubeconfig", "", "")
 	namespace := fs.String("n", "", "")
 	fs.StringVar(namespace, "namespace", "", "")
 	all := fs.Bool("A", false, "")
 	fs.BoolVar(all, "all-namespaces", false, "")
-	// Flags may come before or after the watch's name, as kubectl users write them.
+	// Flags may come anywhere, before the command or after the watch's name, as kubectl users
+	// write them.
 	var positional []string
-	rest := args[1:]
+	rest := args
 	for {
 		if err := fs.Parse(rest); err != nil {
 			return fmt.Errorf("%w\n%s", err, usage)
@@ -64,6 +61,11 @@ func run(args []string, out io.Writer, now time.Time) error {
 		}
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
+	if len(positional) == 0 {
+		fmt.Fprint(out, usage)
+		return errors.New("name a command: status, rotate or check")
+	}
+	cmd, positional := positional[0], positional[1:]
 	c, defaultNS, err := connect(*kubeconfig)
 	if err != nil {
 		return err
@@ -75,9 +77,10 @@ func run(args []string, out io.Writer, now time.Time) error {
 	defer cancel()
 	switch cmd {
 	case "status":
-		ns := *namespace
-		if *all {
-			ns = ""
+		// Across namespaces unless one is named: the point is to see everything that expires.
+		ns := ""
+		if namespaceGiven(args) && !*all {
+			ns = *namespace
 		}
 		return status(ctx, c, ns, out, now)
 	case "rotate", "check":
@@ -93,6 +96,15 @@ func run(args []string, out io.Writer, now time.Time) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func namespaceGiven(args []string) bool {
+	for _, a := range args {
+		if a == "-n" || a == "--namespace" || a == "-namespace" || strings.HasPrefix(a, "-n=") || strings.HasPrefix(a, "--namespace=") {
+			return true
+		}
+	}
+	return false
 }
 
 func connect(kubeconfig string) (client.Client, string, error) {

@@ -190,10 +190,12 @@ func TestKustomizeIsAcceptedToo(t *testing.T) {
 }
 
 func TestDeploymentIsLockedDown(t *testing.T) {
+	found := false
 	for _, obj := range render(t, valuesFile(t)) {
 		if obj.GetKind() != "Deployment" {
 			continue
 		}
+		found = true
 		pod, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
 		containers, _, _ := unstructured.NestedSlice(pod, "containers")
 		sc := containers[0].(map[string]any)["securityContext"].(map[string]any)
@@ -207,7 +209,7 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 			t.Error("the pod may run as root")
 		}
 		args, _ := json.Marshal(containers[0].(map[string]any)["args"])
-		for _, want := range []string{"--default-alerts=/etc/credwatch/default-alerts.yaml", "--watch-namespace=team-a", "--leader-elect=true"} {
+		for _, want := range []string{"--default-alerts=/etc/credwatch/default-alerts.yaml", "--watch-namespace=team-a", "--leader-elect=true", "--operator-namespace=$(POD_NAMESPACE)"} {
 			if !strings.Contains(string(args), want) {
 				t.Errorf("args %s lack %s", args, want)
 			}
@@ -215,6 +217,9 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 		if l, _, _ := unstructured.NestedString(obj.Object, "spec", "template", "metadata", "labels", "azure.workload.identity/use"); l != "true" {
 			t.Error("the pod lacks the workload identity label")
 		}
+	}
+	if !found {
+		t.Fatal("no Deployment rendered")
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 func main() {
 	once := flag.Bool("once", false, "show what happened and stop, instead of running until Ctrl-C")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, os.Stdout, *once); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)

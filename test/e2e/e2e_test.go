@@ -124,7 +124,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	var logs bytes.Buffer
 	runOperator := func() (*exec.Cmd, chan error) {
 		op := exec.Command(bin,
-			"--kubeconfig", kubeconfig, "--leader-elect=false", "--health-probe-bind-address", freeAddr(t),
+			"--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 			"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 			"--azure-authority-host", graph.URL()+"/", "--graph-endpoint", graph.URL(), "--arm-endpoint", arm.URL,
 			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system")
