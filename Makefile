@@ -114,6 +114,10 @@ build: ## Build the manager binary and the kubectl plugin.
 
 IMG ?= ghcr.io/credwatch/credwatch:latest
 
+.PHONY: docker-build
+docker-build: ## Build the operator's image IMG (needs a Docker engine).
+	docker build -t $(IMG) .
+
 .PHONY: deploy
 deploy: ## Install the CRD and the manager into the current kubectl context, with image IMG.
 	cd config/manager && kubectl kustomize . >/dev/null
