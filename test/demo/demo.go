@@ -50,18 +50,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// The demo's tenant, and the identity the operator signs in with.
+// The samples' tenant (config/samples), and the identity the operator
+// signs in with.
 const (
 	tenantID       = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 	operatorClient = "0e4d2c1b-9a8f-4e7d-b6c5-a4b3c2d1e0f9"
 	operatorSecret = "demo~operator-secret-not-a-real-one"
-	subscriptionID = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
 	namespace      = "demo"
 	operatorNS     = "credwatch-system"
 	day            = 24 * time.Hour
 )
 
-// principal is a service principal the fake Graph holds for the demo.
+// principal is a service principal the fake Graph holds for the demo, and the watch the demo
+// makes for it (none for the one the samples watch).
 type principal struct {
 	watch, appID, name string
 	obj                fakegraph.Object
@@ -70,7 +71,8 @@ type principal struct {
 func principals(now time.Time) []principal {
 	start := now.Add(-360 * day)
 	return []principal{
-		{watch: "payments-api", appID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", name: "payments-api", obj: fakegraph.Object{
+		// The service principal config/samples watches, as aks-prod-sp.
+		{appID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", name: "payments-api", obj: fakegraph.Object{
 			Passwords: []fakegraph.PasswordCredential{{DisplayName: "ci-pipeline", SecretText: "pAy~demo-secret-expiring-in-five-days", Start: start, End: now.Add(5*day + time.Hour)}},
 		}},
 		{watch: "legacy-batch", appID: "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e", name: "legacy-batch", obj: fakegraph.Object{
@@ -195,8 +197,8 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	go func() { _ = metrics.Serve(metricsLn) }()
 	defer metrics.Close()
 
-	say("Applying CredentialWatches in namespace %s", namespace)
-	if err := applyWatches(ctx, k8s, now); err != nil {
+	say("Applying config/samples and two more CredentialWatches in namespace %s", namespace)
+	if err := applyWatches(ctx, k8s, kubeconfig, now); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, k8s, 4); err != nil {
@@ -231,7 +233,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	if once {
 		return nil
 	}
-	say("Running. Try: KUBECONFIG=%s kubectl describe cw -n %s payments-api   (Ctrl-C stops everything)", kubeconfig, namespace)
+	say("Running. Try: KUBECONFIG=%s kubectl describe cw -n %s aks-prod-sp   (Ctrl-C stops everything)", kubeconfig, namespace)
 	<-ctx.Done()
 	say("Stopping")
 	return nil
@@ -279,17 +281,24 @@ func defaultChannelSecrets(ctx context.Context, k8s client.Client, _ *slacktest.
 	return nil
 }
 
-func applyWatches(ctx context.Context, k8s client.Client, now time.Time) error {
+// applyWatches applies config/samples, as a user would, and watches for the demo's other
+// service principals.
+func applyWatches(ctx context.Context, k8s client.Client, kubeconfig string, now time.Time) error {
+	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-n", namespace, "-k", filepath.Join(repoRoot(), "config", "samples"))
+	if out, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -k config/samples: %v\n%s", err, out)
+	}
 	for _, p := range principals(now) {
+		if p.watch == "" {
+			continue
+		}
 		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: p.watch, Namespace: namespace},
 			Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: p.appID}}}}
 		if err := k8s.Create(ctx, w); err != nil {
 			return err
 		}
 	}
-	return k8s.Create(ctx, &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: namespace},
-		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
-			TenantID: tenantID, SubscriptionID: subscriptionID, ResourceGroup: "rg-prod", Name: "aks-prod"}}}})
+	return nil
 }
 
 func waitReady(ctx context.Context, k8s client.Client, n int) error {
