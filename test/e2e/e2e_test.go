@@ -5,9 +5,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"encoding/pem"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,15 +18,11 @@ import (
 	"testing"
 	"time"
 
-	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
-	armfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -93,20 +86,20 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		return string(out)
 	}
 
-	// Azure, as the fakes: Graph and Entra ID, and Resource Manager behind HTTPS.
-	graph := fakegraph.New()
-	t.Cleanup(graph.Close)
-	graph.AddClient(tenantID, operatorClient, operatorSecret)
+	// Azure, as the fakes: Graph and Entra ID, and Resource Manager behind HTTPS, with the one
+	// cluster the AKS sample names, on a managed identity.
+	azure, err := fakeazure.Start(work, tenantID, operatorClient, operatorSecret, func(rg, name string) (string, bool) {
+		return "msi", rg == "rg-prod" && name == "aks-prod"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(azure.Close)
+	graph := azure.Graph
 	start := time.Now().Add(-360 * day)
 	graph.PutApplication(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp",
 		Passwords: []fakegraph.PasswordCredential{{DisplayName: "rbac", SecretText: "sAm~ple-secret-0123456789", Start: start, End: time.Now().Add(5*day + time.Hour)}}})
 	graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp"})
-	arm := armServer(t)
-	certs := filepath.Join(work, "ca.pem")
-	bundle := append(graph.CertPEM(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: arm.Certificate().Raw})...)
-	if err := os.WriteFile(certs, bundle, 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	kubectl("apply", "-f", "charts/credwatch/crds/")
 	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "--timeout=30s")
@@ -123,13 +116,11 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	var logs bytes.Buffer
 	runOperator := func() (*exec.Cmd, chan error) {
-		op := exec.Command(bin,
+		op := exec.Command(bin, append([]string{
 			"--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 			"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-			"--azure-authority-host", graph.URL()+"/", "--graph-endpoint", graph.URL(), "--arm-endpoint", arm.URL,
-			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system")
-		op.Env = append(os.Environ(), "SSL_CERT_FILE="+certs,
-			"AZURE_TENANT_ID="+tenantID, "AZURE_CLIENT_ID="+operatorClient, "AZURE_CLIENT_SECRET="+operatorSecret)
+			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system"}, azure.Flags()...)...)
+		op.Env = append(os.Environ(), azure.Env()...)
 		op.Stdout, op.Stderr = &logs, &logs
 		if err := op.Start(); err != nil {
 			t.Fatal(err)
@@ -283,46 +274,6 @@ func (rc *receiver) waitFor(t *testing.T, n int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// armServer serves the SDK's fake ManagedClustersServer over HTTPS, for a binary in another
-// process: one cluster, rg-prod/aks-prod, on a managed identity, as the AKS sample names.
-func armServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	transport := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
-		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
-			if rg != "rg-prod" || name != "aks-prod" {
-				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
-				return
-			}
-			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: armcontainerservice.ManagedCluster{
-				Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
-					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("msi")},
-					ProvisioningState:       to.Ptr("Succeeded"),
-				}}}, nil)
-			return
-		},
-	})
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The fake dispatches on the API name the SDK client puts in the request's context, which
-		// does not cross the wire: only reads of a cluster come this way.
-		out := r.Clone(context.WithValue(r.Context(), runtime.CtxAPINameKey{}, "ManagedClustersClient.Get"))
-		out.RequestURI = ""
-		out.URL.Scheme, out.URL.Host = "https", r.Host
-		resp, err := transport.Do(out)
-		if err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":{"code":"FakeError","message":%q}}`, err.Error()), http.StatusInternalServerError)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 func freeAddr(t *testing.T) string {
