@@ -50,6 +50,7 @@ type options struct {
 	armAudience    string
 	defaultAlerts  string
 	namespace      string
+	slackAPIURL    string
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
+	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
 	zapOpts := zap.Options{Development: false}
@@ -203,7 +205,7 @@ func run(o options) error {
 		Identities:   azure.NewIdentities(cloud, nil, nil),
 		Graph:        graphClient,
 		Clusters:     clusters,
-		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace},
+		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -14,13 +13,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
-	armfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
 	"github.com/go-logr/logr"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
@@ -30,24 +25,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/controllers"
-	"github.com/credwatch/credwatch/internal/aks"
-	"github.com/credwatch/credwatch/internal/azure"
-	"github.com/credwatch/credwatch/internal/graph/msgraph"
-	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
-	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/mailpit"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The samples' tenant (config/samples), and the identity the operator
@@ -95,6 +81,12 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	defer os.RemoveAll(work)
 	now := time.Now()
 
+	say("Building the operator (the first build compiles the Azure SDKs and takes a few minutes)")
+	bin := filepath.Join(work, "credwatch")
+	if err := build(ctx, out, bin); err != nil {
+		return err
+	}
+
 	say("Starting a local control plane (kube-apiserver and etcd from bin/k8s)")
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -104,12 +96,11 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 		return err
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, Scheme: scheme}
-	cfg, err := env.Start()
-	if err != nil {
+	if _, err := env.Start(); err != nil {
 		return fmt.Errorf("starting the control plane (run `make demo`, which builds it): %w", err)
 	}
 	defer func() { _ = env.Stop() }()
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
@@ -119,25 +110,18 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	}
 
 	say("Starting the Microsoft Graph, Entra ID and Resource Manager fakes")
-	fake := fakegraph.New()
-	defer fake.Close()
-	fake.AddClient(tenantID, operatorClient, operatorSecret)
+	azure, err := fakeazure.Start(work, tenantID, operatorClient, operatorSecret, func(rg, name string) (string, bool) {
+		return "msi", rg == "rg-prod" && name == "aks-prod"
+	})
+	if err != nil {
+		return err
+	}
+	defer azure.Close()
 	for _, p := range principals(now) {
 		p.obj.AppID, p.obj.DisplayName = p.appID, p.name
-		fake.PutApplication(tenantID, p.obj)
-		fake.PutServicePrincipal(tenantID, fakegraph.Object{AppID: p.appID, DisplayName: p.name})
+		azure.Graph.PutApplication(tenantID, p.obj)
+		azure.Graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: p.appID, DisplayName: p.name})
 	}
-	arm := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
-		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
-			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: armcontainerservice.ManagedCluster{
-				Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
-					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr("msi")},
-					ProvisioningState:       to.Ptr("Succeeded"),
-					PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
-				}}}, nil)
-			return
-		},
-	})
 
 	say("Starting an SMTP server (mailpit) and Slack's test server")
 	mail, err := mailpit.Run(work)
@@ -149,53 +133,35 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	slackSrv.Start()
 	defer slackSrv.Stop()
 	slackMessages := listenToSlack(ctx, slackSrv)
+	if err := defaultChannelSecrets(ctx, k8s); err != nil {
+		return err
+	}
+	defaults, err := yaml.Marshal(defaultChannels(mail.SMTPPort))
+	if err != nil {
+		return err
+	}
+	defaultsFile := filepath.Join(work, "default-alerts.yaml")
+	if err := os.WriteFile(defaultsFile, defaults, 0o600); err != nil {
+		return err
+	}
 
-	say("Starting the operator")
-	registry := prometheus.NewRegistry()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	metricsAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
-	graphRequests, err := cwmetrics.NewGraphRequests(registry)
+	probeAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL(), ARMEndpoint: "https://management.azure.com", ARMAudience: "https://management.core.windows.net/"}
-	graphClient, err := msgraph.New(cloud.GraphEndpoint, graphRequests.RoundTripper(fake.Client().Transport))
+	args := append([]string{"--kubeconfig", kubeconfig, "--operator-namespace", operatorNS,
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr,
+		"--default-alerts", defaultsFile, "--slack-api-url", slackSrv.GetAPIURL()}, azure.Flags()...)
+	say("Starting the operator: credwatch %s", strings.Join(args, " "))
+	stopOperator, err := startOperator(bin, args, azure.Env(), filepath.Join(work, "operator.log"))
 	if err != nil {
 		return err
 	}
-	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, arm)
-	if err != nil {
-		return err
-	}
-	operator := azure.NewIdentities(cloud, fake.Client(), nil)
-	identities := azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
-		return operator.ClientSecret(tenant, operatorClient, operatorSecret)
-	})
-	if err := defaultChannelSecrets(ctx, k8s, slackSrv); err != nil {
-		return err
-	}
-	if err := (&controllers.CredentialWatchReconciler{
-		Client: mgr.GetClient(), SecretReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("credwatch"),
-		Clock: clock.RealClock{}, Rand: rand.Float64, Identities: identities, Graph: graphClient, Clusters: clusters,
-		Channels: &channels.Builder{Secrets: mgr.GetAPIReader(), DefaultsNamespace: operatorNS, SlackAPIURL: slackSrv.GetAPIURL(),
-			Defaults: defaultChannels(mail.SMTPPort)},
-	}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() { stopMgr(); <-mgrDone }()
-	metrics := &http.Server{Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
-	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go func() { _ = metrics.Serve(metricsLn) }()
-	defer metrics.Close()
+	defer stopOperator()
 
 	say("Applying config/samples and two more CredentialWatches in namespace %s", namespace)
 	if err := applyWatches(ctx, k8s, kubeconfig, now); err != nil {
@@ -226,8 +192,8 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	for _, m := range slackMessages.all() {
 		fmt.Fprintf(out, "  %s: %s\n", m.channel, m.text)
 	}
-	say("Metrics (http://%s/metrics)", metricsLn.Addr())
-	if err := printMetrics(out, "http://"+metricsLn.Addr().String()+"/metrics"); err != nil {
+	say("Metrics (http://%s/metrics)", metricsAddr)
+	if err := printMetrics(out, "http://"+metricsAddr+"/metrics"); err != nil {
 		return err
 	}
 	if once {
@@ -237,6 +203,73 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	<-ctx.Done()
 	say("Stopping")
 	return nil
+}
+
+// build compiles the operator, printing a line every hundred packages so a first build that
+// takes minutes shows it is moving.
+func build(ctx context.Context, out io.Writer, bin string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-v", "-o", bin, "./cmd")
+	cmd.Dir = repoRoot()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for n := 1; sc.Scan(); n++ {
+			lines = append(lines, sc.Text())
+			if n%100 == 0 {
+				fmt.Fprintf(out, "    ... %d packages compiled\n", n)
+			}
+		}
+	}()
+	err := cmd.Wait()
+	_ = pw.Close()
+	<-done
+	if err != nil {
+		return fmt.Errorf("go build ./cmd: %w\n%s", err, strings.Join(lines, "\n"))
+	}
+	return nil
+}
+
+// startOperator runs the operator binary; the function it returns stops it as Kubernetes would,
+// with SIGTERM and then, after the grace period, SIGKILL.
+func startOperator(bin string, args, env []string, logFile string) (func(), error) {
+	log, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		_ = log.Close()
+	}, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // repoRoot is the repository the demo runs in: `go run ./test/demo` starts there.
@@ -268,7 +301,7 @@ func defaultChannels(smtpPort int) *v1alpha1.Alerts {
 	}
 }
 
-func defaultChannelSecrets(ctx context.Context, k8s client.Client, _ *slacktest.Server) error {
+func defaultChannelSecrets(ctx context.Context, k8s client.Client) error {
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
