@@ -86,7 +86,7 @@ mailpit: $(MAILPIT) ## Build the mailpit SMTP server the email tests deliver to.
 
 $(MAILPIT): hack/mailpit/go.mod hack/mailpit/go.sum
 	@echo "Building mailpit $(MAILPIT_VERSION) for the email tests..."
-	cd hack/mailpit && $(GO) build -ldflags "-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VERSION)" -o $@ github.com/axllent/mailpit
+	cd hack/mailpit && $(GO) build -v -ldflags "-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VERSION)" -o $@ github.com/axllent/mailpit 2>&1 | $(PROGRESS)
 
 # helm, to lint and render the chart in its tests, built from the module pinned in hack/helm.
 HELM := $(BIN)/helm
@@ -97,7 +97,7 @@ helm: $(HELM) ## Build helm for the chart's tests.
 
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	@echo "Building helm $(HELM_VERSION) for the chart tests..."
-	cd hack/helm && $(GO) build -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
+	cd hack/helm && $(GO) build -v -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm 2>&1 | $(PROGRESS)
 
 ##@ Run
 

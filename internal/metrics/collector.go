@@ -28,6 +28,10 @@ var (
 		"credwatch_watch_consecutive_check_failures",
 		"Failed checks of the watch since its last successful one.",
 		[]string{"namespace", "name", "client_id"}, nil)
+	stateDesc = prometheus.NewDesc(
+		"credwatch_watch_state",
+		"The worst state of the watch's credentials: 1 for the state it is in (Valid, Warning, Critical, Expired), 0 for the others.",
+		[]string{"namespace", "name", "client_id", "state"}, nil)
 	lastRotationDesc = prometheus.NewDesc(
 		"credwatch_watch_last_rotation_timestamp_seconds",
 		"When the watch last completed a rotation of its secret, as a Unix timestamp.",
@@ -53,7 +57,7 @@ var _ prometheus.Collector = &Collector{}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{expirationDesc, readyDesc, lastCheckDesc, failuresDesc, lastRotationDesc, rotatingDesc} {
+	for _, d := range []*prometheus.Desc{expirationDesc, readyDesc, lastCheckDesc, failuresDesc, stateDesc, lastRotationDesc, rotatingDesc} {
 		ch <- d
 	}
 }
@@ -95,6 +99,15 @@ func collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
 		ch <- prometheus.MustNewConstMetric(lastCheckDesc, prometheus.GaugeValue, float64(t.Unix()), w.Namespace, w.Name, clientID)
 	}
 	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(w.Status.ConsecutiveFailures), w.Namespace, w.Name, clientID)
+	if w.Status.State != "" {
+		for _, s := range []v1alpha1.CredentialState{v1alpha1.StateValid, v1alpha1.StateWarning, v1alpha1.StateCritical, v1alpha1.StateExpired} {
+			v := 0.0
+			if s == w.Status.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, w.Namespace, w.Name, clientID, string(s))
+		}
+	}
 	if r := w.Status.LastRotation; r != nil {
 		ch <- prometheus.MustNewConstMetric(lastRotationDesc, prometheus.GaugeValue, float64(r.Time.Unix()), w.Namespace, w.Name, clientID)
 	}

@@ -32,6 +32,7 @@ func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatu
 }
 
 func rotated(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
+	w.Status.State = v1alpha1.StateWarning
 	w.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(time.Unix(1_700_000_000, 0)), KeyID: "k0"}
 	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring}
 	return w
@@ -72,6 +73,12 @@ credwatch_watch_last_rotation_timestamp_seconds{client_id="c-ok",name="ok",names
 # HELP credwatch_watch_rotation_in_progress 1 while a rotation is in progress, labelled with its step; absent otherwise.
 # TYPE credwatch_watch_rotation_in_progress gauge
 credwatch_watch_rotation_in_progress{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 1
+# HELP credwatch_watch_state The worst state of the watch's credentials: 1 for the state it is in (Valid, Warning, Critical, Expired), 0 for the others.
+# TYPE credwatch_watch_state gauge
+credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Critical"} 0
+credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Expired"} 0
+credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Valid"} 0
+credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Warning"} 1
 # HELP credwatch_watch_ready_status The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.
 # TYPE credwatch_watch_ready_status gauge
 credwatch_watch_ready_status{client_id="c-failing",condition="False",name="failing",namespace="platform"} 1

@@ -117,8 +117,10 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "credwatch-system"}}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{"credwatch-system", "team-a"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, values := range map[string][]string{"defaults": nil, "everything": {valuesFile(t)}} {
 		t.Run(name, func(t *testing.T) {
@@ -223,6 +225,28 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 	}
 }
 
+// TestWatchingOneNamespaceGrantsRightsThereOnly: with watchNamespace the manager's rights are a
+// Role in that namespace, plus reading Secrets in its own, and no ClusterRole grants Secrets.
+func TestWatchingOneNamespaceGrantsRightsThereOnly(t *testing.T) {
+	roles := map[string]string{}
+	for _, obj := range render(t, valuesFile(t)) {
+		switch obj.GetKind() {
+		case "ClusterRole":
+			rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+			for _, r := range rules {
+				if res, _ := json.Marshal(r); strings.Contains(string(res), "secrets") {
+					t.Errorf("ClusterRole %s grants Secrets while watching one namespace", obj.GetName())
+				}
+			}
+		case "Role":
+			roles[obj.GetName()] = obj.GetNamespace()
+		}
+	}
+	if roles["credwatch-manager"] != "team-a" || roles["credwatch-default-channels"] != "credwatch-system" {
+		t.Errorf("Roles = %v, want the manager's in team-a and the default channels' in credwatch-system", roles)
+	}
+}
+
 // TestManagerRulesMatchControllerGen keeps the chart's hand-written ClusterRole equal to the one
 // controller-gen makes from the controllers' markers.
 func TestManagerRulesMatchControllerGen(t *testing.T) {
@@ -317,7 +341,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	_ = v1alpha1.AddToScheme(scheme)
 	now := metav1.Now()
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "n"}, Status: v1alpha1.CredentialWatchStatus{
-		Credentials:   []v1alpha1.Credential{{KeyID: "k", EndTime: now}},
+		Credentials: []v1alpha1.Credential{{KeyID: "k", EndTime: now}}, State: v1alpha1.StateValid,
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
 	}}
 	reg := prometheus.NewRegistry()
