@@ -260,30 +260,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	}
 	s.mu.Lock()
 	var found *Object
-	if t := s.tenantLocked(tok.tenantID, false); t != nil {
-		m := t.apps
-		if set.sps {
-			m = t.sps
-		}
-		if byAppID != "" {
-			if st := m[strings.ToLower(byAppID)]; st != nil {
-				o := st.obj.clone()
-				found = &o
-			}
-		} else {
-			for _, st := range m {
-				if strings.EqualFold(st.obj.ID, byID) {
-					o := st.obj.clone()
-					found = &o
-					break
-				}
-			}
-		}
+	if st := s.lookupLocked(set, tok, byAppID, byID); st != nil {
+		o := st.obj.clone()
+		found = &o
 	}
 	s.mu.Unlock()
 	if found == nil {
-		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
-			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", byAppID+byID))
+		c.notFound(w, byAppID+byID)
 		return
 	}
 	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect() + "/$entity"}}
@@ -323,22 +306,9 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var st *stored
-	if t := s.tenantLocked(tok.tenantID, false); t != nil {
-		m := t.apps
-		if set.sps {
-			m = t.sps
-		}
-		for _, candidate := range m {
-			if strings.EqualFold(candidate.obj.ID, id) {
-				st = candidate
-				break
-			}
-		}
-	}
+	st := s.lookupLocked(set, tok, "", id)
 	if st == nil {
-		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
-			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", id))
+		c.notFound(w, id)
 		return
 	}
 	now := time.Now().UTC()
@@ -388,29 +358,47 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 	})
 }
 
+// lookup finds an object of set in the token's tenant, by appId or by object ID, as a copy;
+// the caller holds s.mu.
+func (s *Server) lookupLocked(set *entitySet, tok issuedToken, byAppID, byID string) *stored {
+	t := s.tenantLocked(tok.tenantID, false)
+	if t == nil {
+		return nil
+	}
+	m := t.apps
+	if set.sps {
+		m = t.sps
+	}
+	if byAppID != "" {
+		return m[strings.ToLower(byAppID)]
+	}
+	for _, st := range m {
+		if strings.EqualFold(st.obj.ID, byID) {
+			return st
+		}
+	}
+	return nil
+}
+
+// notFound answers as Graph does for an object that does not exist.
+func (c graphCall) notFound(w http.ResponseWriter, key string) {
+	c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
+		"Resource '%s' does not exist or one of its queried reference-property objects are not present.", key))
+}
+
 // owners answers GET /{set}/{id}/owners as Graph does, each owner typed by @odata.type. It pages
 // nothing: an application has a handful of owners.
 func (s *Server) owners(w http.ResponseWriter, c graphCall, set *entitySet, tok issuedToken, id string) {
 	w.Header().Set("x-ms-resource-unit", "1")
 	s.mu.Lock()
 	var found *Object
-	if t := s.tenantLocked(tok.tenantID, false); t != nil {
-		m := t.apps
-		if set.sps {
-			m = t.sps
-		}
-		for _, st := range m {
-			if strings.EqualFold(st.obj.ID, id) {
-				o := st.obj.clone()
-				found = &o
-				break
-			}
-		}
+	if st := s.lookupLocked(set, tok, "", id); st != nil {
+		o := st.obj.clone()
+		found = &o
 	}
 	s.mu.Unlock()
 	if found == nil {
-		c.graphError(w, http.StatusNotFound, "Request_ResourceNotFound", fmt.Sprintf(
-			"Resource '%s' does not exist or one of its queried reference-property objects are not present.", id))
+		c.notFound(w, id)
 		return
 	}
 	value := []object{}
