@@ -192,7 +192,7 @@ func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr err
 func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
 	a := notify.Alert{
 		ID:        notify.AlertID(string(obj.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
-		Kind:      notify.Kind(p.Kind),
+		Kind:      p.Kind,
 		Severity:  notify.SeverityInfo,
 		Namespace: obj.Namespace,
 		Name:      obj.Name,
@@ -207,7 +207,7 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 		a.Cluster = c.ResourceGroup + "/" + c.Name
 	}
 	switch p.Kind {
-	case policy.AlertReminder, policy.AlertExpired:
+	case notify.KindReminder, notify.KindExpired:
 		c := p.Credential
 		a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
 			DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
@@ -216,24 +216,24 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 		if r := obj.Spec.Rotation; r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword {
 			a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(obj) + "."
 		}
-	case policy.AlertResolved:
+	case notify.KindResolved:
 		source, keyID, _ := strings.Cut(p.Subject, "/")
 		a.Credential = &notify.Credential{KeyID: keyID, Source: source}
 		a.Fix = "Nothing: the credential no longer exists on the " + source + " object."
-	case policy.AlertCheckFailing:
+	case notify.KindCheckFailing:
 		a.Severity = notify.SeverityWarning
 		if ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
 			a.Problem = ready.Reason + ": " + ready.Message
 			a.Fix = checkFixes[ready.Reason]
 		}
-	case policy.AlertCheckRecovered:
+	case notify.KindCheckRecovered:
 		a.Fix = "Nothing: checks work again."
-	case policy.AlertRotated:
+	case notify.KindRotated:
 		if r := obj.Status.LastRotation; r != nil {
 			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
 		}
 		a.Fix = "Nothing: the new secret is in Secret " + obj.Namespace + "/" + obj.Spec.Rotation.SecretRef.Name + " and, for an AKS target, in the cluster."
-	case policy.AlertRotationFailed:
+	case notify.KindRotationFailing:
 		a.Severity = notify.SeverityCritical
 		if r := obj.Status.Rotation; r != nil {
 			a.Problem = "step " + string(r.Step) + ": " + r.Message

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
 )
 
 // DefaultRemindBefore is the reminder schedule of a watch that sets none.
@@ -110,19 +111,6 @@ func RemindBefore(ds []v1alpha1.Duration) ([]time.Duration, error) {
 	return out, nil
 }
 
-// AlertKind is what a planned alert announces.
-type AlertKind string
-
-const (
-	AlertReminder       AlertKind = "Reminder"
-	AlertExpired        AlertKind = "Expired"
-	AlertResolved       AlertKind = "Resolved"
-	AlertCheckFailing   AlertKind = "CheckFailing"
-	AlertCheckRecovered AlertKind = "CheckRecovered"
-	AlertRotated        AlertKind = "Rotated"
-	AlertRotationFailed AlertKind = "RotationFailing"
-)
-
 // RotationSubject is the ledger subject of rotation alerts.
 const RotationSubject = "rotation"
 
@@ -139,7 +127,7 @@ func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c
 // PlannedAlert is one alert due on one channel.
 type PlannedAlert struct {
 	Channel string
-	Kind    AlertKind
+	Kind    notify.Kind
 	Subject string
 	Step    Step
 	// Credential is what a reminder or an expiry is about; nil for the others.
@@ -225,15 +213,15 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 				if !ok || !Due(step, sent[[2]string{ch, subject}]) {
 					continue
 				}
-				kind := AlertReminder
+				kind := notify.KindReminder
 				if step.Expired {
-					kind = AlertExpired
+					kind = notify.KindExpired
 				}
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
 			}
 			for _, s := range in.Sent {
 				if s.Channel == ch && s.Subject != CheckSubject && s.Subject != RotationSubject && !live[s.Subject] {
-					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertResolved, Subject: s.Subject,
+					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindResolved, Subject: s.Subject,
 						Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 				}
 			}
@@ -241,7 +229,7 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 
 		if r := in.LastRotation; r != nil {
 			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != r.KeyID {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertRotated, Subject: RotationSubject,
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindRotated, Subject: RotationSubject,
 					Step: Step{Name: r.KeyID, Due: r.Time.Time}})
 			}
 		}
@@ -250,7 +238,7 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
 			step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
 			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != step.Name {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertRotationFailed, Subject: RotationSubject, Step: step})
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindRotationFailing, Subject: RotationSubject, Step: step})
 			}
 		}
 
@@ -262,10 +250,10 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			if now.Before(due) {
 				soonest(due)
 			} else if Due(step, last) {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertCheckFailing, Subject: CheckSubject, Step: step})
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindCheckFailing, Subject: CheckSubject, Step: step})
 			}
 		case last != nil:
-			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: AlertCheckRecovered, Subject: CheckSubject,
+			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindCheckRecovered, Subject: CheckSubject,
 				Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/httppost"
 )
 
 var _ notify.Channel = (*Channel)(nil)
@@ -51,10 +52,10 @@ func New(o Options) (*Channel, error) {
 		if o.APIURL != "" {
 			return nil, errors.New("slack: an API URL applies to token mode only, not to a webhook URL")
 		}
-		if err := notify.ValidateURL(o.WebhookURL); err != nil {
+		if err := httppost.ValidateURL(o.WebhookURL); err != nil {
 			return nil, fmt.Errorf("slack: webhook URL: %w", err)
 		}
-		return &Channel{webhookURL: o.WebhookURL, client: client, secrets: notify.URLSecrets(o.WebhookURL)}, nil
+		return &Channel{webhookURL: o.WebhookURL, client: client, secrets: httppost.URLSecrets(o.WebhookURL)}, nil
 	case o.Token != "" && o.Channel == "":
 		return nil, errors.New("slack: a token needs a channel to post to")
 	case o.Token == "" && o.Channel != "":
@@ -105,7 +106,7 @@ func (c *Channel) deliveryError(doing string, err error) error {
 	case errors.As(err, &limited):
 		de.RetryAfter = limited.RetryAfter
 	case errors.As(err, &status):
-		de.Permanent = notify.PermanentStatus(status.Code)
+		de.Permanent = httppost.PermanentStatus(status.Code)
 		if hint := webhookHints[status.Code]; hint != "" && c.api == nil {
 			err = fmt.Errorf("%w (%s)", err, hint)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/httppost"
 )
 
 var _ notify.Channel = (*Channel)(nil)
@@ -21,7 +22,7 @@ type Channel struct {
 // New returns a channel posting to webhookURL, the URL the Workflows trigger shows; its sig
 // parameter is the credential. A nil client means one with a 15 s timeout.
 func New(webhookURL string, client *http.Client) (*Channel, error) {
-	if err := notify.ValidateURL(webhookURL); err != nil {
+	if err := httppost.ValidateURL(webhookURL); err != nil {
 		return nil, fmt.Errorf("teams: %w", err)
 	}
 	if client == nil {
@@ -40,5 +41,5 @@ func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
 	if err != nil {
 		return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("encoding the Teams card: %w", err)}
 	}
-	return notify.PostJSON(ctx, c.client, c.url, body, nil)
+	return httppost.PostJSON(ctx, c.client, c.url, body, nil)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/httppost"
 )
 
 var _ notify.Channel = (*Channel)(nil)
@@ -26,7 +27,7 @@ type Channel struct {
 // New returns a channel posting to url, signing with signingKey when it is not empty. A nil client
 // means one with a 15 s timeout.
 func New(url string, signingKey []byte, client *http.Client) (*Channel, error) {
-	if err := notify.ValidateURL(url); err != nil {
+	if err := httppost.ValidateURL(url); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	if client == nil {
@@ -51,5 +52,5 @@ func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderSignature, sign(c.key, ts, body))
 	}
-	return notify.PostJSON(ctx, c.client, c.url, body, h)
+	return httppost.PostJSON(ctx, c.client, c.url, body, h)
 }

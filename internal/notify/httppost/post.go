@@ -1,4 +1,6 @@
-package notify
+// Package httppost POSTs JSON for the channels that are webhooks (Teams, the generic webhook) and
+// keeps the URL, which is their credential, out of every error.
+package httppost
 
 import (
 	"bytes"
@@ -10,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/credwatch/credwatch/internal/notify"
 )
 
 // PostJSON POSTs body as JSON to rawURL and returns nil on any 2xx answer, otherwise a
@@ -19,7 +23,7 @@ import (
 func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []byte, header http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return &DeliveryError{Permanent: true, Err: Redact(err, URLSecrets(rawURL)...)}
+		return &notify.DeliveryError{Permanent: true, Err: notify.Redact(err, URLSecrets(rawURL)...)}
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -30,7 +34,7 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return &DeliveryError{Err: Redact(err, URLSecrets(rawURL)...)}
+		return &notify.DeliveryError{Err: notify.Redact(err, URLSecrets(rawURL)...)}
 	}
 	defer resp.Body.Close()
 	// Drained so the connection is reused; bounded so a chatty receiver cannot stall us.
@@ -38,7 +42,7 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	return &DeliveryError{
+	return &notify.DeliveryError{
 		Permanent:  PermanentStatus(resp.StatusCode),
 		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
 		Err:        fmt.Errorf("%s answered %s", req.URL.Host, resp.Status),
