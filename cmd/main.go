@@ -32,6 +32,7 @@ import (
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -51,6 +52,7 @@ type options struct {
 	defaultAlerts  string
 	namespace      string
 	slackAPIURL    string
+	graphBudget    int
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
+	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
@@ -139,6 +142,9 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	if o.graphBudget <= 0 {
+		return fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
+	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
@@ -187,7 +193,8 @@ func run(o options) error {
 		return err
 	}
 	metrics.Registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
-	transport := graphRequests.RoundTripper(http.DefaultTransport)
+	// The budget is spent before a request is counted: waiting for it is not a request.
+	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
 	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
 	if err != nil {
 		return err

@@ -66,8 +66,21 @@ func (i *Identities) defaultCredential(tenantID string) (azcore.TokenCredential,
 
 // Operator returns the operator's own identity, signing in to tenantID.
 func (i *Identities) Operator(tenantID string) (azcore.TokenCredential, error) {
-	return i.cached("operator/"+tenantID, "", func() (azcore.TokenCredential, error) { return i.operator(tenantID) })
+	return i.cached("operator/"+tenantID, "", func() (azcore.TokenCredential, error) {
+		c, err := i.operator(tenantID)
+		return scoped{c, "operator/" + tenantID}, err
+	})
 }
+
+// scoped is a credential that names the Graph throttling scope its requests spend: Graph
+// budgets per application and tenant, and so does graph/budget.
+type scoped struct {
+	azcore.TokenCredential
+	scope string
+}
+
+// Scope names the application and tenant the credential signs in as.
+func (s scoped) Scope() string { return s.scope }
 
 // ClientSecret returns an identity that signs in to tenantID as clientID with secret. Each secret
 // gets its own credential, so two watches holding different secrets of one client do not evict
@@ -75,10 +88,11 @@ func (i *Identities) Operator(tenantID string) (azcore.TokenCredential, error) {
 func (i *Identities) ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error) {
 	sum := sha256.Sum256([]byte(secret))
 	return i.cached("secret/"+tenantID+"/"+clientID, hex.EncodeToString(sum[:]), func() (azcore.TokenCredential, error) {
-		return azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
+		c, err := azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
 			ClientOptions:            i.clientOptions(),
 			DisableInstanceDiscovery: !i.cloud.Known(),
 		})
+		return scoped{c, clientID + "/" + tenantID}, err
 	})
 }
 

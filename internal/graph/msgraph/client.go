@@ -24,6 +24,7 @@ import (
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/graph/budget"
 )
 
 // credentialFields is all a watch reads: $select keeps responses small and costs Graph one
@@ -80,6 +81,15 @@ func middlewares() []khttp.Middleware {
 	return kept
 }
 
+// scoped marks ctx with the throttling scope cred signs in as, when it names one, so that its
+// requests spend that scope's budget (see graph/budget).
+func scoped(ctx context.Context, cred azcore.TokenCredential) context.Context {
+	if s, ok := cred.(interface{ Scope() string }); ok {
+		return budget.WithScope(ctx, s.Scope())
+	}
+	return ctx
+}
+
 func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceClient, error) {
 	// Kiota attaches tokens only for the hosts it is told of; without this a sovereign or test
 	// endpoint gets no token and Graph answers 401 "Access token is empty".
@@ -99,6 +109,7 @@ func (c *Client) service(cred azcore.TokenCredential) (*msgraphsdk.GraphServiceC
 // appID, in the tenant cred signs in to. It fails with a azerr.Error of KindNotFound only when
 // neither object exists.
 func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
 		return graph.Snapshot{}, err
@@ -143,6 +154,7 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 // applicationID: a user's mail, or its user principal name when it has none. Owners that are
 // service principals have neither and are skipped.
 func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
+	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
 		return nil, err
@@ -172,6 +184,7 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 // AddPassword adds a client secret named displayName, ending at end, to the application with
 // object ID applicationID, and returns it with its text: Graph shows the text this once.
 func (c *Client) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
+	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
 		return graph.NewSecret{}, err
@@ -195,6 +208,7 @@ func (c *Client) AddPassword(ctx context.Context, cred azcore.TokenCredential, a
 
 // RemovePassword removes the client secret keyID from the application with object ID applicationID.
 func (c *Client) RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error {
+	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
 		return err

@@ -12,9 +12,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"k8s.io/utils/clock"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -294,6 +297,39 @@ type tokenFunc func() error
 
 func (f tokenFunc) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	return azcore.AccessToken{}, f()
+}
+
+// TestThrottlingPausesTheScope: through the budget's round tripper, a 429's Retry-After holds
+// back the next request of the same application and tenant, which then succeeds.
+func TestThrottlingPausesTheScope(t *testing.T) {
+	fake := fakegraph.New()
+	t.Cleanup(fake.Close)
+	fake.AddClient(tenant, client, secret)
+	seed(fake, true, true)
+	limiter := budget.New(clock.RealClock{}, budget.SmallTenant)
+	c, err := New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
+	cred, err := ids.ClientSecret(tenant, client, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Throttle(1, time.Second)
+	if _, err := c.ReadCredentials(context.Background(), cred, appID); azerr.KindOf(err) != azerr.KindThrottled {
+		t.Fatalf("first read: %v, want throttled", err)
+	}
+	start := time.Now()
+	if _, err := c.ReadCredentials(context.Background(), cred, appID); err != nil {
+		t.Fatalf("second read: %v", err)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("the read after a 429 with Retry-After: 1 went after %v", waited)
+	}
+	if n := len(fake.Requests()); n != 3 {
+		t.Errorf("%d Graph requests, want the throttled one and two after the pause", n)
+	}
 }
 
 func TestNewRejectsEndpointsThatAreNotHTTPS(t *testing.T) {
