@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -61,13 +60,20 @@ var (
 // count attempts (retries) as well as outcomes.
 func (s *Server) serveGraph(w http.ResponseWriter, r *http.Request, segs []string) {
 	s.mu.Lock()
-	unreachable, stalled := s.unreachable, s.stalled
+	unreachable, stalled, latency := s.unreachable, s.stalled, s.latency
 	rec := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	if tok, ok := s.tokens[bearer(r)]; ok {
 		rec.ClientID, rec.TenantID = tok.clientID, tok.tenantID
 	}
 	s.mu.Unlock()
 
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+	}
 	if stalled {
 		s.logRequest(rec)
 		select {
@@ -124,13 +130,7 @@ func (s *Server) handleGraph(w http.ResponseWriter, r *http.Request, segs []stri
 	s.mu.Unlock()
 
 	if throttled {
-		secs := int(math.Ceil(retryAfter.Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		if known {
-			w.Header().Set("x-ms-throttle-scope", fmt.Sprintf("Tenant_Application/ReadWrite/%s/%s", tok.clientID, tok.tenantID))
-		}
-		w.Header().Set("x-ms-throttle-information", "ResourceUnitLimitExceeded")
-		c.graphError(w, http.StatusTooManyRequests, "TooManyRequests", "Too many requests. Please retry again later.")
+		s.tooManyRequests(w, c, tok, known, retryAfter)
 		return
 	}
 
@@ -232,6 +232,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		return
 	}
 	if owners {
+		if !s.spend(w, c, tok, 1) {
+			return
+		}
 		s.owners(w, c, set, tok, byID)
 		return
 	}
@@ -252,7 +255,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	if !single && q.topGiven && q.top < 20 {
 		ru--
 	}
-	w.Header().Set("x-ms-resource-unit", strconv.Itoa(max(ru, 1)))
+	ru = max(ru, 1)
+	if !s.spend(w, c, tok, ru) {
+		return
+	}
+	w.Header().Set("x-ms-resource-unit", strconv.Itoa(ru))
 
 	if !single {
 		s.list(w, r, set, tok, q)

@@ -27,6 +27,8 @@ type Server struct {
 	denied        map[string]bool // by lower-cased client ID
 	throttleLeft  int
 	throttleAfter time.Duration
+	budget        *budget
+	latency       time.Duration
 	unreachable   bool
 	stalled       bool
 	closing       chan struct{}

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
@@ -302,20 +303,7 @@ func (f tokenFunc) GetToken(context.Context, policy.TokenRequestOptions) (azcore
 // TestThrottlingPausesTheScope: through the budget's round tripper, a 429's Retry-After holds
 // back the next request of the same application and tenant, which then succeeds.
 func TestThrottlingPausesTheScope(t *testing.T) {
-	fake := fakegraph.New()
-	t.Cleanup(fake.Close)
-	fake.AddClient(tenant, client, secret)
-	seed(fake, true, true)
-	limiter := budget.New(clock.RealClock{}, budget.SmallTenant)
-	c, err := New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
-	cred, err := ids.ClientSecret(tenant, client, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake, c, cred := budgeted(t, budget.New(clock.RealClock{}, budget.SmallTenant))
 	fake.Throttle(1, time.Second)
 	if _, err := c.ReadCredentials(context.Background(), cred, appID); azerr.KindOf(err) != azerr.KindThrottled {
 		t.Fatalf("first read: %v, want throttled", err)
@@ -329,6 +317,69 @@ func TestThrottlingPausesTheScope(t *testing.T) {
 	}
 	if n := len(fake.Requests()); n != 3 {
 		t.Errorf("%d Graph requests, want the throttled one and two after the pause", n)
+	}
+}
+
+// budgeted is a client whose requests spend limiter's budget, with an identity that names its scope
+// as the operator's do.
+func budgeted(t *testing.T, limiter *budget.Limiter) (*fakegraph.Server, *Client, azcore.TokenCredential) {
+	t.Helper()
+	fake := fakegraph.New()
+	t.Cleanup(fake.Close)
+	fake.AddClient(tenant, client, secret)
+	seed(fake, true, true)
+	c, err := New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
+	cred, err := ids.ClientSecret(tenant, client, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake, c, cred
+}
+
+// TestBudgetKeepsReadsUnderGraphsLimit: against a Graph enforcing the same budget on the same
+// clock, reads worth two windows of budget wait for the refill instead of being refused. Graph
+// and the limiter share no code, so a cost the limiter undercharges shows here as a 429.
+func TestBudgetKeepsReadsUnderGraphsLimit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	const units = 10
+	fake, c, cred := budgeted(t, budget.New(clk, units))
+	fake.SetBudget(units, clk)
+
+	done := make(chan error, 1)
+	go func() {
+		for range units { // two requests of one unit each
+			if _, err := c.ReadCredentials(context.Background(), cred, appID); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	began := clk.Now()
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		case <-time.After(time.Millisecond):
+			if clk.HasWaiters() {
+				clk.Step(10 * time.Millisecond)
+			}
+		}
+	}
+	if got := fake.Throttled(); got != 0 {
+		t.Errorf("Graph refused %d requests", got)
+	}
+	// The first 8 units go at once; Graph then reports 80% spent and the limiter keeps to the
+	// refill rate, one unit a second, for the other 12, leaving Graph's last 2 as headroom.
+	if waited := clk.Since(began); waited < 11500*time.Millisecond || waited > 12500*time.Millisecond {
+		t.Errorf("%d units on a budget of %d per 10 s took %v, want 12 s", 2*units, units, waited)
 	}
 }
 
