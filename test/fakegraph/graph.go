@@ -178,6 +178,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		return
 	}
 	segs = segs[1:]
+	if len(segs) == 1 && segs[0] == "$batch" {
+		s.batch(w, r, c, tok)
+		return
+	}
 	if len(segs) == 0 {
 		if !s.onlyGET(w, r, c) {
 			return

@@ -98,6 +98,8 @@ type Request struct {
 	Method, Path, RawQuery string
 	Status                 int
 	ClientID, TenantID     string
+	// Batched marks a sub-request of a $batch; the $batch itself is logged as the one HTTP request.
+	Batched bool
 }
 
 // TokenRequest is one call to the token endpoint, so tests can check that a new secret was
