@@ -34,15 +34,23 @@ const nearlySpent = 0.8
 // Cost is what Graph charges for a request in resource units: 2 for reading applications, 1 for
 // other identity reads, one less with $select, one more with $expand, one less for $top under
 // 20, never less than 1; a write costs 1 here and is limited by its own quota.
+// A $batch costs what its requests cost.
 func Cost(r *http.Request) int {
-	if r.Method != http.MethodGet {
+	if isBatch(r) {
+		return batchCost(r)
+	}
+	return costOf(r.Method, r.URL.Path, r.URL.RawQuery)
+}
+
+func costOf(method, path, rawQuery string) int {
+	if !strings.EqualFold(method, http.MethodGet) {
 		return 1
 	}
 	cost := 1
-	if p := strings.ToLower(r.URL.Path); strings.Contains(p, "/applications") && !strings.Contains(p, "/serviceprincipals") {
+	if p := strings.ToLower(path); strings.Contains(p, "/applications") && !strings.Contains(p, "/serviceprincipals") {
 		cost = 2
 	}
-	q, _ := url.ParseQuery(r.URL.RawQuery)
+	q, _ := url.ParseQuery(rawQuery)
 	if q.Has("$select") {
 		cost--
 	}
@@ -149,10 +157,17 @@ func (l *Limiter) RoundTripper(next http.RoundTripper) http.RoundTripper {
 			return nil, err
 		}
 		resp, err := next.RoundTrip(r)
-		if err == nil {
-			l.Observe(scope, resp.StatusCode, resp.Header)
+		if err != nil {
+			return resp, err
 		}
-		return resp, err
+		l.Observe(scope, resp.StatusCode, resp.Header)
+		if isBatch(r) && resp.StatusCode == http.StatusOK {
+			// Each request in a batch is throttled on its own, behind the batch's 200.
+			for _, h := range subResponseHeaders(resp) {
+				l.Observe(scope, h.status, h.header)
+			}
+		}
+		return resp, nil
 	})
 }
 
