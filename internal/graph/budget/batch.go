@@ -54,6 +54,24 @@ func batchCost(r *http.Request) int {
 	return total
 }
 
+// replayable returns r, or when its body can be read only once (Kiota's gzipped bodies) a clone
+// carrying the body in memory, so that the batch can be costed and still be sent. The caller's
+// request is left as RoundTrip's contract requires: its body consumed and closed.
+func replayable(r *http.Request) (*http.Request, error) {
+	if r.GetBody != nil || r.Body == nil || r.Body == http.NoBody {
+		return r, nil
+	}
+	raw, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	clone := r.Clone(r.Context())
+	clone.Body = io.NopCloser(bytes.NewReader(raw))
+	clone.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	return clone, nil
+}
+
 type subResponse struct {
 	status int
 	header http.Header

@@ -85,3 +85,42 @@ func TestThrottledRequestInABatchPausesTheScope(t *testing.T) {
 		t.Errorf("after a sub-request's Retry-After: 5 the next request went after %v", d)
 	}
 }
+
+// TestBatchBodyReadableOnceIsCostedAndSent: Kiota's gzipped bodies cannot be re-read; the limiter
+// must still charge what the batch holds and send it whole.
+func TestBatchBodyReadableOnceIsCostedAndSent(t *testing.T) {
+	body := gzipped(threeReads)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got, _ := io.ReadAll(r.Body); !bytes.Equal(got, body) {
+			t.Error("the batch arrived altered")
+		}
+		_, _ = io.WriteString(w, `{"responses":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, 10)
+	req, _ := http.NewRequestWithContext(WithScope(context.Background(), "app-a"), "POST", srv.URL+"/v1.0/$batch", io.NopCloser(bytes.NewReader(body)))
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := l.RoundTripper(http.DefaultTransport).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if d := waitTook(t, c, l, "app-a", 6); d != 0 {
+		t.Errorf("6 of 10 units waited %v: the batch of 4 was overcharged", d)
+	}
+	if d := waitTook(t, c, l, "app-a", 1); d == 0 {
+		t.Error("the batch was undercharged: the bucket still had room")
+	}
+}
+
+func TestCostAboveTheBudgetSpendsAllOfIt(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, 10)
+	if d := waitTook(t, c, l, "app-a", unreadableBatchCost); d != 0 {
+		t.Errorf("a cost of %d on a full bucket of 10 waited %v", unreadableBatchCost, d)
+	}
+	if d := waitTook(t, c, l, "app-a", 1); d == 0 {
+		t.Error("the bucket was not emptied")
+	}
+}

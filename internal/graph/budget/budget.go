@@ -96,8 +96,10 @@ func (l *Limiter) bucketLocked(scope string, now time.Time) *bucket {
 	return b
 }
 
-// Wait blocks until scope may spend units, or ctx ends.
+// Wait blocks until scope may spend units, or ctx ends. A cost above the whole budget spends the
+// whole budget: waiting for more than the bucket holds would be waiting forever.
 func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
+	need := min(float64(units), l.size)
 	for {
 		l.mu.Lock()
 		now := l.clock.Now()
@@ -106,12 +108,12 @@ func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
 		switch {
 		case now.Before(b.pausedUntil):
 			wait = b.pausedUntil.Sub(now)
-		case b.units >= float64(units):
-			b.units -= float64(units)
+		case b.units >= need:
+			b.units -= need
 			l.mu.Unlock()
 			return nil
 		default:
-			wait = time.Duration((float64(units) - b.units) / l.rate * float64(time.Second))
+			wait = time.Duration((need - b.units) / l.rate * float64(time.Second))
 		}
 		l.mu.Unlock()
 		select {
@@ -153,6 +155,12 @@ func WithScope(ctx context.Context, scope string) context.Context {
 func (l *Limiter) RoundTripper(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		scope, _ := r.Context().Value(scopeKey{}).(string)
+		if isBatch(r) {
+			var err error
+			if r, err = replayable(r); err != nil {
+				return nil, err
+			}
+		}
 		if err := l.Wait(r.Context(), scope, Cost(r)); err != nil {
 			return nil, err
 		}
