@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
 	_ "time/tzdata"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,7 +34,9 @@ import (
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
+	"github.com/credwatch/credwatch/internal/graph/coalesce"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -53,6 +57,21 @@ type options struct {
 	namespace      string
 	slackAPIURL    string
 	graphBudget    int
+}
+
+// coalesceWindow is how long a credential read waits for others to share its $batch: short
+// beside a Graph round trip, long enough for the watches of one requeue burst to meet.
+const coalesceWindow = 20 * time.Millisecond
+
+// coalescedGraph reads credentials in batches shared between watches, and makes the other, rarer
+// calls directly.
+type coalescedGraph struct {
+	*msgraph.Client
+	reads *coalesce.Reader
+}
+
+func (g coalescedGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	return g.reads.ReadCredentials(ctx, cred, appID)
 }
 
 func main() {
@@ -210,7 +229,7 @@ func run(o options) error {
 		Clock:        clock.RealClock{},
 		Rand:         rand.Float64,
 		Identities:   azure.NewIdentities(cloud, nil, nil),
-		Graph:        graphClient,
+		Graph:        coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)},
 		Clusters:     clusters,
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
 	}).SetupWithManager(mgr); err != nil {

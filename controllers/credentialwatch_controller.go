@@ -47,8 +47,10 @@ type GraphAPI interface {
 // statusWriteTimeout bounds the final status write of a reconcile.
 const statusWriteTimeout = 15 * time.Second
 
-// maxConcurrentReconciles bounds how many watches are worked on at once.
-const maxConcurrentReconciles = 4
+// maxConcurrentReconciles bounds how many watches are worked on at once. Reads of concurrent
+// watches share Graph $batch requests of up to ten appIds, so fewer workers than two batches'
+// worth would leave batches half empty; a worker waiting on Graph costs only a goroutine.
+const maxConcurrentReconciles = 20
 
 // Clusters reads AKS managed clusters from Azure Resource Manager and moves them onto a new
 // service principal secret, following the operation by resume token.

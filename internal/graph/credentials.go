@@ -57,3 +57,10 @@ func (s NewSecret) String() string {
 
 // GoString keeps %#v from printing the text too.
 func (s NewSecret) GoString() string { return s.String() }
+
+// Read is the outcome of reading one appId's credentials in a batch: its Snapshot, or the error
+// reading it alone would have returned.
+type Read struct {
+	Snapshot Snapshot
+	Err      error
+}

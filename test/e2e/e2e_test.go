@@ -218,6 +218,17 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		}
 	}
 
+	// The binary reads credentials through $batch, so many watches can share a request.
+	batched := 0
+	for _, r := range graph.Requests() {
+		if r.Batched && strings.Contains(r.Path, "/servicePrincipals(") {
+			batched++
+		}
+	}
+	if batched == 0 {
+		t.Error("no credential read went through a $batch")
+	}
+
 	// A clean stop on SIGTERM, within the pod's grace period.
 	if err := op.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -127,6 +127,15 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
 		})
 	})
+	return snapshot(appID, app, appErr, sp, spErr)
+}
+
+// snapshot joins what was read of an appId's application and service principal; either may be
+// missing, not both.
+func snapshot(appID string, app credentialHolder, appErr error, sp credentialHolder, spErr error) (graph.Snapshot, error) {
+	if appErr != nil && azerr.KindOf(appErr) != azerr.KindNotFound {
+		return graph.Snapshot{}, appErr
+	}
 	if spErr != nil && azerr.KindOf(spErr) != azerr.KindNotFound {
 		return graph.Snapshot{}, spErr
 	}

@@ -349,30 +349,15 @@ func TestBudgetKeepsReadsUnderGraphsLimit(t *testing.T) {
 	fake, c, cred := budgeted(t, budget.New(clk, units))
 	fake.SetBudget(units, clk)
 
-	done := make(chan error, 1)
-	go func() {
+	began := clk.Now()
+	stepping(t, clk, func() error {
 		for range units { // two requests of one unit each
 			if _, err := c.ReadCredentials(context.Background(), cred, appID); err != nil {
-				done <- err
-				return
+				return err
 			}
 		}
-		done <- nil
-	}()
-	began := clk.Now()
-	for finished := false; !finished; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		case <-time.After(time.Millisecond):
-			if clk.HasWaiters() {
-				clk.Step(10 * time.Millisecond)
-			}
-		}
-	}
+		return nil
+	})
 	if got := fake.Throttled(); got != 0 {
 		t.Errorf("Graph refused %d requests", got)
 	}
@@ -380,6 +365,26 @@ func TestBudgetKeepsReadsUnderGraphsLimit(t *testing.T) {
 	// refill rate, one unit a second, for the other 12, leaving Graph's last 2 as headroom.
 	if waited := clk.Since(began); waited < 11500*time.Millisecond || waited > 12500*time.Millisecond {
 		t.Errorf("%d units on a budget of %d per 10 s took %v, want 12 s", 2*units, units, waited)
+	}
+}
+
+// stepping runs fn, advancing clk in small steps whenever something waits on it.
+func stepping(t *testing.T, clk *clocktesting.FakeClock, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-time.After(time.Millisecond):
+			if clk.HasWaiters() {
+				clk.Step(10 * time.Millisecond)
+			}
+		}
 	}
 }
 

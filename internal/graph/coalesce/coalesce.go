@@ -1,0 +1,130 @@
+// Package coalesce gathers the credential reads of many watches into Graph $batch requests: reads
+// that arrive within a short window under one identity share a batch, and watches of the same
+// appId share its answer. A sweep of 10,000 watches then costs 1,000 HTTP requests, not 20,000.
+package coalesce
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"k8s.io/utils/clock"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// BatchReader reads the credentials of several appIds in one request, each result in the order
+// of appIDs.
+type BatchReader interface {
+	ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read
+}
+
+// batchTimeout bounds one batch, which no single caller's context owns.
+const batchTimeout = 2 * time.Minute
+
+// Reader coalesces ReadCredentials calls into batches of at most max appIds.
+type Reader struct {
+	next   BatchReader
+	clock  clock.Clock
+	window time.Duration
+	max    int
+
+	mu   sync.Mutex
+	open map[azcore.TokenCredential]*batch
+	// pending holds every appId of a batch not yet answered, open or sent, so that a watch of an
+	// appId already being read waits for that answer instead of reading it again.
+	pending map[read]*batch
+}
+
+type read struct {
+	cred  azcore.TokenCredential
+	appID string
+}
+
+type batch struct {
+	cred    azcore.TokenCredential
+	appIDs  []string
+	index   map[string]int
+	full    chan struct{}
+	done    chan struct{}
+	results []graph.Read
+}
+
+// New returns a Reader that sends a batch when it holds max appIds or window after its first
+// read, whichever is sooner.
+func New(next BatchReader, c clock.Clock, window time.Duration, max int) *Reader {
+	return &Reader{next: next, clock: c, window: window, max: max, open: map[azcore.TokenCredential]*batch{}, pending: map[read]*batch{}}
+}
+
+// ReadCredentials reads appID's credentials with cred, in a batch with other reads by cred.
+// Credentials are batched by identity, so one must be comparable; one that is not is read alone.
+func (r *Reader) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	if cred == nil || !reflect.TypeOf(cred).Comparable() {
+		res := r.next.ReadCredentialsBatch(ctx, cred, []string{appID})
+		return res[0].Snapshot, res[0].Err
+	}
+	b, i := r.join(cred, appID)
+	select {
+	case <-b.done:
+		return b.results[i].Snapshot, b.results[i].Err
+	case <-ctx.Done():
+		return graph.Snapshot{}, ctx.Err()
+	}
+}
+
+// join adds appID to cred's open batch, opening one if there is none, and returns the batch and
+// appID's place in it.
+func (r *Reader) join(cred azcore.TokenCredential, appID string) (*batch, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b := r.pending[read{cred, appID}]; b != nil {
+		return b, b.index[appID]
+	}
+	b := r.open[cred]
+	if b == nil {
+		b = &batch{cred: cred, index: map[string]int{}, full: make(chan struct{}), done: make(chan struct{})}
+		r.open[cred] = b
+		go r.send(b)
+	}
+	i := len(b.appIDs)
+	b.index[appID] = i
+	b.appIDs = append(b.appIDs, appID)
+	r.pending[read{cred, appID}] = b
+	if len(b.appIDs) == r.max {
+		delete(r.open, cred)
+		close(b.full)
+	}
+	return b, i
+}
+
+func (r *Reader) send(b *batch) {
+	select {
+	case <-b.full:
+	case <-r.clock.After(r.window):
+		r.mu.Lock()
+		if r.open[b.cred] == b {
+			delete(r.open, b.cred)
+		}
+		r.mu.Unlock()
+	}
+	// No more joins: the batch left r.open under the lock.
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	b.results = r.next.ReadCredentialsBatch(ctx, b.cred, b.appIDs)
+	if len(b.results) != len(b.appIDs) {
+		err := fmt.Errorf("a batch of %d appIds answered %d", len(b.appIDs), len(b.results))
+		b.results = make([]graph.Read, len(b.appIDs))
+		for i := range b.results {
+			b.results[i].Err = err
+		}
+	}
+	r.mu.Lock()
+	for _, id := range b.appIDs {
+		delete(r.pending, read{b.cred, id})
+	}
+	r.mu.Unlock()
+	close(b.done)
+}

@@ -1,0 +1,113 @@
+package msgraph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	abstractions "github.com/microsoft/kiota-abstractions-go"
+	"github.com/microsoft/kiota-abstractions-go/serialization"
+	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
+	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
+	"github.com/microsoftgraph/msgraph-sdk-go/models"
+	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// MaxBatchAppIDs is how many appIds one $batch reads: two requests each, and Graph takes 20.
+const MaxBatchAppIDs = 10
+
+// ReadCredentialsBatch reads the credentials of up to MaxBatchAppIDs appIds in one $batch. Each
+// result, in the order of appIDs, is what ReadCredentials would have returned for it: Graph
+// answers, throttles and fails each request of a batch on its own.
+func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
+	out := make([]graph.Read, len(appIDs))
+	fail := func(err error) []graph.Read {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	if len(appIDs) > MaxBatchAppIDs {
+		return fail(fmt.Errorf("%d appIds in one batch; Graph takes %d", len(appIDs), MaxBatchAppIDs))
+	}
+	ctx = scoped(ctx, cred)
+	svc, err := c.service(cred)
+	if err != nil {
+		return fail(err)
+	}
+	batch := msgraphcore.NewBatchRequest(svc.GetAdapter())
+	type step struct{ app, sp string }
+	steps := make([]step, len(appIDs))
+	for i, appID := range appIDs {
+		appInfo, err := svc.ApplicationsWithAppId(&appID).ToGetRequestInformation(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
+			QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		})
+		if err != nil {
+			return fail(err)
+		}
+		spInfo, err := svc.ServicePrincipalsWithAppId(&appID).ToGetRequestInformation(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
+			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		})
+		if err != nil {
+			return fail(err)
+		}
+		for _, s := range []struct {
+			info *abstractions.RequestInformation
+			id   *string
+		}{{appInfo, &steps[i].app}, {spInfo, &steps[i].sp}} {
+			item, err := batch.AddBatchRequestStep(*s.info)
+			if err != nil {
+				return fail(err)
+			}
+			*s.id = *item.GetId()
+		}
+	}
+	resp, err := batch.Send(ctx, svc.GetAdapter())
+	if err != nil {
+		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err)))
+	}
+	for i, appID := range appIDs {
+		app, appErr := batchItem[models.Applicationable](resp, steps[i].app, "application", appID, models.CreateApplicationFromDiscriminatorValue)
+		sp, spErr := batchItem[models.ServicePrincipalable](resp, steps[i].sp, "service principal", appID, models.CreateServicePrincipalFromDiscriminatorValue)
+		out[i].Snapshot, out[i].Err = snapshot(appID, app, appErr, sp, spErr)
+	}
+	return out
+}
+
+// batchItem decodes one answer of a batch, or turns its failure into the azerr.Error the same
+// request sent alone would have given; a missing object is (nil, a KindNotFound error).
+func batchItem[T interface {
+	credentialHolder
+	serialization.Parsable
+}](resp msgraphcore.BatchResponse, id, what, appID string, ctor serialization.ParsableFactory) (credentialHolder, error) {
+	item := resp.GetResponseById(id)
+	if item == nil || item.GetStatus() == nil {
+		return nil, fmt.Errorf("reading %s %s: the batch has no answer for it", what, appID)
+	}
+	if status := int(*item.GetStatus()); status >= 400 {
+		ge := &azerr.Error{Kind: azerr.KindOfStatus(status), Status: status, Code: batchErrorCode(item.GetBody())}
+		for k, v := range item.GetHeaders() {
+			if strings.EqualFold(k, "Retry-After") {
+				ge.RetryAfter = azerr.RetryAfterSeconds(v)
+			}
+		}
+		ge.Err = fmt.Errorf("HTTP %d %s", status, ge.Code)
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, ge)
+	}
+	obj, err := msgraphcore.GetBatchResponseById[T](resp, id, ctor)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, classify(err))
+	}
+	return obj, nil
+}
+
+// batchErrorCode is Graph's error code in a failed answer's body: {"error":{"code":...}}.
+func batchErrorCode(body msgraphcore.RequestBody) string {
+	e, _ := body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
