@@ -79,12 +79,16 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 }
 
 func (s *Server) batchStep(outer *http.Request, tok issuedToken, br batchRequest) object {
-	sub := httptest.NewRequest(strings.ToUpper(br.Method), "/v1.0/"+strings.TrimPrefix(br.URL, "/"), bytes.NewReader(br.Body))
-	sub = sub.WithContext(outer.Context())
+	rec := httptest.NewRecorder()
+	sub, err := http.NewRequestWithContext(outer.Context(), strings.ToUpper(br.Method), s.URL()+"/v1.0/"+strings.TrimPrefix(br.URL, "/"), bytes.NewReader(br.Body))
+	if err != nil {
+		c := startGraphCall(rec, outer)
+		c.graphError(rec, http.StatusBadRequest, "BadRequest", "Invalid request URL: "+br.URL)
+		return object{{"id", br.ID}, {"status", rec.Code}, {"body", json.RawMessage(rec.Body.Bytes())}}
+	}
 	for k, v := range br.Headers {
 		sub.Header.Set(k, v)
 	}
-	rec := httptest.NewRecorder()
 	s.route(rec, sub, startGraphCall(rec, sub), tok, splitPath(sub))
 	s.logRequest(Request{Method: sub.Method, Path: sub.URL.Path, RawQuery: sub.URL.RawQuery, Status: rec.Code,
 		ClientID: tok.clientID, TenantID: tok.tenantID, Batched: true})

@@ -146,3 +146,15 @@ func TestBatchRejectsMalformedBatches(t *testing.T) {
 		})
 	}
 }
+
+func TestBatchAnswersABadURLOnItsOwn(t *testing.T) {
+	s := newFixture(t)
+	tok := mustToken(t, s, tenantA, reader, readerKey)
+	r := postBatch(t, s, tok, []map[string]any{
+		get("bad", "/applications(appId='x')%zz"),
+		get("good", "/servicePrincipals(appId='"+appID+"')"),
+	})
+	if r.status != http.StatusOK || r.responses["bad"].Status != http.StatusBadRequest || r.responses["good"].Status != http.StatusOK {
+		t.Errorf("got %d, bad %d, good %d; want 200 holding a 400 and a 200", r.status, r.responses["bad"].Status, r.responses["good"].Status)
+	}
+}

@@ -7,6 +7,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/credwatch/credwatch/internal/azerr"
 )
 
 // Resource units per window, by tenant size (Graph's identity and access service limits).
@@ -116,6 +119,12 @@ func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
 			wait = time.Duration((need - b.units) / l.rate * float64(time.Second))
 		}
 		l.mu.Unlock()
+		if deadline, ok := ctx.Deadline(); ok && now.Add(wait).After(deadline) {
+			// Waiting would end as a timeout, read as Graph not answering; this is throttling,
+			// and the caller should come back when the budget allows.
+			return &azerr.Error{Kind: azerr.KindThrottled, RetryAfter: wait,
+				Err: fmt.Errorf("Graph's throttling budget allows the next request in %v, after this one's deadline", wait.Round(time.Second))}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/credwatch/credwatch/internal/azerr"
 )
 
 func TestCost(t *testing.T) {
@@ -104,5 +106,19 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	cancel()
 	if err := l.Wait(ctx, "app-a", 1); err == nil {
 		t.Error("Wait went on past its context")
+	}
+}
+
+// TestWaitPastTheDeadlineIsThrottling: a wait the caller cannot afford ends at once as throttled,
+// with when to come back, instead of timing out as if Graph did not answer.
+func TestWaitPastTheDeadlineIsThrottling(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Now())
+	l := New(c, SmallTenant)
+	l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {"60"}})
+	ctx, cancel := context.WithDeadline(context.Background(), c.Now().Add(30*time.Second))
+	defer cancel()
+	err := l.Wait(ctx, "app-a", 1)
+	if azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) < 59*time.Second {
+		t.Errorf("got %v, want throttled, retry after about 60 s", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"k8s.io/utils/clock"
 
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -32,16 +33,11 @@ type Reader struct {
 	window time.Duration
 	max    int
 
+	// open holds each identity's batch still taking reads. Only unsent batches are shared: a
+	// batch already sent may predate a caller's own write (a rotation's addPassword), and its
+	// answer would hide that write.
 	mu   sync.Mutex
 	open map[azcore.TokenCredential]*batch
-	// pending holds every appId of a batch not yet answered, open or sent, so that a watch of an
-	// appId already being read waits for that answer instead of reading it again.
-	pending map[read]*batch
-}
-
-type read struct {
-	cred  azcore.TokenCredential
-	appID string
 }
 
 type batch struct {
@@ -56,13 +52,13 @@ type batch struct {
 // New returns a Reader that sends a batch when it holds max appIds or window after its first
 // read, whichever is sooner.
 func New(next BatchReader, c clock.Clock, window time.Duration, max int) *Reader {
-	return &Reader{next: next, clock: c, window: window, max: max, open: map[azcore.TokenCredential]*batch{}, pending: map[read]*batch{}}
+	return &Reader{next: next, clock: c, window: window, max: max, open: map[azcore.TokenCredential]*batch{}}
 }
 
 // ReadCredentials reads appID's credentials with cred, in a batch with other reads by cred.
 // Credentials are batched by identity, so one must be comparable; one that is not is read alone.
 func (r *Reader) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
-	if cred == nil || !reflect.TypeOf(cred).Comparable() {
+	if cred == nil || !reflect.ValueOf(cred).Comparable() {
 		res := r.next.ReadCredentialsBatch(ctx, cred, []string{appID})
 		return res[0].Snapshot, res[0].Err
 	}
@@ -71,6 +67,10 @@ func (r *Reader) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 	case <-b.done:
 		return b.results[i].Snapshot, b.results[i].Err
 	case <-ctx.Done():
+		// Sorted as a read that got no answer would be, so the watch shows Graph as slow.
+		if ue := azerr.Unanswered(ctx.Err()); ue != nil {
+			return graph.Snapshot{}, ue
+		}
 		return graph.Snapshot{}, ctx.Err()
 	}
 }
@@ -80,19 +80,18 @@ func (r *Reader) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 func (r *Reader) join(cred azcore.TokenCredential, appID string) (*batch, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if b := r.pending[read{cred, appID}]; b != nil {
-		return b, b.index[appID]
-	}
 	b := r.open[cred]
 	if b == nil {
 		b = &batch{cred: cred, index: map[string]int{}, full: make(chan struct{}), done: make(chan struct{})}
 		r.open[cred] = b
 		go r.send(b)
 	}
+	if i, ok := b.index[appID]; ok {
+		return b, i
+	}
 	i := len(b.appIDs)
 	b.index[appID] = i
 	b.appIDs = append(b.appIDs, appID)
-	r.pending[read{cred, appID}] = b
 	if len(b.appIDs) == r.max {
 		delete(r.open, cred)
 		close(b.full)
@@ -111,20 +110,26 @@ func (r *Reader) send(b *batch) {
 		r.mu.Unlock()
 	}
 	// No more joins: the batch left r.open under the lock.
+	defer close(b.done)
+	defer func() {
+		// This goroutine is no reconcile's, so controller-runtime's recovery does not reach it: a
+		// panic reading one answer would stop the operator. It fails this batch's reads instead.
+		if p := recover(); p != nil {
+			b.results = failed(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), p))
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	b.results = r.next.ReadCredentialsBatch(ctx, b.cred, b.appIDs)
 	if len(b.results) != len(b.appIDs) {
-		err := fmt.Errorf("a batch of %d appIds answered %d", len(b.appIDs), len(b.results))
-		b.results = make([]graph.Read, len(b.appIDs))
-		for i := range b.results {
-			b.results[i].Err = err
-		}
+		b.results = failed(len(b.appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(b.appIDs), len(b.results)))
 	}
-	r.mu.Lock()
-	for _, id := range b.appIDs {
-		delete(r.pending, read{b.cred, id})
+}
+
+func failed(n int, err error) []graph.Read {
+	out := make([]graph.Read, n)
+	for i := range out {
+		out[i].Err = err
 	}
-	r.mu.Unlock()
-	close(b.done)
+	return out
 }

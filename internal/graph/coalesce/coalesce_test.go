@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -102,7 +104,7 @@ func TestReadsShareBatchesAndAnswers(t *testing.T) {
 			t.Errorf("read %d of %s: error %v", i, c.appID, got[i].Err)
 		}
 	}
-	// A read that comes after its appId's answer reads afresh, so how often each appId is read
+	// A read that comes after its appId's batch was sent reads afresh, so how often each appId is read
 	// depends on scheduling; what may not vary is that a batch is full-size at most and names
 	// each appId once.
 	seen := map[string]bool{}
@@ -135,9 +137,9 @@ func (g *gated) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCrede
 	return out
 }
 
-// TestReadOfAnAppIDInFlightWaitsForItsAnswer: while a batch is out, a second read of one of its
-// appIds joins it rather than opening another batch.
-func TestReadOfAnAppIDInFlightWaitsForItsAnswer(t *testing.T) {
+// TestReadAfterABatchIsSentReadsAfresh: once a batch is out, a read of one of its appIds may
+// follow the caller's own write (a rotation's addPassword), so it opens a batch of its own.
+func TestReadAfterABatchIsSentReadsAfresh(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	rec := &gated{gate: make(chan struct{})}
 	r := New(rec, clk, 20*time.Millisecond, 10)
@@ -156,7 +158,7 @@ func TestReadOfAnAppIDInFlightWaitsForItsAnswer(t *testing.T) {
 		rec.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}
-	// A caller that gives up at once still joins first: had it opened a batch, one would be open.
+	// A caller that gives up at once has still joined a batch: a new one, not the one in flight.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := r.ReadCredentials(ctx, ops, "app"); !errors.Is(err, context.Canceled) {
@@ -165,12 +167,32 @@ func TestReadOfAnAppIDInFlightWaitsForItsAnswer(t *testing.T) {
 	r.mu.Lock()
 	opened := len(r.open)
 	r.mu.Unlock()
-	if opened != 0 {
-		t.Error("a read of an appId in flight opened a batch of its own")
+	if opened != 1 {
+		t.Error("a read of an appId whose batch was already sent joined that batch")
 	}
 	close(rec.gate)
 	if err := <-first; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// panicky panics reading its batch, as the SDK does on some malformed answers.
+type panicky struct{}
+
+func (panicky) ReadCredentialsBatch(context.Context, azcore.TokenCredential, []string) []graph.Read {
+	var m map[string]int
+	m["boom"]++
+	return nil
+}
+
+func TestPanicReadingABatchFailsItsReads(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := New(panicky{}, clk, 20*time.Millisecond, 10)
+	got := readAll(t, r, clk, []call{{identity{"operator"}, "a"}, {identity{"operator"}, "b"}})
+	for _, g := range got {
+		if g.Err == nil || !strings.Contains(g.Err.Error(), "panic") {
+			t.Errorf("got %v, want the panic as the read's error", g.Err)
+		}
 	}
 }
 
@@ -195,6 +217,11 @@ func TestCallerStopsWaitingWithItsContext(t *testing.T) {
 	cancel()
 	if _, err := r.ReadCredentials(ctx, identity{"operator"}, "app"); !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v, want the context's error while the batch waits", err)
+	}
+	ctx, cancel = context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	if _, err := r.ReadCredentials(ctx, identity{"operator"}, "app"); azerr.KindOf(err) != azerr.KindUnavailable {
+		t.Errorf("a caller out of time got %v, want Graph unanswered, as a single read reports it", err)
 	}
 }
 

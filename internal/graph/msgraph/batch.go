@@ -98,6 +98,10 @@ func batchItem[T interface {
 		ge.Err = fmt.Errorf("HTTP %d %s", status, ge.Code)
 		return nil, fmt.Errorf("reading %s %s: %w", what, appID, ge)
 	}
+	if item.GetBody() == nil {
+		// The SDK's decoder dereferences a missing body.
+		return nil, fmt.Errorf("reading %s %s: the batch answered %d with no body", what, appID, *item.GetStatus())
+	}
 	obj, err := msgraphcore.GetBatchResponseById[T](resp, id, ctor)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s %s: %w", what, appID, classify(err))

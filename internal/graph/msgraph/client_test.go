@@ -398,3 +398,23 @@ func TestNewRejectsEndpointsThatAreNotHTTPS(t *testing.T) {
 		t.Errorf("New(US Government endpoint) = %v", err)
 	}
 }
+
+// TestPauseLongerThanTheCallerWaitsIsThrottling: after a 429 with a long Retry-After, a read
+// with less time left fails at once as throttled, not minutes later as Graph not answering.
+func TestPauseLongerThanTheCallerWaitsIsThrottling(t *testing.T) {
+	fake, c, cred := budgeted(t, budget.New(clock.RealClock{}, budget.SmallTenant))
+	fake.Throttle(1, time.Minute)
+	if _, err := c.ReadCredentials(context.Background(), cred, appID); azerr.KindOf(err) != azerr.KindThrottled {
+		t.Fatalf("first read: %v, want throttled", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := c.ReadCredentials(ctx, cred, appID)
+	if azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) < 50*time.Second {
+		t.Errorf("read during the pause: %v, want throttled with about a minute to wait", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("the read took %v to give up", took)
+	}
+}
