@@ -1,11 +1,19 @@
 package msgraph
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
@@ -112,5 +120,46 @@ func TestBudgetedBatchesStayUnderGraphsLimit(t *testing.T) {
 	}
 	if waited := clk.Since(began); waited < 9*time.Second {
 		t.Errorf("20 units on a budget of %d per 10 s took %v: batches were undercharged", units, waited)
+	}
+}
+
+type staticToken struct{}
+
+func (staticToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{Token: "t", ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
+
+// TestBatchAnswerWithoutBodyIsAnError: the SDK's decoder panics on a 2xx answer with no body;
+// the read must fail instead.
+func TestBatchAnswerWithoutBodyIsAnError(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body = zr
+		}
+		var in struct{ Requests []struct{ ID string } }
+		if err := json.NewDecoder(body).Decode(&in); err != nil {
+			t.Error(err)
+		}
+		var answers []map[string]any
+		for _, req := range in.Requests {
+			answers = append(answers, map[string]any{"id": req.ID, "status": 200, "headers": map[string]string{"Content-Type": "application/json"}})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"responses": answers})
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, srv.Client().Transport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := c.ReadCredentialsBatch(context.Background(), staticToken{}, []string{appID})
+	if reads[0].Err == nil || !strings.Contains(reads[0].Err.Error(), "no body") {
+		t.Errorf("got %v, want an error naming the missing body", reads[0].Err)
 	}
 }
