@@ -105,6 +105,10 @@ $(HELM): hack/helm/go.mod hack/helm/go.sum
 demo: envtest mailpit ## Run credwatch on a local control plane against the Azure fakes, and show what it does (Ctrl-C stops).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) $(GO) run ./test/demo
 
+.PHONY: bench
+bench: ## Measure a sweep of 100, 1,000 and 10,000 service principals against Graph's throttling budget (about a minute).
+	$(GO) test ./test/scale -run '^$$' -bench . -benchtime=1x
+
 ##@ Build
 
 .PHONY: build

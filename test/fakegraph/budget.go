@@ -23,6 +23,7 @@ type budget struct {
 	clock    clock.PassiveClock
 	byScope  map[string]*rate.Limiter
 	rejected int
+	spent    int
 }
 
 // SetBudget makes Graph enforce its identity budget: unitsPerWindow resource units per 10 s for
@@ -73,6 +74,7 @@ func (s *Server) spend(w http.ResponseWriter, c graphCall, tok issuedToken, unit
 		return false
 	}
 	used := 1 - lim.TokensAt(now)/float64(b.units)
+	b.spent += units
 	s.mu.Unlock()
 	if used >= 0.8 {
 		w.Header().Set("x-ms-throttle-limit-percentage", strconv.FormatFloat(used, 'f', 2, 64))
@@ -99,4 +101,14 @@ func (s *Server) Throttled() int {
 		return 0
 	}
 	return s.budget.rejected
+}
+
+// Spent is how many resource units the budget has charged since SetBudget.
+func (s *Server) Spent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.budget == nil {
+		return 0
+	}
+	return s.budget.spent
 }

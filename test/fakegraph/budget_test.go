@@ -48,6 +48,9 @@ func TestBudgetChargesEachScopeAsGraphDoes(t *testing.T) {
 	if got := s.Throttled(); got != 1 {
 		t.Errorf("Throttled() = %d, want 1", got)
 	}
+	if got := s.Spent(); got != 4*2+1+2+2 {
+		t.Errorf("Spent() = %d, want the 13 units of the reads it answered", got)
+	}
 
 	s.SetBudget(0, nil)
 	for range 20 {

@@ -1,0 +1,109 @@
+// Package scale measures what reading many service principals costs in Graph's throttling budget.
+package scale
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph/budget"
+	"github.com/credwatch/credwatch/internal/graph/coalesce"
+	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+const (
+	tenant = "11111111-1111-4111-8111-111111111111"
+	client = "22222222-2222-4222-8222-222222222222"
+	secret = "operator~secret"
+	// workers is the manager's reconcile concurrency; latency a distant Graph region's round trip.
+	workers = 20
+	latency = 30 * time.Millisecond
+)
+
+// BenchmarkGraphSweep reads the credentials of N service principals as the manager does (20
+// workers, reads coalesced into $batch, the budget spent by the limiter) from a Graph that
+// enforces a small tenant's budget and answers after 30 ms, and reports what one sweep cost
+// against the least time that budget allows. Run with -benchtime=1x: each sweep starts on a full
+// budget only once.
+func BenchmarkGraphSweep(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("sps=%d", n), func(b *testing.B) { sweep(b, n) })
+	}
+}
+
+func sweep(b *testing.B, n int) {
+	fake := fakegraph.New()
+	b.Cleanup(fake.Close)
+	fake.AddClient(tenant, client, secret)
+	appIDs := make([]string, n)
+	end := time.Now().AddDate(0, 6, 0)
+	for i := range appIDs {
+		appIDs[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+		pw := []fakegraph.PasswordCredential{{KeyID: fmt.Sprintf("%08x-0000-4000-8000-000000000001", i), SecretText: "s", Start: end.AddDate(-1, 0, 0), End: end}}
+		fake.PutApplication(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000a", i), AppID: appIDs[i], Passwords: pw})
+		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i]})
+	}
+	limiter := budget.New(clock.RealClock{}, budget.SmallTenant)
+	graphClient, err := msgraph.New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).ClientSecret(tenant, client, secret)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reader := coalesce.New(graphClient, clock.RealClock{}, 20*time.Millisecond, msgraph.MaxBatchAppIDs)
+
+	for range b.N {
+		b.StopTimer()
+		fake.SetBudget(budget.SmallTenant, clock.RealClock{}) // a full bucket for each sweep
+		fake.SetLatency(latency)
+		fake.ResetRequests()
+		jobs := make(chan string, n)
+		for _, id := range appIDs {
+			jobs <- id
+		}
+		close(jobs)
+		var failures sync.Map
+		var wg sync.WaitGroup
+		b.StartTimer()
+		began := time.Now()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range jobs {
+					if _, err := reader.ReadCredentials(context.Background(), cred, id); err != nil {
+						failures.Store(id, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(began)
+		b.StopTimer()
+
+		failures.Range(func(k, v any) bool { b.Errorf("%s: %v", k, v); return false })
+		requests := 0
+		for _, r := range fake.Requests() {
+			if !r.Batched && strings.HasPrefix(r.Path, "/v1.0/") {
+				requests++
+			}
+		}
+		units := fake.Spent()
+		rate := float64(budget.SmallTenant) / budget.Window.Seconds()
+		bound := max(0, float64(units-budget.SmallTenant)) / rate
+		b.ReportMetric(took.Seconds(), "sweep-s")
+		b.ReportMetric(bound, "budget-bound-s")
+		b.ReportMetric(float64(requests)/float64(n), "requests/sp")
+		b.ReportMetric(float64(units)/float64(n), "units/sp")
+		b.ReportMetric(float64(fake.Throttled()), "429s")
+	}
+}
