@@ -9,9 +9,7 @@ import (
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoft/kiota-abstractions-go/serialization"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
-	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
-	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -43,15 +41,11 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 	type step struct{ app, sp string }
 	steps := make([]step, len(appIDs))
 	for i, appID := range appIDs {
-		appInfo, err := svc.ApplicationsWithAppId(&appID).ToGetRequestInformation(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
-			QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
-		})
+		appInfo, err := svc.ApplicationsWithAppId(&appID).ToGetRequestInformation(ctx, applicationQuery())
 		if err != nil {
 			return fail(err)
 		}
-		spInfo, err := svc.ServicePrincipalsWithAppId(&appID).ToGetRequestInformation(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
-			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
-		})
+		spInfo, err := svc.ServicePrincipalsWithAppId(&appID).ToGetRequestInformation(ctx, servicePrincipalQuery())
 		if err != nil {
 			return fail(err)
 		}

@@ -31,6 +31,20 @@ import (
 // resource unit less per request.
 var credentialFields = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
 
+// applicationQuery and servicePrincipalQuery read an object's credentials and nothing else, alone
+// or in a batch.
+func applicationQuery() *applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration {
+	return &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
+		QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+	}
+}
+
+func servicePrincipalQuery() *serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration {
+	return &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
+		QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+	}
+}
+
 // Client reads application and service-principal credentials from one Graph endpoint.
 type Client struct {
 	baseURL    string
@@ -115,17 +129,13 @@ func (c *Client) ReadCredentials(ctx context.Context, cred azcore.TokenCredentia
 		return graph.Snapshot{}, err
 	}
 	app, appErr := fetch("application", appID, func() (credentialHolder, error) {
-		return svc.ApplicationsWithAppId(&appID).Get(ctx, &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
-			QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
-		})
+		return svc.ApplicationsWithAppId(&appID).Get(ctx, applicationQuery())
 	})
 	if appErr != nil && azerr.KindOf(appErr) != azerr.KindNotFound {
 		return graph.Snapshot{}, appErr
 	}
 	sp, spErr := fetch("service principal", appID, func() (credentialHolder, error) {
-		return svc.ServicePrincipalsWithAppId(&appID).Get(ctx, &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
-			QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
-		})
+		return svc.ServicePrincipalsWithAppId(&appID).Get(ctx, servicePrincipalQuery())
 	})
 	return snapshot(appID, app, appErr, sp, spErr)
 }
