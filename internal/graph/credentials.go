@@ -64,3 +64,12 @@ type Read struct {
 	Snapshot Snapshot
 	Err      error
 }
+
+// FailedReads is n reads that all failed with err, as when a whole batch fails.
+func FailedReads(n int, err error) []Read {
+	out := make([]Read, n)
+	for i := range out {
+		out[i].Err = err
+	}
+	return out
+}

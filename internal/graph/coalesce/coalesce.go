@@ -115,21 +115,13 @@ func (r *Reader) send(b *batch) {
 		// This goroutine is no reconcile's, so controller-runtime's recovery does not reach it: a
 		// panic reading one answer would stop the operator. It fails this batch's reads instead.
 		if p := recover(); p != nil {
-			b.results = failed(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), p))
+			b.results = graph.FailedReads(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), p))
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	b.results = r.next.ReadCredentialsBatch(ctx, b.cred, b.appIDs)
 	if len(b.results) != len(b.appIDs) {
-		b.results = failed(len(b.appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(b.appIDs), len(b.results)))
+		b.results = graph.FailedReads(len(b.appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(b.appIDs), len(b.results)))
 	}
-}
-
-func failed(n int, err error) []graph.Read {
-	out := make([]graph.Read, n)
-	for i := range out {
-		out[i].Err = err
-	}
-	return out
 }

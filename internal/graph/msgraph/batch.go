@@ -22,13 +22,7 @@ const MaxBatchAppIDs = 10
 // result, in the order of appIDs, is what ReadCredentials would have returned for it: Graph
 // answers, throttles and fails each request of a batch on its own.
 func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
-	out := make([]graph.Read, len(appIDs))
-	fail := func(err error) []graph.Read {
-		for i := range out {
-			out[i].Err = err
-		}
-		return out
-	}
+	fail := func(err error) []graph.Read { return graph.FailedReads(len(appIDs), err) }
 	if len(appIDs) > MaxBatchAppIDs {
 		return fail(fmt.Errorf("%d appIds in one batch; Graph takes %d", len(appIDs), MaxBatchAppIDs))
 	}
@@ -64,6 +58,7 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 	if err != nil {
 		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err)))
 	}
+	out := make([]graph.Read, len(appIDs))
 	for i, appID := range appIDs {
 		app, appErr := batchItem[models.Applicationable](resp, steps[i].app, "application", appID, models.CreateApplicationFromDiscriminatorValue)
 		sp, spErr := batchItem[models.ServicePrincipalable](resp, steps[i].sp, "service principal", appID, models.CreateServicePrincipalFromDiscriminatorValue)
