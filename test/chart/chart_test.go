@@ -101,7 +101,10 @@ func TestLint(t *testing.T) {
 	helm(t, "lint", "--strict", chartDir, "--values", valuesFile(t))
 }
 
-func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+// apiServer starts a kube-apiserver of the test's own, so that what one test creates for real
+// cannot collide with another's.
+func apiServer(t *testing.T) client.Client {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}
@@ -115,6 +118,11 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+	c := apiServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, ns := range []string{"credwatch-system", "team-a"} {
@@ -150,23 +158,11 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 // TestKustomizeIsAcceptedToo renders config/default, the kustomize install the chart mirrors, and
 // has the API server dry-run it.
 func TestKustomizeIsAcceptedToo(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
-	}
 	out, err := exec.Command("kubectl", "kustomize", "../../config/default").Output()
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiServer(t)
 	ctx := context.Background()
 	kinds := map[string]bool{}
 	for _, doc := range strings.Split(string(out), "\n---") {
