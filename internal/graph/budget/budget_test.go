@@ -9,6 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/clockstep"
 )
 
 func TestCost(t *testing.T) {
@@ -37,23 +38,12 @@ func TestCost(t *testing.T) {
 func waitTook(t *testing.T, c *clocktesting.FakeClock, l *Limiter, scope string, units int) time.Duration {
 	t.Helper()
 	start := c.Now()
-	done := make(chan error, 1)
-	go func() { done <- l.Wait(context.Background(), scope, units) }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c.Now().Sub(start)
-		default:
-		}
-		if c.HasWaiters() {
-			c.Step(100 * time.Millisecond)
-		} else {
-			time.Sleep(time.Millisecond)
-		}
+	var err error
+	clockstep.Run(c, 100*time.Millisecond, func() { err = l.Wait(context.Background(), scope, units) })
+	if err != nil {
+		t.Fatal(err)
 	}
+	return c.Now().Sub(start)
 }
 
 func TestBucketSpendsAndRefillsPerScope(t *testing.T) {

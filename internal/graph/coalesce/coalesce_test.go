@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/clockstep"
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -62,26 +63,18 @@ type call struct {
 func readAll(t *testing.T, r *Reader, clk *clocktesting.FakeClock, calls []call) []graph.Read {
 	t.Helper()
 	out := make([]graph.Read, len(calls))
-	var wg sync.WaitGroup
-	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i].Snapshot, out[i].Err = r.ReadCredentials(context.Background(), c.cred, c.appID)
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for {
-		select {
-		case <-done:
-			return out
-		case <-time.After(time.Millisecond):
-			if clk.HasWaiters() {
-				clk.Step(r.window)
-			}
+	clockstep.Run(clk, r.window, func() {
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[i].Snapshot, out[i].Err = r.ReadCredentials(context.Background(), c.cred, c.appID)
+			}()
 		}
-	}
+		wg.Wait()
+	})
+	return out
 }
 
 func TestReadsShareBatchesAndAnswers(t *testing.T) {

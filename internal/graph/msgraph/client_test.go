@@ -17,6 +17,7 @@ import (
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/clockstep"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -371,20 +372,10 @@ func TestBudgetKeepsReadsUnderGraphsLimit(t *testing.T) {
 // stepping runs fn, advancing clk in small steps whenever something waits on it.
 func stepping(t *testing.T, clk *clocktesting.FakeClock, fn func() error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
-		case <-time.After(time.Millisecond):
-			if clk.HasWaiters() {
-				clk.Step(10 * time.Millisecond)
-			}
-		}
+	var err error
+	clockstep.Run(clk, 10*time.Millisecond, func() { err = fn() })
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
