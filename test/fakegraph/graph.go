@@ -251,11 +251,15 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		c.graphError(w, http.StatusBadRequest, code, errMsg)
 		return
 	}
+	single := byAppID != "" || byID != ""
+	if single && q.filter != nil {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", "The query specified in the URI is not valid. Query option 'Filter' is not allowed.")
+		return
+	}
 	ru := set.baseRU
 	if q.selected != nil {
 		ru--
 	}
-	single := byAppID != "" || byID != ""
 	if !single && q.topGiven && q.top < 20 {
 		ru--
 	}
@@ -454,7 +458,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, to
 			m = t.sps
 		}
 		for _, st := range m {
-			all = append(all, &stored{obj: st.obj.clone(), seq: st.seq})
+			if q.filter == nil || q.filter(st.obj) {
+				all = append(all, &stored{obj: st.obj.clone(), seq: st.seq})
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -468,7 +474,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, to
 	end := min(start+top, len(all))
 	values := make([]object, 0, end-start)
 	for _, st := range all[start:end] {
-		values = append(values, render(set, st.obj, q.selected, false))
+		values = append(values, render(set, st.obj, q.selected, q.selected != nil))
 	}
 	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect()}}
 	if end < len(all) {
@@ -496,6 +502,7 @@ type query struct {
 	top      int
 	topGiven bool
 	skip     int
+	filter   predicate // nil without $filter
 }
 
 func (q query) contextSelect() string {
@@ -559,7 +566,13 @@ func parseQuery(rawQuery string, set *entitySet) (query, string) {
 				return q, "Unable to read the skip token."
 			}
 			q.skip = n
-		case "$filter", "$search", "$orderby", "$expand", "$count", "$skip", "$apply", "$compute":
+		case "$filter":
+			pred, msg := parseFilter(v, set)
+			if msg != "" {
+				return q, msg
+			}
+			q.filter = pred
+		case "$search", "$orderby", "$expand", "$count", "$skip", "$apply", "$compute":
 			return q, fmt.Sprintf("fakegraph does not implement the %s query option.", strings.ToLower(k))
 		}
 	}
@@ -575,7 +588,7 @@ func defaultProps(set *entitySet) []string {
 
 // render builds the JSON of one object. Properties fakegraph does not model are null when
 // selected, as Graph returns unset properties. secretText is always null: Graph returns it only
-// from addPassword. key is filled only when asked for on a single object.
+// from addPassword. key is filled only when $select names keyCredentials, on one object or a list.
 func render(set *entitySet, o Object, selected []string, withKey bool) object {
 	props := selected
 	if props == nil {
@@ -593,6 +606,8 @@ func render(set *entitySet, o Object, selected []string, withKey bool) object {
 			v = nullable(o.DisplayName)
 		case "appDisplayName":
 			v = nullable(o.DisplayName)
+		case "tags":
+			v = append([]string{}, o.Tags...)
 		case "accountEnabled":
 			v = true
 		case "servicePrincipalType":

@@ -66,8 +66,8 @@ type PasswordCredential struct {
 	UsableAt time.Time
 }
 
-// KeyCredential is a certificate as Graph models it. Key is returned only when a single object is
-// read with $select naming keyCredentials, as in Azure.
+// KeyCredential is a certificate as Graph models it. Key is returned only when $select names
+// keyCredentials, as in Azure: a scan that selects them carries every certificate's bytes.
 type KeyCredential struct {
 	KeyID, DisplayName, Type, Usage string
 	CustomKeyIdentifier, Key        []byte
@@ -82,6 +82,8 @@ type Object struct {
 	Keys                   []KeyCredential
 	// Owners are listed by /applications/{id}/owners (and the same on service principals).
 	Owners []Owner
+	// Tags are the object's tags, which $filter=tags/any(t:t eq '...') selects by.
+	Tags []string
 }
 
 // Owner is an owner of an application: a user, or a service principal (which has no mail).
@@ -455,6 +457,7 @@ func (o Object) clone() Object {
 	o.Passwords = append([]PasswordCredential(nil), o.Passwords...)
 	o.Keys = append([]KeyCredential(nil), o.Keys...)
 	o.Owners = append([]Owner(nil), o.Owners...)
+	o.Tags = append([]string(nil), o.Tags...)
 	for i := range o.Keys {
 		o.Keys[i].CustomKeyIdentifier = append([]byte(nil), o.Keys[i].CustomKeyIdentifier...)
 		o.Keys[i].Key = append([]byte(nil), o.Keys[i].Key...)
