@@ -34,6 +34,8 @@ type Credential struct {
 // application registered in another tenant has only a service principal here, and an app
 // registration nobody consented to has no service principal yet.
 type Snapshot struct {
+	// AppID is the appId, in lower case as Graph writes GUIDs.
+	AppID                    string
 	DisplayName              string
 	ApplicationObjectID      string
 	ServicePrincipalObjectID string

@@ -153,7 +153,7 @@ func snapshot(appID string, app credentialHolder, appErr error, sp credentialHol
 		return graph.Snapshot{}, fmt.Errorf("no application or service principal has appId %s: %w", appID, spErr)
 	}
 
-	var snap graph.Snapshot
+	snap := graph.Snapshot{AppID: strings.ToLower(appID)}
 	if app != nil {
 		snap.ApplicationObjectID = deref(app.GetId())
 		snap.DisplayName = deref(app.GetDisplayName())
@@ -179,10 +179,13 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 		return nil, err
 	}
 	owners := svc.Applications().ByApplicationId(applicationID).Owners()
-	page, err := owners.Get(ctx, nil)
 	var out []string
-	for err == nil {
-		for _, o := range page.GetValue() {
+	err = pages(ctx, "the owners of application "+applicationID,
+		func() (models.DirectoryObjectCollectionResponseable, error) { return owners.Get(ctx, nil) },
+		func(next string) (models.DirectoryObjectCollectionResponseable, error) {
+			return owners.WithUrl(next).Get(ctx, nil)
+		},
+		func(o models.DirectoryObjectable) {
 			if u, ok := o.(models.Userable); ok {
 				if mail := deref(u.GetMail()); mail != "" {
 					out = append(out, mail)
@@ -190,14 +193,11 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 					out = append(out, upn)
 				}
 			}
-		}
-		next := page.GetOdataNextLink()
-		if next == nil || *next == "" {
-			return out, nil
-		}
-		page, err = owners.WithUrl(*next).Get(ctx, nil)
+		})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("reading the owners of application %s: %w", applicationID, classify(err))
+	return out, nil
 }
 
 // AddPassword adds a client secret named displayName, ending at end, to the application with

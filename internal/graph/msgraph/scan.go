@@ -1,0 +1,118 @@
+package msgraph
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/microsoftgraph/msgraph-sdk-go/applications"
+	"github.com/microsoftgraph/msgraph-sdk-go/models"
+	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipals"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// scanPageSize is Graph's largest page of applications and service principals: 10,000 of each
+// take eleven requests.
+const scanPageSize = 999
+
+// ScanTenant lists the applications and service principals of the tenant cred signs in to,
+// those filter (an OData $filter, applied to each list) selects or all of them, and returns one
+// Snapshot per appId, ordered by appId.
+func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error) {
+	ctx = scoped(ctx, cred)
+	svc, err := c.service(cred)
+	if err != nil {
+		return nil, err
+	}
+	top := int32(scanPageSize)
+	var filterParam *string
+	if filter != "" {
+		filterParam = &filter
+	}
+	byApp := map[string]*graph.Snapshot{}
+	add := func(src graph.Source, o scanned) {
+		appID := strings.ToLower(deref(o.GetAppId()))
+		snap := byApp[appID]
+		if snap == nil {
+			snap = &graph.Snapshot{AppID: appID}
+			byApp[appID] = snap
+		}
+		if src == graph.Application {
+			snap.ApplicationObjectID = deref(o.GetId())
+			snap.DisplayName = deref(o.GetDisplayName())
+		} else {
+			snap.ServicePrincipalObjectID = deref(o.GetId())
+			if snap.DisplayName == "" {
+				snap.DisplayName = deref(o.GetDisplayName())
+			}
+		}
+		snap.Credentials = append(snap.Credentials, convert(src, o)...)
+	}
+
+	apps := svc.Applications()
+	err = pages(ctx, "applications",
+		func() (models.ApplicationCollectionResponseable, error) {
+			return apps.Get(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
+				QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
+		},
+		func(next string) (models.ApplicationCollectionResponseable, error) {
+			return apps.WithUrl(next).Get(ctx, nil)
+		},
+		func(o models.Applicationable) { add(graph.Application, o) })
+	if err != nil {
+		return nil, err
+	}
+	sps := svc.ServicePrincipals()
+	err = pages(ctx, "service principals",
+		func() (models.ServicePrincipalCollectionResponseable, error) {
+			return sps.Get(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
+				QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
+		},
+		func(next string) (models.ServicePrincipalCollectionResponseable, error) {
+			return sps.WithUrl(next).Get(ctx, nil)
+		},
+		func(o models.ServicePrincipalable) { add(graph.ServicePrincipal, o) })
+	if err != nil {
+		return nil, err
+	}
+
+	out := make([]graph.Snapshot, 0, len(byApp))
+	for _, s := range byApp {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AppID < out[j].AppID })
+	return out, nil
+}
+
+// scanned is what a scan reads of an application or a service principal.
+type scanned interface {
+	credentialHolder
+	GetAppId() *string
+}
+
+// page is one page of a Graph list, as the SDK's collection responses give it.
+type page[T any] interface {
+	GetValue() []T
+	GetOdataNextLink() *string
+}
+
+// pages reads a list to its end, following @odata.nextLink, and hands each item to visit.
+func pages[P page[T], T any](ctx context.Context, what string, first func() (P, error), next func(string) (P, error), visit func(T)) error {
+	p, err := first()
+	for err == nil {
+		for _, v := range p.GetValue() {
+			visit(v)
+		}
+		link := p.GetOdataNextLink()
+		if link == nil || *link == "" {
+			return nil
+		}
+		if err = ctx.Err(); err == nil {
+			p, err = next(*link)
+		}
+	}
+	return fmt.Errorf("reading %s: %w", what, classify(err))
+}
