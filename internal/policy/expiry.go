@@ -70,25 +70,33 @@ type Summary struct {
 func Evaluate(creds []v1alpha1.Credential, now time.Time, t Thresholds) Summary {
 	s := Summary{State: v1alpha1.StateValid}
 	for i := range creds {
-		c := &creds[i]
-		end := c.EndTime.Time
-		c.State = StateAt(end, now, t)
-		if Worse(c.State, s.State) {
-			s.State = c.State
-		}
-		if s.Earliest == nil || end.Before(s.Earliest.EndTime.Time) {
-			s.Earliest = c
-		}
-		for _, at := range []time.Time{end.Add(-t.Warning), end.Add(-t.Critical), end} {
-			if at.After(now) && (s.NextTransition.IsZero() || at.Before(s.NextTransition)) {
-				s.NextTransition = at
-			}
+		creds[i].State = StateAt(creds[i].EndTime.Time, now, t)
+		s.add(&creds[i], now, t)
+	}
+	s.finish(now)
+	return s
+}
+
+// add counts c, whose State is set, into the summary.
+func (s *Summary) add(c *v1alpha1.Credential, now time.Time, t Thresholds) {
+	end := c.EndTime.Time
+	if Worse(c.State, s.State) {
+		s.State = c.State
+	}
+	if s.Earliest == nil || end.Before(s.Earliest.EndTime.Time) {
+		s.Earliest = c
+	}
+	for _, at := range []time.Time{end.Add(-t.Warning), end.Add(-t.Critical), end} {
+		if at.After(now) && (s.NextTransition.IsZero() || at.Before(s.NextTransition)) {
+			s.NextTransition = at
 		}
 	}
+}
+
+func (s *Summary) finish(now time.Time) {
 	if s.Earliest != nil {
 		s.NextDisplayChange = NextDisplayChange(s.Earliest.EndTime.Time, now)
 	}
-	return s
 }
 
 // HumanDuration renders d as people read expiry: whole days from two days on, then hours, then

@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"sort"
+	"time"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// MaxListed bounds how many credentials a tenant scan's status lists, so that a tenant of any
+// size fits in one object: metrics carry every credential.
+const MaxListed = 100
+
+// ScanView is what a tenant scan amounts to at one instant.
+type ScanView struct {
+	// Summary covers every credential that was not renewed.
+	Summary
+	// Listed are the credentials that need attention, at most limit, nearest their expiry
+	// (past or future) first, with State set: what expires tomorrow and what expired yesterday
+	// come before what expired years ago.
+	Listed []v1alpha1.Credential
+	// Counts is how many credentials are in each state, renewed ones left out.
+	Counts map[v1alpha1.CredentialState]int32
+	// Renewed is how many were renewed by a newer credential of their kind on the same object.
+	Renewed int32
+	// Unlisted is how many needed attention but did not fit in Listed.
+	Unlisted int32
+}
+
+// ViewScan evaluates every credential of a tenant scan at now. It leaves all unchanged: the scan
+// is shared with the metrics, which read it while reconciles run.
+func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int) ScanView {
+	v := ScanView{Summary: Summary{State: v1alpha1.StateValid}, Counts: map[v1alpha1.CredentialState]int32{}}
+	renewed := renewedSet(all)
+	var attention []v1alpha1.Credential
+	for i, c := range all {
+		if renewed[i] {
+			v.Renewed++
+			continue
+		}
+		c.State = StateAt(c.EndTime.Time, now, t)
+		v.Counts[c.State]++
+		if c.State != v1alpha1.StateValid {
+			attention = append(attention, c)
+		}
+		v.add(&c, now, t)
+	}
+	v.finish(now)
+	distance := func(c v1alpha1.Credential) time.Duration { return c.EndTime.Sub(now).Abs() }
+	sort.SliceStable(attention, func(i, j int) bool {
+		if di, dj := distance(attention[i]), distance(attention[j]); di != dj {
+			return di < dj
+		}
+		return attention[i].KeyID < attention[j].KeyID
+	})
+	if len(attention) > limit {
+		v.Unlisted = int32(len(attention) - limit)
+		attention = attention[:limit]
+	}
+	v.Listed = attention
+	return v
+}
+
+// renewedSet marks the credentials Superseded by another of the same application: grouping by
+// application keeps a scan of tens of thousands of credentials linear.
+func renewedSet(all []v1alpha1.Credential) map[int]bool {
+	byApp := map[string][]int{}
+	for i, c := range all {
+		byApp[c.AppID] = append(byApp[c.AppID], i)
+	}
+	out := map[int]bool{}
+	group := make([]v1alpha1.Credential, 0, 8)
+	for _, idx := range byApp {
+		group = group[:0]
+		for _, i := range idx {
+			group = append(group, all[i])
+		}
+		for k, i := range idx {
+			if Superseded(group[k], group) {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}

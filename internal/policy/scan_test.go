@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func scanned(app, key string, typ v1alpha1.CredentialType, start, end time.Duration) v1alpha1.Credential {
+	s := metav1.NewTime(now.Add(start))
+	return v1alpha1.Credential{AppID: app, KeyID: key, Type: typ, Source: v1alpha1.SourceApplication,
+		StartTime: &s, EndTime: metav1.NewTime(now.Add(end))}
+}
+
+func TestViewScan(t *testing.T) {
+	pw, cert := v1alpha1.CredentialTypePassword, v1alpha1.CredentialTypeCertificate
+	all := []v1alpha1.Credential{
+		scanned("a", "ancient", pw, -800*day, -400*day),     // expired long ago, never renewed
+		scanned("b", "old", pw, -400*day, -10*day),          // renewed by b/new
+		scanned("b", "new", pw, -11*day, 355*day),           // valid
+		scanned("b", "cert", cert, -300*day, 2*day),         // critical: a certificate is not renewed by a secret
+		scanned("c", "yesterday", pw, -365*day, -1*day),     // expired
+		scanned("d", "soon", pw, -340*day, 20*day),          // warning
+		scanned("e", "other-app", pw, -1*day, 90*day),       // valid; does not renew a's
+		scanned("a", "older-start", pw, -900*day, -300*day), // also a's: neither renews the other's start and end both
+	}
+	before := append([]v1alpha1.Credential(nil), all...)
+
+	v := ViewScan(all, now, std, 3)
+	var listed []string
+	for _, c := range v.Listed {
+		listed = append(listed, c.KeyID+"="+string(c.State))
+	}
+	// Nearest their expiry first: yesterday (1d), cert (2d), soon (20d); then ancient and
+	// older-start, which do not fit.
+	if want := []string{"yesterday=Expired", "cert=Critical", "soon=Warning"}; !reflect.DeepEqual(listed, want) {
+		t.Errorf("listed %v, want %v", listed, want)
+	}
+	if v.Unlisted != 2 {
+		t.Errorf("unlisted %d, want 2 (ancient, older-start)", v.Unlisted)
+	}
+	if v.Renewed != 1 {
+		t.Errorf("renewed %d, want 1 (b/old, by b/new)", v.Renewed)
+	}
+	wantCounts := map[v1alpha1.CredentialState]int32{v1alpha1.StateExpired: 3, v1alpha1.StateCritical: 1, v1alpha1.StateWarning: 1, v1alpha1.StateValid: 2}
+	if !reflect.DeepEqual(v.Counts, wantCounts) {
+		t.Errorf("counts %v, want %v", v.Counts, wantCounts)
+	}
+	if v.State != v1alpha1.StateExpired || v.Earliest.KeyID != "ancient" {
+		t.Errorf("state %s, earliest %s; want Expired and ancient", v.State, v.Earliest.KeyID)
+	}
+	// The next change of state: soon turns Critical 13 days from now, before cert expires in 2.
+	if want := now.Add(2 * day); !v.NextTransition.Equal(want) {
+		t.Errorf("next transition %v, want %v (cert expiring)", v.NextTransition, want)
+	}
+	if !reflect.DeepEqual(all, before) {
+		t.Error("ViewScan changed the scan it was given")
+	}
+}
+
+func TestViewScanOfNothing(t *testing.T) {
+	v := ViewScan(nil, now, std, MaxListed)
+	if v.State != v1alpha1.StateValid || v.Earliest != nil || len(v.Listed) != 0 || !v.NextTransition.IsZero() {
+		t.Errorf("empty scan: %+v", v)
+	}
+}
