@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -48,10 +49,20 @@ const listTimeout = 10 * time.Second
 // Collector turns the CredentialWatches in a cache into metrics at each scrape.
 type Collector struct {
 	reader client.Reader
+	scans  Scans
 }
 
-// NewCollector returns a Collector reading watches through reader, which should be a cache.
-func NewCollector(reader client.Reader) *Collector { return &Collector{reader: reader} }
+// Scans gives the credentials a tenant scan last found, which are more than its status lists.
+type Scans interface {
+	Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool)
+}
+
+// NewCollector returns a Collector reading watches through reader, which should be a cache, and
+// the credentials of tenant scans from scans. A process that has not scanned a tenant itself (a
+// replica that is not the leader) reports the credentials the scan's status lists.
+func NewCollector(reader client.Reader, scans Scans) *Collector {
+	return &Collector{reader: reader, scans: scans}
+}
 
 var _ prometheus.Collector = &Collector{}
 
@@ -72,15 +83,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for i := range list.Items {
-		collectWatch(ch, &list.Items[i])
+		c.collectWatch(ch, &list.Items[i])
 	}
 }
 
-func collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
+func (c *Collector) collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.CredentialWatch) {
 	clientID := w.AppID()
-	for _, c := range w.Status.Credentials {
-		ch <- prometheus.MustNewConstMetric(expirationDesc, prometheus.GaugeValue, float64(c.EndTime.Unix()),
-			w.Namespace, w.Name, clientID, c.KeyID, string(c.Type), string(c.Source))
+	creds := w.Status.Credentials
+	if w.Spec.Target.TenantScan != nil {
+		if all, ok := c.scans.Get(types.NamespacedName{Namespace: w.Namespace, Name: w.Name}); ok {
+			creds = all
+		}
+	}
+	for _, cr := range creds {
+		id := clientID
+		if cr.AppID != "" {
+			id = cr.AppID
+		}
+		ch <- prometheus.MustNewConstMetric(expirationDesc, prometheus.GaugeValue, float64(cr.EndTime.Unix()),
+			w.Namespace, w.Name, id, cr.KeyID, string(cr.Type), string(cr.Source))
 	}
 	ready := metav1.ConditionUnknown
 	for _, cond := range w.Status.Conditions {

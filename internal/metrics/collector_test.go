@@ -11,9 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatus, failures int32) *v1alpha1.CredentialWatch {
@@ -91,7 +93,44 @@ credwatch_watch_ready_status{client_id="c-ok",condition="False",name="ok",namesp
 credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
 credwatch_watch_ready_status{client_id="c-ok",condition="Unknown",name="ok",namespace="platform"} 0
 `
-	if err := testutil.CollectAndCompare(NewCollector(c), strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(NewCollector(c, scans.New()), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCollectorReportsEveryCredentialOfATenantScan(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(name string, listed ...v1alpha1.Credential) *v1alpha1.CredentialWatch {
+		return &v1alpha1.CredentialWatch{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "platform"},
+			Spec:       v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "t"}}},
+			Status:     v1alpha1.CredentialWatchStatus{Credentials: listed},
+		}
+	}
+	cred := func(app, key string, end int64) v1alpha1.Credential {
+		return v1alpha1.Credential{AppID: app, KeyID: key, Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication,
+			EndTime: metav1.NewTime(time.Unix(end, 0))}
+	}
+	expiring := cred("app-1", "k1", 1_800_000_000)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		scan("scanned", expiring),
+		// Scanned by another replica, the leader: only its status is known here.
+		scan("elsewhere", cred("app-3", "k3", 1_700_000_000)),
+	).Build()
+	store := scans.New()
+	store.Put(types.NamespacedName{Namespace: "platform", Name: "scanned"}, []v1alpha1.Credential{expiring, cred("app-2", "k2", 1_900_000_000)})
+
+	want := `
+# HELP credwatch_credential_expiration_timestamp_seconds The date after which the credential expires, as a Unix timestamp.
+# TYPE credwatch_credential_expiration_timestamp_seconds gauge
+credwatch_credential_expiration_timestamp_seconds{client_id="app-1",key_id="k1",name="scanned",namespace="platform",source="Application",type="Password"} 1.8e+09
+credwatch_credential_expiration_timestamp_seconds{client_id="app-2",key_id="k2",name="scanned",namespace="platform",source="Application",type="Password"} 1.9e+09
+credwatch_credential_expiration_timestamp_seconds{client_id="app-3",key_id="k3",name="elsewhere",namespace="platform",source="Application",type="Password"} 1.7e+09
+`
+	if err := testutil.CollectAndCompare(NewCollector(c, store), strings.NewReader(want), "credwatch_credential_expiration_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
 }
