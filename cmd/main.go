@@ -40,6 +40,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 type options struct {
@@ -211,7 +212,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	metrics.Registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
+	scanStore := scans.New()
+	metrics.Registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient(), scanStore))
 	// The budget is spent before a request is counted: waiting for it is not a request.
 	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
 	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
@@ -232,6 +234,7 @@ func run(o options) error {
 		Graph:        coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)},
 		Clusters:     clusters,
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
+		Scans:        scanStore,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
 	}

@@ -37,12 +37,41 @@ func TestAdmission(t *testing.T) {
 		},
 		"no target": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.ServicePrincipal = nil },
-			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster"},
+			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster, tenantScan"},
+		},
+		"a tenant scan with a filter": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", Filter: "tags/any(t:t eq 'aks')"}}
+		}},
+		"a tenant scan and a service principal": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target.TenantScan = &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}
+			},
+			wantErr: []string{"target must set exactly one of"},
+		},
+		"a tenant scan that rotates": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Rotation = &v1alpha1.Rotation{}
+			},
+			wantErr: []string{"rotation needs a servicePrincipal or aksCluster target"},
+		},
+		"a tenant scan with alerts": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Alerts = &v1alpha1.Alerts{}
+			},
+			wantErr: []string{"alerts need a servicePrincipal or aksCluster target", "credwatch_credential_expiration_timestamp_seconds"},
+		},
+		"a tenant scan filter of two lines": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", Filter: "displayName eq 'a'\nor displayName eq 'b'"}}
+			},
+			wantErr: []string{"filter must be one line of OData"},
 		},
 		"an AKS cluster": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.Target = v1alpha1.Target{AKSCluster: aksTarget()} }},
 		"both a service principal and an AKS cluster": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Target.AKSCluster = aksTarget() },
-			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster"},
+			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster, tenantScan"},
 		},
 		"AKS resource group with a slash": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {

@@ -24,6 +24,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
+	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/mailpit"
 )
@@ -116,7 +117,7 @@ func (h *harness) restart() {
 	old := h.r
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
-		Identities: identities, Graph: graphAPI, Channels: &channels.Builder{Secrets: k8s}, CheckTimeout: old.CheckTimeout,
+		Identities: identities, Graph: graphAPI, Channels: &channels.Builder{Secrets: k8s}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
 	}
 }
 

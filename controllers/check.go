@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
@@ -39,6 +41,10 @@ const (
 // second, so that a Graph that never answers cannot hold a worker.
 const defaultCheckTimeout = time.Minute
 
+// scanTimeout bounds one tenant scan: two lists of up to 999 objects a page, each page seconds
+// long in a large tenant.
+const scanTimeout = 10 * time.Minute
+
 // reconcileCheck reads the target's credentials from Graph into status, or records why it could
 // not and when it will try again. It returns an error only for failures that are not the
 // check's (the API server, a cancelled reconcile), which controller-runtime retries.
@@ -52,7 +58,11 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	wasFailing := before != nil && before.Status == metav1.ConditionFalse
 
 	timeout := r.CheckTimeout
-	if timeout == 0 {
+	switch {
+	case timeout != 0:
+	case obj.Spec.Target.TenantScan != nil:
+		timeout = scanTimeout
+	default:
 		timeout = defaultCheckTimeout
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -95,6 +105,10 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
 	if wasFailing {
 		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials works again")
+	}
+	if res.tenant {
+		r.recordScan(obj, res.scan, now)
+		return nil
 	}
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
@@ -149,11 +163,13 @@ func forgetCredentials(obj *v1alpha1.CredentialWatch) {
 }
 
 // checkResult is what a check found: the appId watched and its credentials, or that the target
-// is an AKS cluster on a managed identity, which has none.
+// is an AKS cluster on a managed identity, which has none, or what a tenant scan found.
 type checkResult struct {
 	appID           string
 	snap            graph.Snapshot
 	managedIdentity bool
+	tenant          bool
+	scan            []graph.Snapshot
 }
 
 // read resolves the target to an appId, reading the AKS cluster when the target is one, and
@@ -177,8 +193,16 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 			return checkResult{managedIdentity: true}, nil
 		}
 		res.appID = c.ClientID
+	case t.TenantScan != nil:
+		res.tenant = true
+		res.scan, err = r.Graph.ScanTenant(ctx, cred, t.TenantScan.Filter)
+		var ae *azerr.Error
+		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+			err = &filterError{filter: t.TenantScan.Filter, err: err}
+		}
+		return res, err
 	default:
-		return checkResult{}, errors.New("the target names neither a service principal nor an AKS cluster")
+		return checkResult{}, errors.New("the target names no service principal, AKS cluster or tenant")
 	}
 	res.snap, err = r.Graph.ReadCredentials(ctx, cred, res.appID)
 	return res, err
@@ -211,6 +235,17 @@ type clusterError struct{ err error }
 
 func (e *clusterError) Error() string { return e.err.Error() }
 func (e *clusterError) Unwrap() error { return e.err }
+
+// filterError is Graph refusing a tenant scan's query, which only a change of its filter mends.
+type filterError struct {
+	filter string
+	err    error
+}
+
+func (e *filterError) Error() string {
+	return fmt.Sprintf("Graph refused to list with the filter %q (%v): check spec.target.tenantScan.filter", e.filter, e.err)
+}
+func (e *filterError) Unwrap() error { return e.err }
 
 // secretError is a problem with the Secret named by azureCredentialRef: a person must fix it.
 type secretError struct{ msg string }
@@ -249,6 +284,10 @@ func reasonFor(err error) string {
 	var se *secretError
 	if errors.As(err, &se) {
 		return v1alpha1.ReasonCredentialSecretInvalid
+	}
+	var fe *filterError
+	if errors.As(err, &fe) {
+		return v1alpha1.ReasonFilterRejected
 	}
 	var ce *clusterError
 	if errors.As(err, &ce) {
@@ -316,4 +355,32 @@ func credentialsOf(snap graph.Snapshot) []v1alpha1.Credential {
 		return out[i].KeyID < out[j].KeyID
 	})
 	return out
+}
+
+// recordScan keeps what a tenant scan found for status and metrics, and counts it in status.
+func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, snaps []graph.Snapshot, now time.Time) {
+	var creds []v1alpha1.Credential
+	counts := &v1alpha1.TenantScanStatus{}
+	if prev := obj.Status.TenantScan; prev != nil {
+		*counts = *prev // the states are counted at every reconcile, by reconcileExpiry
+	}
+	counts.Applications, counts.ServicePrincipals = 0, 0
+	for _, s := range snaps {
+		if s.ApplicationObjectID != "" {
+			counts.Applications++
+		}
+		if s.ServicePrincipalObjectID != "" {
+			counts.ServicePrincipals++
+		}
+		for _, c := range credentialsOf(s) {
+			c.AppID, c.AppDisplayName = s.AppID, s.DisplayName
+			creds = append(creds, c)
+		}
+	}
+	counts.Credentials = int32(len(creds))
+	r.Scans.Put(client.ObjectKeyFromObject(obj), creds)
+	obj.Status.TenantScan = counts
+	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -23,6 +24,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 // Identities gives the credential the operator signs in to Azure with.
@@ -39,6 +41,9 @@ type Identities interface {
 // Graph, and adds and removes the application's secrets.
 type GraphAPI interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
+	// ScanTenant reads every application and service principal of cred's tenant that filter
+	// (OData, empty for all) selects, one Snapshot per appId.
+	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error)
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -80,6 +85,8 @@ type CredentialWatchReconciler struct {
 	Clusters Clusters
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
+	// Scans keeps what tenant scans found, between checks; the metrics read it too.
+	Scans *scans.Store
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
 }
@@ -94,7 +101,15 @@ type CredentialWatchReconciler struct {
 func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	obj := &v1alpha1.CredentialWatch{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Scans.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	tenantScan := obj.Spec.Target.TenantScan != nil
+	_, scanned := r.Scans.Get(req.NamespacedName)
+	if !tenantScan && scanned {
+		r.Scans.Forget(req.NamespacedName)
 	}
 	before := obj.DeepCopy()
 	defer func() {
@@ -116,7 +131,10 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
 	throttled := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled
 	request := obj.Annotations[v1alpha1.CheckAnnotation]
-	if policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, request != obj.Status.CheckRequest, now) {
+	// A scan's credentials live in this process only: one that started since the last scan
+	// scans again, unless that scan failed and its backoff still runs.
+	rescan := tenantScan && !scanned && obj.Status.ConsecutiveFailures == 0
+	if rescan || policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, request != obj.Status.CheckRequest, now) {
 		obj.Status.CheckRequest = request
 		if err := r.reconcileCheck(ctx, obj, settings, now); err != nil {
 			return ctrl.Result{}, err
@@ -127,9 +145,11 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nextAlert, err := r.reconcileAlerts(ctx, obj, before, settings, now)
-	if err != nil {
-		return ctrl.Result{}, err
+	var nextAlert time.Time
+	if !tenantScan { // a scan reports through status, events and metrics; see the CRD's rules
+		if nextAlert, err = r.reconcileAlerts(ctx, obj, before, settings, now); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,

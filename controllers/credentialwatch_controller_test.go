@@ -19,6 +19,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -60,6 +61,7 @@ func newHarness(t *testing.T) *harness {
 		Identities:   identities,
 		Graph:        graphAPI,
 		Channels:     &channels.Builder{Secrets: k8s},
+		Scans:        scans.New(),
 		CheckTimeout: time.Second,
 	}
 	return h

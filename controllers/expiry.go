@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
@@ -25,7 +26,20 @@ var stateEventReasons = map[v1alpha1.CredentialState]string{
 // of the clock, so a watch whose Graph is unreachable still turns Expired on time.
 func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatch, before *v1alpha1.CredentialWatch, s settings, now time.Time) policy.Summary {
 	st := &obj.Status
-	summary := policy.Evaluate(st.Credentials, now, s.thresholds)
+	var summary policy.Summary
+	if all, ok := r.Scans.Get(client.ObjectKeyFromObject(obj)); ok && obj.Spec.Target.TenantScan != nil {
+		view := policy.ViewScan(all, now, s.thresholds, policy.MaxListed)
+		summary, st.Credentials = view.Summary, view.Listed
+		if st.TenantScan == nil { // the status write of the scan failed; the counts come with the next
+			st.TenantScan = &v1alpha1.TenantScanStatus{}
+		}
+		st.TenantScan.Renewed, st.TenantScan.Unlisted = view.Renewed, view.Unlisted
+		st.TenantScan.Warning, st.TenantScan.Critical, st.TenantScan.Expired =
+			view.Counts[v1alpha1.StateWarning], view.Counts[v1alpha1.StateCritical], view.Counts[v1alpha1.StateExpired]
+	} else {
+		// A tenant scan this process has not run yet keeps the list its status holds.
+		summary = policy.Evaluate(st.Credentials, now, s.thresholds)
+	}
 	if st.LastCheckTime == nil {
 		// Nothing has been read yet: nothing is known to be fine or expiring.
 		return summary
@@ -40,11 +54,23 @@ func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatc
 	}
 	setExpiryConditions(obj, s.thresholds, now)
 
-	for _, c := range policy.Worsened(before.Status.Credentials, st.Credentials) {
+	worse := policy.Worsened(before.Status.Credentials, st.Credentials)
+	for i, c := range worse {
+		if i == maxStateEvents {
+			// A first scan of a tenant can find hundreds: status and metrics list them all.
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventMoreCredentialsWorsened,
+				"%d more credentials turned Warning, Critical or Expired: see status.credentials", len(worse)-maxStateEvents)
+			break
+		}
 		r.Recorder.Event(obj, corev1.EventTypeWarning, stateEventReasons[c.State], stateMessage(obj, c, now))
 	}
 	return summary
 }
+
+// maxStateEvents bounds the events one reconcile raises about credentials changing state.
+const maxStateEvents = 5
+
+const eventMoreCredentialsWorsened = "MoreCredentialsWorsened"
 
 func setExpiryConditions(obj *v1alpha1.CredentialWatch, t policy.Thresholds, now time.Time) {
 	var expired, critical, warning []v1alpha1.Credential
@@ -100,7 +126,17 @@ func describe(c v1alpha1.Credential) string {
 	if c.DisplayName != "" {
 		name = fmt.Sprintf(" %q", c.DisplayName)
 	}
+	if c.AppID != "" {
+		return fmt.Sprintf("%s%s (keyId %s, on the %s object of %s)", kind, name, c.KeyID, c.Source, appName(c.AppDisplayName, c.AppID))
+	}
 	return fmt.Sprintf("%s%s (keyId %s, on the %s object)", kind, name, c.KeyID, c.Source)
+}
+
+func appName(displayName, appID string) string {
+	if displayName == "" {
+		return appID
+	}
+	return fmt.Sprintf("%q (appId %s)", displayName, appID)
 }
 
 // expiryPhrase says when c expires or expired, with subject naming it.
@@ -114,29 +150,35 @@ func expiryPhrase(subject string, c v1alpha1.Credential, now time.Time) string {
 
 // stateMessage says what happened, to what, and how to fix it.
 func stateMessage(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time.Time) string {
-	subject := describe(c) + " of " + targetName(obj)
+	subject := describe(c)
+	if c.AppID == "" { // a tenant scan's credentials name their application themselves
+		subject += " of " + targetName(obj)
+	}
 	return fmt.Sprintf("%s; renew with: %s", capitalise(expiryPhrase(subject, c, now)), renewCommand(obj, c))
 }
 
 func targetName(obj *v1alpha1.CredentialWatch) string {
-	name := obj.AppID()
-	if obj.Status.ServicePrincipal != nil && obj.Status.ServicePrincipal.DisplayName != "" {
-		name = fmt.Sprintf("%q (appId %s)", obj.Status.ServicePrincipal.DisplayName, obj.AppID())
+	if sp := obj.Status.ServicePrincipal; sp != nil {
+		return appName(sp.DisplayName, obj.AppID())
 	}
-	return name
+	return obj.AppID()
 }
 
 // renewCommand adds a new credential beside the old one; --append keeps the old one working
 // until every consumer has moved to the new.
 func renewCommand(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
+	appID := obj.AppID()
+	if c.AppID != "" {
+		appID = c.AppID
+	}
 	object := "app"
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		object = "sp"
 	}
 	if c.Type == v1alpha1.CredentialTypeCertificate {
-		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, obj.AppID())
+		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, appID)
 	}
-	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, obj.AppID())
+	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, appID)
 }
 
 func capitalise(s string) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
@@ -40,7 +41,8 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient()))
+	scanStore := scans.New()
+	registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient(), scanStore))
 	graphRequests, err := cwmetrics.NewGraphRequests(registry)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +60,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Identities:   identities,
 		Graph:        counted,
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader()},
+		Scans:        scanStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,8 @@ const (
 	ReasonGraphUnreachable = "GraphUnreachable"
 	// ReasonGraphError: Graph answered with an error none of the above covers.
 	ReasonGraphError = "GraphError"
+	// ReasonFilterRejected: Graph refused the tenant scan's filter.
+	ReasonFilterRejected = "FilterRejected"
 )
 
 // Reasons of the Expiring and Expired conditions.

@@ -6,6 +6,8 @@ import (
 )
 
 // CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
+// +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
 	// Target is the service principal whose credentials are watched.
 	// +required
@@ -43,7 +45,7 @@ type CredentialWatchSpec struct {
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
-// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster"
+// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) + (has(self.tenantScan) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster, tenantScan"
 type Target struct {
 	// ServicePrincipal names an Entra ID application and its service principal by appId. The
 	// credentials of both objects are watched: `az ad sp credential reset` puts secrets on the
@@ -56,6 +58,30 @@ type Target struct {
 	// no secret to expire, and the watch says so.
 	// +optional
 	AKSCluster *AKSClusterTarget `json:"aksCluster,omitempty"`
+
+	// TenantScan watches every application and service principal of a tenant, or those its
+	// filter selects, for teams that want the whole tenant covered. Status lists the credentials
+	// that need attention; metrics cover every credential.
+	// +optional
+	TenantScan *TenantScanTarget `json:"tenantScan,omitempty"`
+}
+
+// TenantScanTarget names a tenant whose applications and service principals are all watched.
+type TenantScanTarget struct {
+	// TenantID is the Entra ID tenant (directory) ID, a GUID.
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="tenantID must be the directory's GUID, such as 72f988bf-86f1-41af-91ab-2d7cd011db47, not a domain name"
+	// +required
+	TenantID string `json:"tenantID"`
+
+	// Filter is an OData $filter that Graph applies to the list of applications and to the list
+	// of service principals, such as startswith(displayName,'prod-') or tags/any(t:t eq 'aks').
+	// Graph's standard filters only (eq, in, startswith, any on appId, displayName, tags, ...):
+	// no advanced query is sent. Empty scans everything.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\x00-\\x1f]')",message="filter must be one line of OData, without control characters"
+	// +optional
+	Filter string `json:"filter,omitempty"`
 }
 
 // AKSClusterTarget identifies an AKS managed cluster in Azure Resource Manager.
@@ -182,6 +208,15 @@ type Credential struct {
 
 	// State is Valid, Warning, Critical or Expired, as of the last reconcile.
 	State CredentialState `json:"state"`
+
+	// AppID is the appId of the application the credential belongs to; set on tenant scans,
+	// where status lists the credentials of many.
+	// +optional
+	AppID string `json:"appID,omitempty"`
+
+	// AppDisplayName is the display name of that application; set on tenant scans.
+	// +optional
+	AppDisplayName string `json:"appDisplayName,omitempty"`
 }
 
 // ServicePrincipalStatus describes the objects found for the target's appId.
@@ -237,6 +272,26 @@ type AKSClusterStatus struct {
 	PowerState string `json:"powerState,omitempty"`
 }
 
+// TenantScanStatus counts the objects and credentials of a tenant scan.
+type TenantScanStatus struct {
+	// Applications is how many applications the last scan found.
+	Applications int32 `json:"applications"`
+	// ServicePrincipals is how many service principals the last scan found.
+	ServicePrincipals int32 `json:"servicePrincipals"`
+	// Credentials is how many secrets and certificates they carry.
+	Credentials int32 `json:"credentials"`
+	// Renewed is how many of them were renewed by a newer credential of their kind on the same
+	// object (az ad app credential reset --append): they need nothing, and are counted nowhere else.
+	Renewed int32 `json:"renewed"`
+	// Warning, Critical and Expired count the other credentials in each state, as of the last reconcile.
+	Warning  int32 `json:"warning"`
+	Critical int32 `json:"critical"`
+	Expired  int32 `json:"expired"`
+	// Unlisted is how many credentials that need attention status.credentials leaves out for
+	// size; metrics report every one.
+	Unlisted int32 `json:"unlisted"`
+}
+
 // CredentialWatchStatus is what the operator last saw of the target.
 type CredentialWatchStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
@@ -258,8 +313,13 @@ type CredentialWatchStatus struct {
 	// +optional
 	AKSCluster *AKSClusterStatus `json:"aksCluster,omitempty"`
 
+	// TenantScan counts what the last scan of a tenantScan target found.
+	// +optional
+	TenantScan *TenantScanStatus `json:"tenantScan,omitempty"`
+
 	// Credentials lists every secret and certificate of the application and the service
-	// principal, soonest expiry first.
+	// principal, soonest expiry first. On a tenant scan it lists those that need attention
+	// (not Valid, and not renewed by a newer one), nearest their expiry first, at most 100.
 	// +listType=atomic
 	// +optional
 	Credentials []Credential `json:"credentials,omitempty"`
@@ -351,12 +411,15 @@ func (t Target) TenantID() string {
 		return t.ServicePrincipal.TenantID
 	case t.AKSCluster != nil:
 		return t.AKSCluster.TenantID
+	case t.TenantScan != nil:
+		return t.TenantScan.TenantID
 	}
 	return ""
 }
 
 // AppID is the appId the watch watches: its target's, or the one its AKS cluster was last seen
-// signing in with; empty when not known yet or when the cluster uses a managed identity.
+// signing in with; empty when not known yet, when the cluster uses a managed identity, and on a
+// tenant scan, which watches many.
 func (w *CredentialWatch) AppID() string {
 	if sp := w.Spec.Target.ServicePrincipal; sp != nil {
 		return sp.ClientID

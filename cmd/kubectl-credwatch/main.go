@@ -149,7 +149,11 @@ func status(ctx context.Context, c client.Client, namespace string, out io.Write
 			rows = append(rows, row{end: now.Add(100 * 365 * 24 * time.Hour), cells: []any{w.Namespace, w.Name, ready, w.AppID(), "-", "-", "-", "-", "-"}})
 		}
 		for _, cr := range w.Status.Credentials {
-			rows = append(rows, row{end: cr.EndTime.Time, cells: []any{w.Namespace, w.Name, ready, w.AppID(), cr.KeyID, string(cr.Type), string(cr.Source),
+			appID := w.AppID()
+			if cr.AppID != "" { // a tenant scan's
+				appID = cr.AppID
+			}
+			rows = append(rows, row{end: cr.EndTime.Time, cells: []any{w.Namespace, w.Name, ready, appID, cr.KeyID, string(cr.Type), string(cr.Source),
 				policy.HumanDuration(cr.EndTime.Sub(now)), string(cr.State)}})
 		}
 	}

@@ -52,6 +52,21 @@ func TestStatusListsCredentialsSoonestFirst(t *testing.T) {
 	}
 }
 
+func TestStatusNamesTheApplicationOfEachScannedCredential(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	scan := watch("a", "tenant", 3*24*time.Hour)
+	scan.Spec.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "t"}}
+	scan.Status.Credentials[0].AppID = "0a1b2c3d-0000-4000-8000-000000000001"
+	var out bytes.Buffer
+	if err := status(context.Background(), fake.NewClientBuilder().WithScheme(s).WithObjects(scan).Build(), "", &out, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "0a1b2c3d-0000-4000-8000-000000000001") {
+		t.Errorf("status of a tenant scan does not name the credential's application:\n%s", out.String())
+	}
+}
+
 func TestRotateNeedsRotationEnabled(t *testing.T) {
 	s := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(s)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 const chartDir = "../../charts/credwatch"
@@ -341,7 +342,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
 	}}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(cwmetrics.NewCollector(fake.NewClientBuilder().WithScheme(scheme).WithObjects(w).Build()))
+	reg.MustRegister(cwmetrics.NewCollector(fake.NewClientBuilder().WithScheme(scheme).WithObjects(w).Build(), scans.New()))
 	g, err := cwmetrics.NewGraphRequests(reg)
 	if err != nil {
 		t.Fatal(err)

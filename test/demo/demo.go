@@ -58,10 +58,10 @@ func principals(now time.Time) []principal {
 	start := now.Add(-360 * day)
 	return []principal{
 		// The service principal config/samples watches, as aks-prod-sp.
-		{appID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", name: "payments-api", obj: fakegraph.Object{
+		{appID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", name: "payments-api", obj: fakegraph.Object{Tags: []string{"aks"},
 			Passwords: []fakegraph.PasswordCredential{{DisplayName: "ci-pipeline", SecretText: "pAy~demo-secret-expiring-in-five-days", Start: start, End: now.Add(5*day + time.Hour)}},
 		}},
-		{watch: "legacy-batch", appID: "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e", name: "legacy-batch", obj: fakegraph.Object{
+		{watch: "legacy-batch", appID: "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e", name: "legacy-batch", obj: fakegraph.Object{Tags: []string{"aks"},
 			Passwords: []fakegraph.PasswordCredential{{DisplayName: "rbac", SecretText: "lEg~demo-secret-expired-three-days-ago", Start: start, End: now.Add(-3*day - time.Hour)}},
 		}},
 		{watch: "signing-service", appID: "6e7f8091-2b3c-4d4e-8f50-6b7c8d9e0f1a", name: "signing-service", obj: fakegraph.Object{
@@ -167,7 +167,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	if err := applyWatches(ctx, k8s, kubeconfig, now); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, k8s, 4); err != nil {
+	if err := waitReady(ctx, k8s, 5); err != nil { // three samples, two more
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the alerts and events land

@@ -19,7 +19,7 @@ func TestDemo(t *testing.T) {
 	}
 	shown := out.String()
 	for _, want := range []string{
-		"aks-prod-sp        True", "Critical", "legacy-batch       True", "Expired", "signing-service    True", "aks-prod-cluster   True",
+		"aks-prod-sp        True", "Critical", "legacy-batch       True", "Expired", "signing-service    True", "aks-prod-cluster   True", "tenant-aks-apps    True",
 		"CredentialCritical", "CredentialExpired",
 		"to platform-team@example.com: Secret of payments-api expires in 5 days",
 		"#platform-alerts: Secret of legacy-batch expired 3 days ago",

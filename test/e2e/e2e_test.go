@@ -97,7 +97,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	t.Cleanup(azure.Close)
 	graph := azure.Graph
 	start := time.Now().Add(-360 * day)
-	graph.PutApplication(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp",
+	graph.PutApplication(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp", Tags: []string{"aks"},
 		Passwords: []fakegraph.PasswordCredential{{DisplayName: "rbac", SecretText: "sAm~ple-secret-0123456789", Start: start, End: time.Now().Add(5*day + time.Hour)}}})
 	graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp"})
 
@@ -144,7 +144,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 
 	kubectl("create", "namespace", "platform")
 	kubectl("apply", "-n", "platform", "-k", "config/samples")
-	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "--timeout=60s")
+	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "cw/tenant-aks-apps", "--timeout=60s")
 
 	table := kubectl("get", "cw", "-n", "platform", "-o", "wide")
 	for _, want := range []string{"aks-prod-sp", "Critical", "5d", sampleAppID, "aks-prod-cluster"} {
@@ -210,6 +210,9 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	_ = resp.Body.Close()
 	for _, want := range []string{
 		`credwatch_credential_expiration_timestamp_seconds{client_id="` + sampleAppID + `"`,
+		// The tenant sample's scan, filtered to the tagged application.
+		`credwatch_credential_expiration_timestamp_seconds{client_id="` + sampleAppID + `",key_id=`,
+		`name="tenant-aks-apps",namespace="platform",source="Application",type="Password"}`,
 		`credwatch_watch_ready_status{client_id="",condition="True",name="aks-prod-cluster",namespace="platform"} 1`,
 		`credwatch_graph_requests_total{code="200"}`,
 	} {

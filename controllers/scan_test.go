@@ -1,0 +1,137 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/test/fakegraph"
+)
+
+// TestTenantScan watches a whole tenant of its own: 150 applications whose secrets end a day
+// apart, from 80 days ago on, with the default thresholds of 30 and 7 days.
+func TestTenantScan(t *testing.T) {
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	tenant := uuid.NewString()
+	fake.AddClient(tenant, operatorClientID, operatorSecret)
+	for i := range 150 {
+		fake.PutApplication(tenant, fakegraph.Object{DisplayName: fmt.Sprintf("app-%03d", i), Tags: []string{fmt.Sprintf("n%d", i%2)},
+			Passwords: []fakegraph.PasswordCredential{{SecretText: fmt.Sprintf("s%02d~secret-text-of-app-%03d", i%100, i),
+				Start: t0.Add(-300 * day), End: t0.Add(time.Duration(i-80)*day + time.Hour)}}})
+	}
+	// Renewed with --append: the old secret expired, a new one runs for a year.
+	renewed := fakegraph.Object{DisplayName: "renewed", Passwords: []fakegraph.PasswordCredential{
+		{SecretText: "old~secret", Start: t0.Add(-400 * day), End: t0.Add(-5 * day)},
+		{SecretText: "new~secret", Start: t0.Add(-6 * day), End: t0.Add(360 * day)},
+	}}
+	fake.PutApplication(tenant, renewed)
+	// Another tenant's application, seen here only as a service principal with a certificate.
+	fake.PutServicePrincipal(tenant, fakegraph.Object{DisplayName: "vendor-app",
+		Keys: []fakegraph.KeyCredential{{Key: []byte("certificate"), Start: t0.Add(-30 * day), End: t0.Add(3 * day)}}})
+
+	h.create("", func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target.TenantScan = &v1alpha1.TenantScanTarget{TenantID: tenant}
+	})
+	fake.ResetRequests()
+	w, res := h.reconcile()
+
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; msg != "Scanned 151 applications and 1 service principals of the tenant: 153 credentials" {
+		t.Errorf("Ready message %q", msg)
+	}
+	// Expired: apps 0-79 (80); Critical: 80-86 and the vendor's certificate (8); Warning: 87-109 (23).
+	want := v1alpha1.TenantScanStatus{Applications: 151, ServicePrincipals: 1, Credentials: 153, Renewed: 1, Warning: 23, Critical: 8, Expired: 80}
+	want.Unlisted = want.Warning + want.Critical + want.Expired - policy.MaxListed
+	if got := *w.Status.TenantScan; got != want {
+		t.Errorf("tenantScan status %+v, want %+v", got, want)
+	}
+	if len(w.Status.Credentials) != policy.MaxListed {
+		t.Fatalf("%d credentials listed, want %d", len(w.Status.Credentials), policy.MaxListed)
+	}
+	first := w.Status.Credentials[0]
+	if first.AppDisplayName != "app-080" || first.State != v1alpha1.StateCritical || first.AppID == "" {
+		t.Errorf("first listed %+v; want app-080's secret, an hour from expiry, Critical", first)
+	}
+	if w.Status.ServicePrincipal != nil || w.Status.State != v1alpha1.StateExpired {
+		t.Errorf("status: servicePrincipal %v, state %s; want none and Expired", w.Status.ServicePrincipal, w.Status.State)
+	}
+	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	if got := len(fake.Requests()); got != 2 {
+		t.Errorf("the scan took %d Graph requests, want 2: one list of applications, one of service principals", got)
+	}
+	events := h.takeEvents()
+	if len(events) != maxStateEvents+1 || !strings.Contains(events[maxStateEvents], fmt.Sprintf("%d more credentials", policy.MaxListed-maxStateEvents)) {
+		t.Errorf("events %q; want %d about credentials and one counting the rest", events, maxStateEvents)
+	}
+	if !strings.Contains(events[0], `of "app-080" (appId `) || !strings.Contains(events[0], "az ad app credential reset --id "+first.AppID) {
+		t.Errorf("event %q should name the application and how to renew its secret", events[0])
+	}
+
+	// The next changes are an hour from now, when app-080's secret expires, app-087's turns
+	// Critical and app-110's Warning; they are worked out from the scan held in memory, without
+	// reading Graph again.
+	if res.RequeueAfter > time.Hour {
+		t.Errorf("requeue after %v, want at most an hour", res.RequeueAfter)
+	}
+	h.step(time.Hour)
+	fake.ResetRequests()
+	w, _ = h.reconcile()
+	if ts := w.Status.TenantScan; ts.Expired != 81 || ts.Critical != 8 || ts.Warning != 23 || len(fake.Requests()) != 0 {
+		t.Errorf("an hour on: %+v after %d Graph requests; want 81 expired, 8 critical, 23 warning, and no request", *ts, len(fake.Requests()))
+	}
+	assertEvents(t, h.takeEvents(), "Warning CredentialExpired", "Warning CredentialCritical", "Warning CredentialWarning")
+
+	// A new process has no scan in memory: it scans again at once, however far the next check.
+	h.r.Scans = scans.New()
+	w, _ = h.reconcile()
+	if len(fake.Requests()) != 2 || len(w.Status.Credentials) != policy.MaxListed {
+		t.Errorf("after a restart: %d requests and %d listed; want a scan of 2 requests", len(fake.Requests()), len(w.Status.Credentials))
+	}
+
+	// A filter narrows the scan to what it selects.
+	w.Spec.Target.TenantScan.Filter = "tags/any(t:t eq 'n1') and startswith(displayName,'app-00')"
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = h.reconcile()
+	if ts := w.Status.TenantScan; ts.Applications != 5 || ts.ServicePrincipals != 0 || ts.Expired != 5 {
+		t.Errorf("filtered scan %+v; want the five odd applications 001-009, all expired", *ts)
+	}
+
+	// A filter Graph refuses says so, and what to fix.
+	w.Spec.Target.TenantScan.Filter = "notes eq 'x'"
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonFilterRejected)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `"notes eq 'x'"`) || !strings.Contains(msg, "spec.target.tenantScan.filter") {
+		t.Errorf("Ready message %q should quote the filter and name the field", msg)
+	}
+
+	// Deleting the watch lets go of its scan.
+	if err := k8s.Delete(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: h.key}); err != nil {
+		t.Fatalf("reconcile of a deleted watch: %v", err)
+	}
+	if _, ok := h.r.Scans.Get(h.key); ok {
+		t.Error("the scan of a deleted watch is still held")
+	}
+	for _, e := range h.all {
+		if strings.Contains(e, "~secret") {
+			t.Errorf("event leaks a secret: %q", e)
+		}
+	}
+}
