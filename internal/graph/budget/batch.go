@@ -54,7 +54,7 @@ func batchCost(r *http.Request) int {
 	return total
 }
 
-// replayable returns r, or when its body can be read only once (Kiota's gzipped bodies) a clone
+// replayable returns r, or when its body can be read only once (as a body Kiota builds) a clone
 // carrying the body in memory, so that the batch can be costed and still be sent. The caller's
 // request is left as RoundTrip's contract requires: its body consumed and closed.
 func replayable(r *http.Request) (*http.Request, error) {
