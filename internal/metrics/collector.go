@@ -19,7 +19,7 @@ var (
 		[]string{"namespace", "name", "client_id", "key_id", "type", "source"}, nil)
 	readyDesc = prometheus.NewDesc(
 		"credwatch_watch_ready_status",
-		"The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.",
+		"The Ready condition of a CredentialWatch: 1, labelled with the condition's status (True, False, Unknown).",
 		[]string{"namespace", "name", "client_id", "condition"}, nil)
 	lastCheckDesc = prometheus.NewDesc(
 		"credwatch_watch_last_check_timestamp_seconds",
@@ -27,11 +27,11 @@ var (
 		[]string{"namespace", "name", "client_id"}, nil)
 	failuresDesc = prometheus.NewDesc(
 		"credwatch_watch_consecutive_check_failures",
-		"Failed checks of the watch since its last successful one.",
+		"Failed checks of the watch since its last successful one; absent while checks succeed.",
 		[]string{"namespace", "name", "client_id"}, nil)
 	stateDesc = prometheus.NewDesc(
 		"credwatch_watch_state",
-		"The worst state of the watch's credentials: 1 for the state it is in (Valid, Warning, Critical, Expired), 0 for the others.",
+		"The worst state of the watch's credentials: 1, labelled with the state (Valid, Warning, Critical, Expired); absent before the first check.",
 		[]string{"namespace", "name", "client_id", "state"}, nil)
 	lastRotationDesc = prometheus.NewDesc(
 		"credwatch_watch_last_rotation_timestamp_seconds",
@@ -78,7 +78,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 	defer cancel()
 	var list v1alpha1.CredentialWatchList
-	if err := c.reader.List(ctx, &list); err != nil {
+	// Read only, so the cache's objects themselves: copying 10,000 watches at every scrape would
+	// double the operator's memory for a moment each time.
+	if err := c.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(expirationDesc, err)
 		return
 	}
@@ -103,31 +105,23 @@ func (c *Collector) collectWatch(ch chan<- prometheus.Metric, w *v1alpha1.Creden
 		ch <- prometheus.MustNewConstMetric(expirationDesc, prometheus.GaugeValue, float64(cr.EndTime.Unix()),
 			w.Namespace, w.Name, id, cr.KeyID, string(cr.Type), string(cr.Source))
 	}
+	// One series for the status or state a watch is in, not one per possible value: a scrape of
+	// 10,000 watches builds every series at once, and zeros would double them.
 	ready := metav1.ConditionUnknown
 	for _, cond := range w.Status.Conditions {
 		if cond.Type == v1alpha1.ConditionReady {
 			ready = cond.Status
 		}
 	}
-	for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
-		v := 0.0
-		if s == ready {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, v, w.Namespace, w.Name, clientID, string(s))
-	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, 1, w.Namespace, w.Name, clientID, string(ready))
 	if t := w.Status.LastCheckTime; t != nil {
 		ch <- prometheus.MustNewConstMetric(lastCheckDesc, prometheus.GaugeValue, float64(t.Unix()), w.Namespace, w.Name, clientID)
 	}
-	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(w.Status.ConsecutiveFailures), w.Namespace, w.Name, clientID)
+	if n := w.Status.ConsecutiveFailures; n > 0 {
+		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.GaugeValue, float64(n), w.Namespace, w.Name, clientID)
+	}
 	if w.Status.State != "" {
-		for _, s := range []v1alpha1.CredentialState{v1alpha1.StateValid, v1alpha1.StateWarning, v1alpha1.StateCritical, v1alpha1.StateExpired} {
-			v := 0.0
-			if s == w.Status.State {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, w.Namespace, w.Name, clientID, string(s))
-		}
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, 1, w.Namespace, w.Name, clientID, string(w.Status.State))
 	}
 	if r := w.Status.LastRotation; r != nil {
 		ch <- prometheus.MustNewConstMetric(lastRotationDesc, prometheus.GaugeValue, float64(r.Time.Unix()), w.Namespace, w.Name, clientID)

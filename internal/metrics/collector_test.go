@@ -60,11 +60,9 @@ func TestCollector(t *testing.T) {
 # TYPE credwatch_credential_expiration_timestamp_seconds gauge
 credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k1",name="ok",namespace="platform",source="Application",type="Password"} 1.9e+09
 credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k2",name="ok",namespace="platform",source="ServicePrincipal",type="Certificate"} 2e+09
-# HELP credwatch_watch_consecutive_check_failures Failed checks of the watch since its last successful one.
+# HELP credwatch_watch_consecutive_check_failures Failed checks of the watch since its last successful one; absent while checks succeed.
 # TYPE credwatch_watch_consecutive_check_failures gauge
 credwatch_watch_consecutive_check_failures{client_id="c-failing",name="failing",namespace="platform"} 3
-credwatch_watch_consecutive_check_failures{client_id="c-new",name="new",namespace="platform"} 0
-credwatch_watch_consecutive_check_failures{client_id="c-ok",name="ok",namespace="platform"} 0
 # HELP credwatch_watch_last_check_timestamp_seconds When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.
 # TYPE credwatch_watch_last_check_timestamp_seconds gauge
 credwatch_watch_last_check_timestamp_seconds{client_id="c-failing",name="failing",namespace="platform"} 1.8e+09
@@ -75,23 +73,14 @@ credwatch_watch_last_rotation_timestamp_seconds{client_id="c-ok",name="ok",names
 # HELP credwatch_watch_rotation_in_progress 1 while a rotation is in progress, labelled with its step; absent otherwise.
 # TYPE credwatch_watch_rotation_in_progress gauge
 credwatch_watch_rotation_in_progress{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 1
-# HELP credwatch_watch_state The worst state of the watch's credentials: 1 for the state it is in (Valid, Warning, Critical, Expired), 0 for the others.
+# HELP credwatch_watch_state The worst state of the watch's credentials: 1, labelled with the state (Valid, Warning, Critical, Expired); absent before the first check.
 # TYPE credwatch_watch_state gauge
-credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Critical"} 0
-credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Expired"} 0
-credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Valid"} 0
 credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Warning"} 1
-# HELP credwatch_watch_ready_status The Ready condition of a CredentialWatch: 1 for the condition status it is in, 0 for the others.
+# HELP credwatch_watch_ready_status The Ready condition of a CredentialWatch: 1, labelled with the condition's status (True, False, Unknown).
 # TYPE credwatch_watch_ready_status gauge
 credwatch_watch_ready_status{client_id="c-failing",condition="False",name="failing",namespace="platform"} 1
-credwatch_watch_ready_status{client_id="c-failing",condition="True",name="failing",namespace="platform"} 0
-credwatch_watch_ready_status{client_id="c-failing",condition="Unknown",name="failing",namespace="platform"} 0
-credwatch_watch_ready_status{client_id="c-new",condition="False",name="new",namespace="platform"} 0
-credwatch_watch_ready_status{client_id="c-new",condition="True",name="new",namespace="platform"} 0
 credwatch_watch_ready_status{client_id="c-new",condition="Unknown",name="new",namespace="platform"} 1
-credwatch_watch_ready_status{client_id="c-ok",condition="False",name="ok",namespace="platform"} 0
 credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
-credwatch_watch_ready_status{client_id="c-ok",condition="Unknown",name="ok",namespace="platform"} 0
 `
 	if err := testutil.CollectAndCompare(NewCollector(c, scans.New()), strings.NewReader(want)); err != nil {
 		t.Error(err)

@@ -340,6 +340,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "n"}, Status: v1alpha1.CredentialWatchStatus{
 		Credentials: []v1alpha1.Credential{{KeyID: "k", EndTime: now}}, State: v1alpha1.StateValid,
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
+		ConsecutiveFailures: 1, // shown only when there are some
 	}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(cwmetrics.NewCollector(fake.NewClientBuilder().WithScheme(scheme).WithObjects(w).Build(), scans.New()))
