@@ -23,8 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -33,6 +31,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/kubecfg"
 	"github.com/credwatch/credwatch/test/mailpit"
 )
 
@@ -105,7 +104,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 		return err
 	}
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := writeKubeconfig(env, kubeconfig); err != nil {
+	if err := kubecfg.Write(env.Config, "demo", kubeconfig); err != nil {
 		return err
 	}
 
@@ -281,15 +280,6 @@ func repoRoot() string {
 		}
 	}
 	return wd
-}
-
-func writeKubeconfig(env *envtest.Environment, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["demo"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	kc.AuthInfos["demo"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
-	kc.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo"}
-	kc.CurrentContext = "demo"
-	return clientcmd.WriteToFile(*kc, path)
 }
 
 // defaultChannels are the operator's default channels: a team mailbox and a Slack channel.

@@ -18,12 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/kubecfg"
 )
 
 // The samples' tenant and service principal, which the fake holds.
@@ -60,12 +59,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
-	kc.CurrentContext = "e2e"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	if err := kubecfg.Write(cfg, "e2e", kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	// kubectl takes no flags before a plugin's name; the plugin reads KUBECONFIG like kubectl does.

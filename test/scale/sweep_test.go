@@ -25,6 +25,8 @@ const (
 	// workers is the manager's reconcile concurrency; latency a distant Graph region's round trip.
 	workers = 20
 	latency = 30 * time.Millisecond
+	// window is the manager's coalescing window.
+	window = 100 * time.Millisecond
 )
 
 // BenchmarkGraphSweep reads the credentials of N service principals as the manager does (20
@@ -42,14 +44,7 @@ func sweep(b *testing.B, n int) {
 	fake := fakegraph.New()
 	b.Cleanup(fake.Close)
 	fake.AddClient(tenant, client, secret)
-	appIDs := make([]string, n)
-	end := time.Now().AddDate(0, 6, 0)
-	for i := range appIDs {
-		appIDs[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
-		pw := []fakegraph.PasswordCredential{{KeyID: fmt.Sprintf("%08x-0000-4000-8000-000000000001", i), SecretText: "s", Start: end.AddDate(-1, 0, 0), End: end}}
-		fake.PutApplication(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000a", i), AppID: appIDs[i], Passwords: pw})
-		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i]})
-	}
+	appIDs := seedApps(fake, n)
 	limiter := budget.New(clock.RealClock{}, budget.SmallTenant)
 	graphClient, err := msgraph.New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
 	if err != nil {
@@ -59,7 +54,7 @@ func sweep(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reader := coalesce.New(graphClient, clock.RealClock{}, 20*time.Millisecond, msgraph.MaxBatchAppIDs)
+	reader := coalesce.New(graphClient, clock.RealClock{}, window, msgraph.MaxBatchAppIDs)
 
 	for range b.N {
 		b.StopTimer()
@@ -106,4 +101,18 @@ func sweep(b *testing.B, n int) {
 		b.ReportMetric(float64(units)/float64(n), "units/sp")
 		b.ReportMetric(float64(fake.Throttled()), "429s")
 	}
+}
+
+// seedApps gives the fake n applications, each with its service principal and a secret ending in
+// six months, and returns their appIds.
+func seedApps(fake *fakegraph.Server, n int) []string {
+	appIDs := make([]string, n)
+	end := time.Now().AddDate(0, 6, 0)
+	for i := range appIDs {
+		appIDs[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+		pw := []fakegraph.PasswordCredential{{KeyID: fmt.Sprintf("%08x-0000-4000-8000-000000000001", i), SecretText: "s", Start: end.AddDate(-1, 0, 0), End: end}}
+		fake.PutApplication(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000a", i), AppID: appIDs[i], Passwords: pw})
+		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i]})
+	}
+	return appIDs
 }

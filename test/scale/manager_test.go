@@ -1,0 +1,425 @@
+package scale
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/graph/budget"
+	"github.com/credwatch/credwatch/test/fakeazure"
+	"github.com/credwatch/credwatch/test/kubecfg"
+)
+
+// auditPolicy records every write of the kinds the operator writes, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "credwatch.dev"
+    resources: ["credentialwatches", "credentialwatches/status"]
+  - group: ""
+    resources: ["events", "secrets"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: None
+`
+
+// BenchmarkManagerSweep runs the operator's binary against a real API server and etcd holding N
+// CredentialWatches, each of its own service principal, and the fake Graph enforcing a small
+// tenant's budget 30 ms away. It reports the first sweep (from the process's start until every
+// watch is checked), what it cost Graph, the API-server writes it made, the writes of a quiet
+// minute after it and of a restart (both should be none: status is written only when it
+// changes), and the process's peak RSS through the sweep and then through the quiet minute,
+// when its metrics are scraped every 15 s. Run with -benchtime=1x.
+func BenchmarkManagerSweep(b *testing.B) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		b.Fatal("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds kube-apiserver and etcd into bin/k8s")
+	}
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime; the figures are the output
+	bin := filepath.Join(b.TempDir(), "credwatch")
+	build := exec.Command("go", "build", "-o", bin, "./cmd")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd: %v\n%s", err, out)
+	}
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("watches=%d", n), func(b *testing.B) {
+			for range b.N {
+				managerSweep(b, bin, n)
+			}
+		})
+	}
+}
+
+func managerSweep(b *testing.B, bin string, n int) {
+	b.StopTimer()
+	work := b.TempDir()
+	auditLog := filepath.Join(work, "audit.log")
+	policy := filepath.Join(work, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../config/crd/bases"}, ErrorIfCRDPathMissing: true, Scheme: scheme}
+	env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", policy).Set("audit-log-path", auditLog)
+	cfg, err := env.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	cfg.QPS, cfg.Burst = 1000, 2000
+	k8s, err := crclient.NewWithWatch(cfg, crclient.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := kubecfg.Write(cfg, "bench", kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+
+	azure, err := fakeazure.Start(work, tenant, client, secret, func(string, string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(azure.Close)
+	appIDs := seedApps(azure.Graph, n)
+
+	ctx := context.Background()
+	const ns = "bench"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	createWatches(b, k8s, ns, appIDs)
+
+	azure.Graph.SetBudget(budget.SmallTenant, clock.RealClock{})
+	azure.Graph.SetLatency(latency)
+	azure.Graph.ResetRequests()
+	checked := watchChecks(b, k8s, ns, n)
+	before := auditWrites(b, auditLog)
+
+	metricsAddr := freeAddr(b)
+	op := startOperator(b, bin, kubeconfig, metricsAddr, azure, ns)
+	b.StartTimer()
+	began := time.Now()
+	select {
+	case <-checked:
+	case <-time.After(10 * time.Minute):
+		b.Fatal("the sweep did not end within ten minutes")
+	}
+	took := time.Since(began)
+	b.StopTimer()
+	sweep := auditWrites(b, auditLog).minus(before)
+
+	sweepRSS := op.memory(b).peak
+
+	// A quiet minute, scraped every 15 s as Prometheus would: nothing is due, so nothing should
+	// be written; a scrape builds every watch's series at once, so it raises the peak.
+	quietFrom := auditWrites(b, auditLog)
+	stopScraping := scrapeEvery(metricsAddr, scrapeInterval)
+	time.Sleep(time.Minute)
+	stopScraping()
+	quiet := auditWrites(b, auditLog).minus(quietFrom)
+	mem := op.memory(b)
+	op.stop(b)
+
+	// A restart reconciles every watch again; none is due, so none should be written.
+	restartFrom := auditWrites(b, auditLog)
+	requestsBefore := len(azure.Graph.Requests())
+	op = startOperator(b, bin, kubeconfig, metricsAddr, azure, ns)
+	waitReconciled(b, metricsAddr, n)
+	restart := auditWrites(b, auditLog).minus(restartFrom)
+	restartReads := len(azure.Graph.Requests()) - requestsBefore
+	op.stop(b)
+
+	requests := 0
+	for _, r := range azure.Graph.Requests()[:requestsBefore] {
+		if !r.Batched && strings.HasPrefix(r.Path, "/v1.0/") {
+			requests++
+		}
+	}
+	units := azure.Graph.Spent()
+	rate := float64(budget.SmallTenant) / budget.Window.Seconds()
+	b.ReportMetric(took.Seconds(), "sweep-s")
+	b.ReportMetric(max(0, float64(units-budget.SmallTenant))/rate, "budget-bound-s")
+	b.ReportMetric(float64(requests)/float64(n), "requests/sp")
+	b.ReportMetric(float64(units)/float64(n), "units/sp")
+	b.ReportMetric(float64(azure.Graph.Throttled()), "429s")
+	b.ReportMetric(float64(sweepRSS)/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(float64(mem.peak)/(1<<20), "peak-rss-scraped-MiB")
+	b.ReportMetric(float64(mem.file)/(1<<20), "rss-file-MiB")
+	b.ReportMetric(float64(sweep.status)/float64(n), "status-writes/watch")
+	b.ReportMetric(float64(sweep.other), "other-writes")
+	b.ReportMetric(float64(quiet.total()), "quiet-minute-writes")
+	b.ReportMetric(float64(restart.total()), "restart-writes")
+	b.ReportMetric(float64(restartReads), "restart-graph-requests")
+}
+
+// scrapeInterval is how often the harness scrapes the operator's metrics in the quiet minute.
+const scrapeInterval = 15 * time.Second
+
+// scrapeEvery reads the operator's metrics every interval until the function it returns is called.
+func scrapeEvery(metricsAddr string, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// createWatches creates a watch per appId, sixteen at a time.
+func createWatches(b *testing.B, k8s crclient.Client, ns string, appIDs []string) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failed error
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				w := &v1alpha1.CredentialWatch{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sp-%05d", i), Namespace: ns},
+					Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{
+						TenantID: tenant, ClientID: appIDs[i]}}},
+				}
+				if err := k8s.Create(context.Background(), w); err != nil {
+					once.Do(func() { failed = err })
+				}
+			}
+		}()
+	}
+	for i := range appIDs {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+}
+
+// watchChecks closes the channel it returns once every one of n watches has been checked
+// successfully. It watches, rather than lists, so that following a sweep of 10,000 watches costs
+// the API server one stream instead of repeated lists.
+func watchChecks(b *testing.B, k8s crclient.WithWatch, ns string, n int) <-chan struct{} {
+	var list v1alpha1.CredentialWatchList
+	if err := k8s.List(context.Background(), &list, crclient.InNamespace(ns), crclient.Limit(1)); err != nil {
+		b.Fatal(err)
+	}
+	w, err := k8s.Watch(context.Background(), &v1alpha1.CredentialWatchList{}, crclient.InNamespace(ns),
+		&crclient.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	done := make(chan struct{})
+	go func() {
+		seen := map[string]bool{}
+		for e := range w.ResultChan() {
+			if cw, ok := e.Object.(*v1alpha1.CredentialWatch); ok && cw.Status.LastCheckTime != nil && !seen[cw.Name] {
+				seen[cw.Name] = true
+				if len(seen) == n {
+					close(done)
+					return
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// writes counts the API-server writes the audit log holds.
+type writes struct{ status, other int }
+
+func (w writes) minus(o writes) writes { return writes{w.status - o.status, w.other - o.other} }
+func (w writes) total() int            { return w.status + w.other }
+
+// auditWrites counts the completed writes in the audit log: status writes of watches, and any
+// other write (events, secrets, watches themselves) except the harness's creation of watches.
+func auditWrites(b *testing.B, path string) writes {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var w writes
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Verb      string `json:"verb"`
+			Stage     string `json:"stage"`
+			ObjectRef struct {
+				Resource, Subresource string
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" {
+			continue
+		}
+		switch {
+		case e.ObjectRef.Resource == "credentialwatches" && e.ObjectRef.Subresource == "status":
+			w.status++
+		case e.ObjectRef.Resource == "credentialwatches" && e.Verb == "create":
+		default:
+			w.other++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+type operator struct {
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *bytes.Buffer
+}
+
+func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fakeazure.Azure, ns string) *operator {
+	op := &operator{logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+	op.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false",
+		"--health-probe-bind-address", freeAddr(b), "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--operator-namespace", ns}, azure.Flags()...)...)
+	op.cmd.Env = append(os.Environ(), azure.Env()...)
+	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
+	if err := op.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() { op.exited <- op.cmd.Wait() }()
+	b.Cleanup(func() {
+		if op.cmd.ProcessState == nil {
+			_ = op.cmd.Process.Kill()
+			<-op.exited
+		}
+		if b.Failed() {
+			b.Logf("the operator logged:\n%s", lastLines(op.logs.String(), 40))
+		}
+	})
+	return op
+}
+
+// rss is a process's resident memory as the kernel counts it: its high-water mark, and how much
+// of what is resident now is the binary's own pages rather than memory it allocated.
+type rss struct{ peak, file int64 }
+
+func (op *operator) memory(b *testing.B) rss {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m rss
+	for _, line := range strings.Split(string(status), "\n") {
+		key, value, _ := strings.Cut(line, ":")
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
+		switch {
+		case key != "VmHWM" && key != "RssFile":
+			continue
+		case err != nil:
+			b.Fatalf("%s in /proc/PID/status: %v", key, err)
+		case key == "VmHWM":
+			m.peak = kb << 10
+		default:
+			m.file = kb << 10
+		}
+	}
+	if m.peak == 0 {
+		b.Fatal("no VmHWM in /proc/PID/status")
+	}
+	return m
+}
+
+func (op *operator) stop(b *testing.B) {
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.exited:
+	case <-time.After(time.Minute):
+		b.Fatal("the operator did not stop within a minute of SIGTERM")
+	}
+}
+
+// waitReconciled waits until the operator's metrics count n reconciles of the controller.
+func waitReconciled(b *testing.B, metricsAddr string, n int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if reconciles(metricsAddr) >= n {
+			return
+		}
+		time.Sleep(scrapeInterval / 3)
+	}
+	b.Fatalf("the restarted operator did not reconcile %d watches within five minutes", n)
+}
+
+func reconciles(metricsAddr string) int {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="credentialwatch"`) {
+			if f := strings.Fields(line); len(f) == 2 {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				total += int(v)
+			}
+		}
+	}
+	return total
+}
+
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
