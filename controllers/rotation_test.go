@@ -225,7 +225,9 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	old, _ := h.oldCredwatchSecrets(s.appID, t0)
 
 	var budget atomic.Int32
-	crashes := 0
+	// unrecorded counts the processes that reset the cluster and died before writing down the
+	// operation: each may make one more reset necessary, and only those may.
+	crashes, unrecorded := 0, 0
 	for round := 0; round < 2000; round++ {
 		if w := h.get(); w.Status.LastRotation != nil && w.Status.Rotation == nil {
 			break
@@ -242,10 +244,14 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 		h.r.Client = crashingClient{Client: k8s, mortal: m}
 		h.r.Graph = dyingGraph{GraphAPI: graphAPI, mortal: m}
 		h.r.Clusters = dyingClusters{Clusters: arm.reader(), mortal: m}
+		resetsBefore := arm.resets
 		_, err := h.r.Reconcile(ctrl.LoggerInto(context.Background(), h.logs.logger()), ctrl.Request{NamespacedName: h.key})
 		h.drainEvents()
 		if dead.Load() {
 			crashes++
+			if arm.resets > resetsBefore {
+				unrecorded++
+			}
 		} else if err != nil && !apierrors.IsConflict(err) {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -262,9 +268,9 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	if w.Status.LastRotation == nil {
 		t.Fatalf("no rotation completed after %d crashes; rotation %+v", crashes, w.Status.Rotation)
 	}
-	t.Logf("rotation completed through %d crashes and %d cluster resets", crashes, arm.resets)
-	if arm.resets > 3 {
-		t.Errorf("%d cluster resets, each of which restarts nodes; want only the ones crashes made necessary", arm.resets)
+	t.Logf("rotation completed through %d crashes and %d cluster resets (%d by processes that died before recording one)", crashes, arm.resets, unrecorded)
+	if arm.resets > 1+unrecorded {
+		t.Errorf("%d cluster resets, each of which restarts nodes; want one, and one more for each of the %d processes that died before recording theirs", arm.resets, unrecorded)
 	}
 	secret, _ := h.targetSecret()
 	if arm.secret["rg-prod/aks-prod"] != string(secret.Data["clientSecret"]) {
