@@ -85,25 +85,37 @@ func setExpiryConditions(obj *v1alpha1.CredentialWatch, t policy.Thresholds, now
 		}
 	}
 
-	// Credentials are sorted soonest expiry first, so [0] is the most urgent of each group.
+	// A tenant scan lists only some of its credentials; its counts cover them all.
+	nExpired, nCritical, nWarning, total := len(expired), len(critical), len(warning), len(obj.Status.Credentials)
+	if ts := obj.Status.TenantScan; ts != nil && obj.Spec.Target.TenantScan != nil {
+		nExpired, nCritical, nWarning, total = int(ts.Expired), int(ts.Critical), int(ts.Warning), int(ts.Credentials-ts.Renewed)
+	}
+
+	// Not yet expired, credentials are listed soonest expiry first, so [0] is the most urgent.
 	switch {
 	case len(critical) > 0:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
-			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(len(critical)+len(warning)),
-				policy.HumanDuration(t.Warning), len(critical), policy.HumanDuration(t.Critical), expiryPhrase(describe(critical[0]), critical[0], now)), now)
+			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(nCritical+nWarning),
+				policy.HumanDuration(t.Warning), nCritical, policy.HumanDuration(t.Critical), expiryPhrase(describe(critical[0]), critical[0], now)), now)
 	case len(warning) > 0:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
-			fmt.Sprintf("%s within %s; the first: %s", expireCount(len(warning)), policy.HumanDuration(t.Warning),
+			fmt.Sprintf("%s within %s; the first: %s", expireCount(nWarning), policy.HumanDuration(t.Warning),
 				expiryPhrase(describe(warning[0]), warning[0], now)), now)
 	default:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
 			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
 	}
 
-	if n := len(expired); n > 0 {
-		last := expired[n-1]
+	if len(expired) > 0 {
+		// The order of expired ones differs (a scan lists the latest first): look for it.
+		last := expired[0]
+		for _, c := range expired[1:] {
+			if c.EndTime.After(last.EndTime.Time) {
+				last = c
+			}
+		}
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
-			fmt.Sprintf("%d of %d credentials expired; the latest: %s", n, len(obj.Status.Credentials), expiryPhrase(describe(last), last, now)), now)
+			fmt.Sprintf("%d of %d credentials expired; the latest: %s", nExpired, total, expiryPhrase(describe(last), last, now)), now)
 	} else {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
 	}

@@ -66,6 +66,13 @@ func TestTenantScan(t *testing.T) {
 		t.Errorf("status: servicePrincipal %v, state %s; want none and Expired", w.Status.ServicePrincipal, w.Status.State)
 	}
 	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
+	// The conditions count the whole tenant, not the hundred listed, and name the latest to expire.
+	if msg := condition(w, v1alpha1.ConditionExpired).Message; !strings.HasPrefix(msg, "80 of 152 credentials expired; the latest: secret") || !strings.Contains(msg, `"app-079"`) {
+		t.Errorf("Expired message %q; want 80 of the 152 not renewed, the latest app-079's", msg)
+	}
+	if msg := condition(w, v1alpha1.ConditionExpiring).Message; !strings.HasPrefix(msg, "31 credentials expire within 30d (8 within 7d); the first: secret") || !strings.Contains(msg, `"app-080"`) {
+		t.Errorf("Expiring message %q; want 31 within 30d, 8 within 7d, the first app-080's", msg)
+	}
 	if got := len(fake.Requests()); got != 2 {
 		t.Errorf("the scan took %d Graph requests, want 2: one list of applications, one of service principals", got)
 	}
