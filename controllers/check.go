@@ -110,6 +110,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		r.recordScan(obj, res.scan, now)
 		return nil
 	}
+	obj.Status.TenantScan = nil // a watch that scanned a tenant before its spec changed
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
 		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,

@@ -107,10 +107,11 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	tenantScan := obj.Spec.Target.TenantScan != nil
-	_, scanned := r.Scans.Get(req.NamespacedName)
-	if !tenantScan && scanned {
+	if obj.Generation != obj.Status.ObservedGeneration {
+		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
 	}
+	_, scanned := r.Scans.Get(req.NamespacedName)
 	before := obj.DeepCopy()
 	defer func() {
 		// Written even when the operator is stopping: it records what was done, sent or claimed.
