@@ -27,7 +27,16 @@ var stateEventReasons = map[v1alpha1.CredentialState]string{
 func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatch, before *v1alpha1.CredentialWatch, s settings, now time.Time) policy.Summary {
 	st := &obj.Status
 	var summary policy.Summary
-	if all, ok := r.Scans.Get(client.ObjectKeyFromObject(obj)); ok && obj.Spec.Target.TenantScan != nil {
+	var groups expiryGroups
+	// worse are the credentials worth an event; nil until known, then compared with the list
+	// status held, as a scan's are on its first view in this process.
+	var worse []v1alpha1.Credential
+	compared := false
+	key := client.ObjectKeyFromObject(obj)
+	if all, ok := r.Scans.Get(key); ok && obj.Spec.Target.TenantScan != nil {
+		if since := r.Scans.Viewed(key, now); !since.IsZero() {
+			worse, compared = policy.WorsenedSince(all, since, now, s.thresholds), true
+		}
 		view := policy.ViewScan(all, now, s.thresholds, policy.MaxListed)
 		summary, st.Credentials = view.Summary, view.Listed
 		if st.TenantScan == nil { // the status write of the scan failed; the counts come with the next
@@ -36,9 +45,18 @@ func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatc
 		st.TenantScan.Renewed, st.TenantScan.Unlisted = view.Renewed, view.Unlisted
 		st.TenantScan.Warning, st.TenantScan.Critical, st.TenantScan.Expired =
 			view.Counts[v1alpha1.StateWarning], view.Counts[v1alpha1.StateCritical], view.Counts[v1alpha1.StateExpired]
+		groups = expiryGroups{
+			expired: int(view.Counts[v1alpha1.StateExpired]), critical: int(view.Counts[v1alpha1.StateCritical]),
+			warning: int(view.Counts[v1alpha1.StateWarning]), total: int(st.TenantScan.Credentials - view.Renewed),
+			firstCritical: view.FirstCritical, firstWarning: view.FirstWarning, lastExpired: view.LastExpired,
+		}
 	} else {
 		// A tenant scan this process has not run yet keeps the list its status holds.
 		summary = policy.Evaluate(st.Credentials, now, s.thresholds)
+		groups = groupsOf(st.Credentials)
+		if ts := st.TenantScan; ts != nil && obj.Spec.Target.TenantScan != nil {
+			groups.expired, groups.critical, groups.warning, groups.total = int(ts.Expired), int(ts.Critical), int(ts.Warning), int(ts.Credentials-ts.Renewed)
+		}
 	}
 	if st.LastCheckTime == nil {
 		// Nothing has been read yet: nothing is known to be fine or expiring.
@@ -52,9 +70,11 @@ func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatc
 		st.EarliestExpiry = &end
 		st.ExpiresIn = policy.HumanDuration(end.Sub(now))
 	}
-	setExpiryConditions(obj, s.thresholds, now)
+	setExpiryConditions(obj, groups, s.thresholds, now)
 
-	worse := policy.Worsened(before.Status.Credentials, st.Credentials)
+	if !compared {
+		worse = policy.Worsened(before.Status.Credentials, st.Credentials)
+	}
 	for i, c := range worse {
 		if i == maxStateEvents {
 			// A first scan of a tenant can find hundreds: status and metrics list them all.
@@ -72,50 +92,57 @@ const maxStateEvents = 5
 
 const eventMoreCredentialsWorsened = "MoreCredentialsWorsened"
 
-func setExpiryConditions(obj *v1alpha1.CredentialWatch, t policy.Thresholds, now time.Time) {
-	var expired, critical, warning []v1alpha1.Credential
-	for _, c := range obj.Status.Credentials {
+// expiryGroups counts credentials by state and names the most telling one of each.
+type expiryGroups struct {
+	expired, critical, warning, total        int
+	firstCritical, firstWarning, lastExpired *v1alpha1.Credential
+}
+
+// groupsOf groups credentials whose states are set.
+func groupsOf(creds []v1alpha1.Credential) expiryGroups {
+	g := expiryGroups{total: len(creds)}
+	for i := range creds {
+		c := &creds[i]
+		end := c.EndTime.Time
 		switch c.State {
 		case v1alpha1.StateExpired:
-			expired = append(expired, c)
+			g.expired++
+			if g.lastExpired == nil || end.After(g.lastExpired.EndTime.Time) {
+				g.lastExpired = c
+			}
 		case v1alpha1.StateCritical:
-			critical = append(critical, c)
+			g.critical++
+			if g.firstCritical == nil || end.Before(g.firstCritical.EndTime.Time) {
+				g.firstCritical = c
+			}
 		case v1alpha1.StateWarning:
-			warning = append(warning, c)
+			g.warning++
+			if g.firstWarning == nil || end.Before(g.firstWarning.EndTime.Time) {
+				g.firstWarning = c
+			}
 		}
 	}
+	return g
+}
 
-	// A tenant scan lists only some of its credentials; its counts cover them all.
-	nExpired, nCritical, nWarning, total := len(expired), len(critical), len(warning), len(obj.Status.Credentials)
-	if ts := obj.Status.TenantScan; ts != nil && obj.Spec.Target.TenantScan != nil {
-		nExpired, nCritical, nWarning, total = int(ts.Expired), int(ts.Critical), int(ts.Warning), int(ts.Credentials-ts.Renewed)
-	}
-
-	// Not yet expired, credentials are listed soonest expiry first, so [0] is the most urgent.
+func setExpiryConditions(obj *v1alpha1.CredentialWatch, g expiryGroups, t policy.Thresholds, now time.Time) {
 	switch {
-	case len(critical) > 0:
+	case g.firstCritical != nil:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
-			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(nCritical+nWarning),
-				policy.HumanDuration(t.Warning), nCritical, policy.HumanDuration(t.Critical), expiryPhrase(describe(critical[0]), critical[0], now)), now)
-	case len(warning) > 0:
+			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(g.critical+g.warning),
+				policy.HumanDuration(t.Warning), g.critical, policy.HumanDuration(t.Critical), expiryPhrase(describe(*g.firstCritical), *g.firstCritical, now)), now)
+	case g.firstWarning != nil:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
-			fmt.Sprintf("%s within %s; the first: %s", expireCount(nWarning), policy.HumanDuration(t.Warning),
-				expiryPhrase(describe(warning[0]), warning[0], now)), now)
+			fmt.Sprintf("%s within %s; the first: %s", expireCount(g.warning), policy.HumanDuration(t.Warning),
+				expiryPhrase(describe(*g.firstWarning), *g.firstWarning, now)), now)
 	default:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
 			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
 	}
 
-	if len(expired) > 0 {
-		// The order of expired ones differs (a scan lists the latest first): look for it.
-		last := expired[0]
-		for _, c := range expired[1:] {
-			if c.EndTime.After(last.EndTime.Time) {
-				last = c
-			}
-		}
+	if last := g.lastExpired; last != nil {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
-			fmt.Sprintf("%d of %d credentials expired; the latest: %s", nExpired, total, expiryPhrase(describe(last), last, now)), now)
+			fmt.Sprintf("%d of %d credentials expired; the latest: %s", g.expired, g.total, expiryPhrase(describe(*last), *last, now)), now)
 	} else {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
 	}

@@ -98,7 +98,28 @@ func TestTenantScan(t *testing.T) {
 	}
 	assertEvents(t, h.takeEvents(), "Warning CredentialExpired", "Warning CredentialCritical", "Warning CredentialWarning")
 
+	// Renewing the secrets of two expired applications lets older expired ones into the list:
+	// they did not change state, so nothing is announced.
+	for _, name := range []string{"app-079", "app-078"} {
+		for _, c := range w.Status.Credentials {
+			if c.AppDisplayName == name {
+				fake.DeleteApplication(tenant, c.AppID)
+			}
+		}
+	}
+	w.Annotations = map[string]string{v1alpha1.CheckAnnotation: "now"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetRequests()
+	w, _ = h.reconcile()
+	if len(fake.Requests()) != 2 || w.Status.TenantScan.Expired != 79 {
+		t.Errorf("after two applications went: %d requests, %d expired; want a scan and 79", len(fake.Requests()), w.Status.TenantScan.Expired)
+	}
+	assertEvents(t, h.takeEvents())
+
 	// A new process has no scan in memory: it scans again at once, however far the next check.
+	fake.ResetRequests()
 	h.r.Scans = scans.New()
 	w, _ = h.reconcile()
 	if len(fake.Requests()) != 2 || len(w.Status.Credentials) != policy.MaxListed {

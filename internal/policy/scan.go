@@ -25,6 +25,9 @@ type ScanView struct {
 	Renewed int32
 	// Unlisted is how many needed attention but did not fit in Listed.
 	Unlisted int32
+	// FirstCritical and FirstWarning end soonest of their state, LastExpired ended last of its;
+	// nil when none is in that state. Listed may leave them out.
+	FirstCritical, FirstWarning, LastExpired *v1alpha1.Credential
 }
 
 // ViewScan evaluates every credential of a tenant scan at now. It leaves all unchanged: the scan
@@ -42,6 +45,20 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 		v.Counts[c.State]++
 		if c.State != v1alpha1.StateValid {
 			attention = append(attention, c)
+		}
+		switch end := c.EndTime.Time; c.State {
+		case v1alpha1.StateCritical:
+			if v.FirstCritical == nil || end.Before(v.FirstCritical.EndTime.Time) {
+				v.FirstCritical = &c
+			}
+		case v1alpha1.StateWarning:
+			if v.FirstWarning == nil || end.Before(v.FirstWarning.EndTime.Time) {
+				v.FirstWarning = &c
+			}
+		case v1alpha1.StateExpired:
+			if v.LastExpired == nil || end.After(v.LastExpired.EndTime.Time) {
+				v.LastExpired = &c
+			}
 		}
 		v.add(&c, now, t)
 	}
@@ -81,5 +98,25 @@ func renewedSet(all []v1alpha1.Credential) map[int]bool {
 			}
 		}
 	}
+	return out
+}
+
+// WorsenedSince lists the credentials of a scan, renewed ones left out, whose state at now is
+// worse than at since, with State set, nearest their expiry first: the ones worth an event.
+// Comparing instants, not the lists status showed, keeps a credential that merely moves into
+// the listed hundred from looking new.
+func WorsenedSince(all []v1alpha1.Credential, since, now time.Time, t Thresholds) []v1alpha1.Credential {
+	renewed := renewedSet(all)
+	var out []v1alpha1.Credential
+	for i, c := range all {
+		if renewed[i] {
+			continue
+		}
+		c.State = StateAt(c.EndTime.Time, now, t)
+		if Worse(c.State, StateAt(c.EndTime.Time, since, t)) {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].EndTime.Sub(now).Abs() < out[j].EndTime.Sub(now).Abs() })
 	return out
 }

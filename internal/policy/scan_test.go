@@ -57,6 +57,12 @@ func TestViewScan(t *testing.T) {
 	if want := now.Add(2 * day); !v.NextTransition.Equal(want) {
 		t.Errorf("next transition %v, want %v (cert expiring)", v.NextTransition, want)
 	}
+	// However few are listed, each state's most telling credential is known, for the conditions.
+	one := ViewScan(all, now, std, 1)
+	if len(one.Listed) != 1 || one.FirstCritical == nil || one.FirstCritical.KeyID != "cert" ||
+		one.FirstWarning == nil || one.FirstWarning.KeyID != "soon" || one.LastExpired == nil || one.LastExpired.KeyID != "yesterday" {
+		t.Errorf("with one listed: first critical %v, first warning %v, last expired %v; want cert, soon, yesterday", one.FirstCritical, one.FirstWarning, one.LastExpired)
+	}
 	if !reflect.DeepEqual(all, before) {
 		t.Error("ViewScan changed the scan it was given")
 	}
@@ -66,5 +72,23 @@ func TestViewScanOfNothing(t *testing.T) {
 	v := ViewScan(nil, now, std, MaxListed)
 	if v.State != v1alpha1.StateValid || v.Earliest != nil || len(v.Listed) != 0 || !v.NextTransition.IsZero() {
 		t.Errorf("empty scan: %+v", v)
+	}
+}
+
+func TestWorsenedSince(t *testing.T) {
+	pw := v1alpha1.CredentialTypePassword
+	all := []v1alpha1.Credential{
+		scanned("a", "crossed-warning", pw, -300*day, 30*day-30*time.Minute), // Valid an hour ago, Warning now
+		scanned("b", "long-expired", pw, -400*day, -100*day),                 // Expired then and now
+		scanned("c", "just-expired", pw, -300*day, -time.Minute),             // Critical then, Expired now
+		scanned("d", "old", pw, -400*day, -30*time.Minute),                   // renewed by d/new: no news
+		scanned("d", "new", pw, -10*day, 300*day),
+	}
+	var got []string
+	for _, c := range WorsenedSince(all, now.Add(-time.Hour), now, std) {
+		got = append(got, c.KeyID+"="+string(c.State))
+	}
+	if want := []string{"just-expired=Expired", "crossed-warning=Warning"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("worsened %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ package scans
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -14,17 +15,41 @@ import (
 // the slices it hands out are never modified, by it or by their readers.
 type Store struct {
 	mu    sync.RWMutex
-	scans map[types.NamespacedName][]v1alpha1.Credential
+	scans map[types.NamespacedName]*scan
+}
+
+type scan struct {
+	creds  []v1alpha1.Credential
+	viewed time.Time
 }
 
 // New returns an empty Store.
-func New() *Store { return &Store{scans: map[types.NamespacedName][]v1alpha1.Credential{}} }
+func New() *Store { return &Store{scans: map[types.NamespacedName]*scan{}} }
 
-// Put records the credentials a watch's scan found, replacing the last scan's.
+// Put records the credentials a watch's scan found, replacing the last scan's; when they were
+// last evaluated carries over, since states are a matter of the clock, not of the scan.
 func (s *Store) Put(watch types.NamespacedName, creds []v1alpha1.Credential) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.scans[watch] = creds
+	if sc := s.scans[watch]; sc != nil {
+		sc.creds = creds
+		return
+	}
+	s.scans[watch] = &scan{creds: creds}
+}
+
+// Viewed records that the watch's credentials were evaluated at t, and returns when they were
+// evaluated before: zero when this process has not yet done so.
+func (s *Store) Viewed(watch types.NamespacedName, t time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.scans[watch]
+	if sc == nil {
+		return time.Time{}
+	}
+	prev := sc.viewed
+	sc.viewed = t
+	return prev
 }
 
 // Get returns what the watch's last scan found, and false when this process has not scanned for
@@ -32,8 +57,11 @@ func (s *Store) Put(watch types.NamespacedName, creds []v1alpha1.Credential) {
 func (s *Store) Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	creds, ok := s.scans[watch]
-	return creds, ok
+	sc, ok := s.scans[watch]
+	if !ok {
+		return nil, false
+	}
+	return sc.creds, true
 }
 
 // Forget drops a watch that is gone or no longer scans a tenant.
