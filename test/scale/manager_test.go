@@ -132,6 +132,8 @@ func managerSweep(b *testing.B, bin string, n int) {
 	began := time.Now()
 	select {
 	case <-checked:
+	case err := <-op.exited:
+		b.Fatalf("the operator exited during the sweep: %v\n%s", err, lastLines(op.logs.String(), 40))
 	case <-time.After(10 * time.Minute):
 		b.Fatal("the sweep did not end within ten minutes")
 	}
