@@ -45,17 +45,13 @@ func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatc
 		st.TenantScan.Renewed, st.TenantScan.Unlisted = view.Renewed, view.Unlisted
 		st.TenantScan.Warning, st.TenantScan.Critical, st.TenantScan.Expired =
 			view.Counts[v1alpha1.StateWarning], view.Counts[v1alpha1.StateCritical], view.Counts[v1alpha1.StateExpired]
-		groups = expiryGroups{
-			expired: int(view.Counts[v1alpha1.StateExpired]), critical: int(view.Counts[v1alpha1.StateCritical]),
-			warning: int(view.Counts[v1alpha1.StateWarning]), total: int(st.TenantScan.Credentials - view.Renewed),
-			firstCritical: view.FirstCritical, firstWarning: view.FirstWarning, lastExpired: view.LastExpired,
-		}
+		groups = expiryGroups{Groups: view.Groups, total: int(st.TenantScan.Credentials - view.Renewed)}
 	} else {
 		// A tenant scan this process has not run yet keeps the list its status holds.
 		summary = policy.Evaluate(st.Credentials, now, s.thresholds)
-		groups = groupsOf(st.Credentials)
+		groups = expiryGroups{Groups: policy.GroupsOf(st.Credentials), total: len(st.Credentials)}
 		if ts := st.TenantScan; ts != nil && obj.Spec.Target.TenantScan != nil {
-			groups.expired, groups.critical, groups.warning, groups.total = int(ts.Expired), int(ts.Critical), int(ts.Warning), int(ts.Credentials-ts.Renewed)
+			groups.Expired, groups.Critical, groups.Warning, groups.total = int(ts.Expired), int(ts.Critical), int(ts.Warning), int(ts.Credentials-ts.Renewed)
 		}
 	}
 	if st.LastCheckTime == nil {
@@ -92,57 +88,31 @@ const maxStateEvents = 5
 
 const eventMoreCredentialsWorsened = "MoreCredentialsWorsened"
 
-// expiryGroups counts credentials by state and names the most telling one of each.
+// expiryGroups are the credentials the Expiring and Expired conditions speak of, and how many
+// the watch has in all.
 type expiryGroups struct {
-	expired, critical, warning, total        int
-	firstCritical, firstWarning, lastExpired *v1alpha1.Credential
-}
-
-// groupsOf groups credentials whose states are set.
-func groupsOf(creds []v1alpha1.Credential) expiryGroups {
-	g := expiryGroups{total: len(creds)}
-	for i := range creds {
-		c := &creds[i]
-		end := c.EndTime.Time
-		switch c.State {
-		case v1alpha1.StateExpired:
-			g.expired++
-			if g.lastExpired == nil || end.After(g.lastExpired.EndTime.Time) {
-				g.lastExpired = c
-			}
-		case v1alpha1.StateCritical:
-			g.critical++
-			if g.firstCritical == nil || end.Before(g.firstCritical.EndTime.Time) {
-				g.firstCritical = c
-			}
-		case v1alpha1.StateWarning:
-			g.warning++
-			if g.firstWarning == nil || end.Before(g.firstWarning.EndTime.Time) {
-				g.firstWarning = c
-			}
-		}
-	}
-	return g
+	policy.Groups
+	total int
 }
 
 func setExpiryConditions(obj *v1alpha1.CredentialWatch, g expiryGroups, t policy.Thresholds, now time.Time) {
 	switch {
-	case g.firstCritical != nil:
+	case g.FirstCritical != nil:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
-			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(g.critical+g.warning),
-				policy.HumanDuration(t.Warning), g.critical, policy.HumanDuration(t.Critical), expiryPhrase(describe(*g.firstCritical), *g.firstCritical, now)), now)
-	case g.firstWarning != nil:
+			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(g.Critical+g.Warning),
+				policy.HumanDuration(t.Warning), g.Critical, policy.HumanDuration(t.Critical), expiryPhrase(describe(*g.FirstCritical), *g.FirstCritical, now)), now)
+	case g.FirstWarning != nil:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
-			fmt.Sprintf("%s within %s; the first: %s", expireCount(g.warning), policy.HumanDuration(t.Warning),
-				expiryPhrase(describe(*g.firstWarning), *g.firstWarning, now)), now)
+			fmt.Sprintf("%s within %s; the first: %s", expireCount(g.Warning), policy.HumanDuration(t.Warning),
+				expiryPhrase(describe(*g.FirstWarning), *g.FirstWarning, now)), now)
 	default:
 		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
 			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
 	}
 
-	if last := g.lastExpired; last != nil {
+	if last := g.LastExpired; last != nil {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
-			fmt.Sprintf("%d of %d credentials expired; the latest: %s", g.expired, g.total, expiryPhrase(describe(*last), *last, now)), now)
+			fmt.Sprintf("%d of %d credentials expired; the latest: %s", g.Expired, g.total, expiryPhrase(describe(*last), *last, now)), now)
 	} else {
 		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
 	}

@@ -157,3 +157,40 @@ func Worsened(before, after []v1alpha1.Credential) []v1alpha1.Credential {
 	}
 	return out
 }
+
+// Groups counts credentials that need attention by state, and names the most telling one of
+// each: the Critical and the Warning one that end soonest, and the Expired one that ended last.
+type Groups struct {
+	Expired, Critical, Warning               int
+	FirstCritical, FirstWarning, LastExpired *v1alpha1.Credential
+}
+
+// GroupsOf groups credentials whose states are set.
+func GroupsOf(creds []v1alpha1.Credential) Groups {
+	var g Groups
+	for i := range creds {
+		g.add(&creds[i])
+	}
+	return g
+}
+
+func (g *Groups) add(c *v1alpha1.Credential) {
+	end := c.EndTime.Time
+	switch c.State {
+	case v1alpha1.StateExpired:
+		g.Expired++
+		if g.LastExpired == nil || end.After(g.LastExpired.EndTime.Time) {
+			g.LastExpired = c
+		}
+	case v1alpha1.StateCritical:
+		g.Critical++
+		if g.FirstCritical == nil || end.Before(g.FirstCritical.EndTime.Time) {
+			g.FirstCritical = c
+		}
+	case v1alpha1.StateWarning:
+		g.Warning++
+		if g.FirstWarning == nil || end.Before(g.FirstWarning.EndTime.Time) {
+			g.FirstWarning = c
+		}
+	}
+}

@@ -25,9 +25,8 @@ type ScanView struct {
 	Renewed int32
 	// Unlisted is how many needed attention but did not fit in Listed.
 	Unlisted int32
-	// FirstCritical and FirstWarning end soonest of their state, LastExpired ended last of its;
-	// nil when none is in that state. Listed may leave them out.
-	FirstCritical, FirstWarning, LastExpired *v1alpha1.Credential
+	// Groups names each state's most telling credential, which Listed may leave out.
+	Groups
 }
 
 // ViewScan evaluates every credential of a tenant scan at now. It leaves all unchanged: the scan
@@ -46,21 +45,8 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 		if c.State != v1alpha1.StateValid {
 			attention = append(attention, c)
 		}
-		switch end := c.EndTime.Time; c.State {
-		case v1alpha1.StateCritical:
-			if v.FirstCritical == nil || end.Before(v.FirstCritical.EndTime.Time) {
-				v.FirstCritical = &c
-			}
-		case v1alpha1.StateWarning:
-			if v.FirstWarning == nil || end.Before(v.FirstWarning.EndTime.Time) {
-				v.FirstWarning = &c
-			}
-		case v1alpha1.StateExpired:
-			if v.LastExpired == nil || end.After(v.LastExpired.EndTime.Time) {
-				v.LastExpired = &c
-			}
-		}
-		v.add(&c, now, t)
+		v.Groups.add(&c)
+		v.Summary.add(&c, now, t)
 	}
 	v.finish(now)
 	distance := func(c v1alpha1.Credential) time.Duration { return c.EndTime.Sub(now).Abs() }
