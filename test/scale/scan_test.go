@@ -9,9 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph/budget"
-	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -41,14 +39,7 @@ func scan(b *testing.B, n int) {
 		fake.PutApplication(tenant, app)
 		fake.PutServicePrincipal(tenant, fakegraph.Object{AppID: appID, DisplayName: app.DisplayName})
 	}
-	graphClient, err := msgraph.New(fake.URL(), budget.New(clock.RealClock{}, budget.SmallTenant).RoundTripper(fake.Client().Transport))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).ClientSecret(tenant, client, secret)
-	if err != nil {
-		b.Fatal(err)
-	}
+	graphClient, cred := operatorGraph(b, fake)
 
 	for range b.N {
 		b.StopTimer()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"k8s.io/utils/clock"
 
 	"github.com/credwatch/credwatch/internal/azure"
@@ -45,15 +46,7 @@ func sweep(b *testing.B, n int) {
 	b.Cleanup(fake.Close)
 	fake.AddClient(tenant, client, secret)
 	appIDs := seedApps(fake, n)
-	limiter := budget.New(clock.RealClock{}, budget.SmallTenant)
-	graphClient, err := msgraph.New(fake.URL(), limiter.RoundTripper(fake.Client().Transport))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).ClientSecret(tenant, client, secret)
-	if err != nil {
-		b.Fatal(err)
-	}
+	graphClient, cred := operatorGraph(b, fake)
 	reader := coalesce.New(graphClient, clock.RealClock{}, window, msgraph.MaxBatchAppIDs)
 
 	for range b.N {
@@ -115,4 +108,18 @@ func seedApps(fake *fakegraph.Server, n int) []string {
 		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i]})
 	}
 	return appIDs
+}
+
+// operatorGraph is the operator's Graph client, spending a small tenant's budget, and the
+// identity it signs in to the fake with.
+func operatorGraph(b *testing.B, fake *fakegraph.Server) (*msgraph.Client, azcore.TokenCredential) {
+	graphClient, err := msgraph.New(fake.URL(), budget.New(clock.RealClock{}, budget.SmallTenant).RoundTripper(fake.Client().Transport))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).ClientSecret(tenant, client, secret)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return graphClient, cred
 }
