@@ -159,18 +159,27 @@ func snapshot(appID string, app credentialHolder, appErr error, sp credentialHol
 
 	snap := graph.Snapshot{AppID: strings.ToLower(appID)}
 	if app != nil {
-		snap.ApplicationObjectID = deref(app.GetId())
-		snap.DisplayName = deref(app.GetDisplayName())
-		snap.Credentials = append(snap.Credentials, convert(graph.Application, app)...)
+		addObject(&snap, graph.Application, app)
 	}
 	if sp != nil {
-		snap.ServicePrincipalObjectID = deref(sp.GetId())
-		if snap.DisplayName == "" {
-			snap.DisplayName = deref(sp.GetDisplayName())
-		}
-		snap.Credentials = append(snap.Credentials, convert(graph.ServicePrincipal, sp)...)
+		addObject(&snap, graph.ServicePrincipal, sp)
 	}
 	return snap, nil
+}
+
+// addObject adds what was read of the appId's application or service principal to its
+// snapshot; the application's name wins, since the service principal's is a copy of it.
+func addObject(snap *graph.Snapshot, src graph.Source, o credentialHolder) {
+	if src == graph.Application {
+		snap.ApplicationObjectID = deref(o.GetId())
+		snap.DisplayName = deref(o.GetDisplayName())
+	} else {
+		snap.ServicePrincipalObjectID = deref(o.GetId())
+		if snap.DisplayName == "" {
+			snap.DisplayName = deref(o.GetDisplayName())
+		}
+	}
+	snap.Credentials = append(snap.Credentials, convert(src, o)...)
 }
 
 // ReadOwnerEmails returns the mail addresses of the owners of the application with object ID

@@ -40,16 +40,7 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 			snap = &graph.Snapshot{AppID: appID}
 			byApp[appID] = snap
 		}
-		if src == graph.Application {
-			snap.ApplicationObjectID = deref(o.GetId())
-			snap.DisplayName = deref(o.GetDisplayName())
-		} else {
-			snap.ServicePrincipalObjectID = deref(o.GetId())
-			if snap.DisplayName == "" {
-				snap.DisplayName = deref(o.GetDisplayName())
-			}
-		}
-		snap.Credentials = append(snap.Credentials, convert(src, o)...)
+		addObject(snap, src, o)
 	}
 
 	apps := svc.Applications()
