@@ -17,9 +17,11 @@ import (
 	_ "time/tzdata"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -186,8 +188,21 @@ func run(o options) error {
 		// HTTP/2 is off, as kubebuilder advises, against the HTTP/2 rapid-reset attacks.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
-	if o.secureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	// The watches' series are appended to the registry's by their own handler (see
+	// cwmetrics.Watches); controller-runtime's one hook around its /metrics handler is the filter.
+	// watches is set once the manager, and so its cache, exists: before the metrics server starts.
+	var watches *cwmetrics.Watches
+	metricsOpts.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+		authorize := metricsserver.Filter(func(_ logr.Logger, h http.Handler) (http.Handler, error) { return h, nil })
+		if o.secureMetrics {
+			var err error
+			if authorize, err = filters.WithAuthenticationAndAuthorization(c, hc); err != nil {
+				return nil, err
+			}
+		}
+		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
+			return authorize(log, watches.Handler(h))
+		}, nil
 	}
 	// Nothing reads managedFields, and at 10,000 watches they are a large part of the cache.
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
@@ -219,7 +234,12 @@ func run(o options) error {
 		return err
 	}
 	scanStore := scans.New()
-	metrics.Registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient(), scanStore))
+	ctx := ctrl.SetupSignalHandler()
+	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
+	if err != nil {
+		return fmt.Errorf("reading CredentialWatches for metrics: %w", err)
+	}
+	watches = cwmetrics.NewWatches(cached, scanStore)
 	// The budget is spent before a request is counted: waiting for it is not a request.
 	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
 	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
@@ -248,5 +268,5 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

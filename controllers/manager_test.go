@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -42,7 +47,12 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 	}
 	registry := prometheus.NewRegistry()
 	scanStore := scans.New()
-	registry.MustRegister(cwmetrics.NewCollector(mgr.GetClient(), scanStore))
+	// What the operator serves at /metrics: the registry's series and the watches'.
+	cached, err := cwmetrics.CachedWatches(context.Background(), mgr.GetCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrapes := cwmetrics.NewWatches(cached, scanStore).Handler(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	graphRequests, err := cwmetrics.NewGraphRequests(registry)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +124,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 	for _, c := range w.Status.Credentials {
 		wantExpiry[c.KeyID] = float64(c.EndTime.Unix())
 	}
-	families := gather(t, registry)
+	families := gather(t, scrapes)
 	expiry := families["credwatch_credential_expiration_timestamp_seconds"]
 	if len(expiry) != 3 {
 		t.Fatalf("expiration series = %d, want 3", len(expiry))
@@ -166,7 +176,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the removed secret's series to disappear", func() bool {
-		for _, m := range gather(t, registry)["credwatch_credential_expiration_timestamp_seconds"] {
+		for _, m := range gather(t, scrapes)["credwatch_credential_expiration_timestamp_seconds"] {
 			if labels(m)["key_id"] == s.spSecretKey {
 				return false
 			}
@@ -179,20 +189,23 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the watch's series to disappear", func() bool {
-		f := gather(t, registry)
+		f := gather(t, scrapes)
 		return len(f["credwatch_credential_expiration_timestamp_seconds"]) == 0 && len(f["credwatch_watch_ready_status"]) == 0
 	})
 }
 
-func gather(t *testing.T, g prometheus.Gatherer) map[string][]*dto.Metric {
+func gather(t *testing.T, scrapes http.Handler) map[string][]*dto.Metric {
 	t.Helper()
-	mfs, err := g.Gather()
+	rec := httptest.NewRecorder()
+	scrapes.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(rec.Body)
 	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
+		t.Fatalf("scraping metrics (%d): %v", rec.Code, err)
 	}
 	out := map[string][]*dto.Metric{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf.GetMetric()
+	for name, mf := range mfs {
+		out[name] = mf.GetMetric()
 	}
 	return out
 }

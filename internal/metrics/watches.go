@@ -1,0 +1,285 @@
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/common/expfmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// Watches writes the per-watch series straight from the informer cache as Prometheus text, at
+// each scrape. It does not go through a prometheus.Registry on purpose: a registry builds every
+// series of a scrape as protobuf objects before encoding any, which at 10,000 watches is about
+// 50,000 series and 37 MiB at once, enough on its own to break the operator's memory budget.
+// kube-state-metrics writes its object series as text for the same reason.
+type Watches struct {
+	list  List
+	scans Scans
+}
+
+// List returns the watches to report. A scrape only reads them, so they may be the cache's own
+// objects: copying 10,000 watches at each scrape would cost more memory than the rest of it.
+type List func() ([]*v1alpha1.CredentialWatch, error)
+
+// Scans gives the credentials a tenant scan last found, which are more than its status lists.
+type Scans interface {
+	Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool)
+}
+
+// NewWatches returns a Watches reporting the watches list returns, and the credentials of tenant
+// scans from scans. A process that has not scanned a tenant itself (a replica that is not the
+// leader) reports the credentials the scan's status lists.
+func NewWatches(list List, scans Scans) *Watches {
+	return &Watches{list: list, scans: scans}
+}
+
+// CachedWatches lists the CredentialWatches in the informer of c, the cached objects themselves.
+// It keeps a pointer to each, updated by the informer's events, because the cache can only list
+// by copying, and a multi-namespace cache's informer has no store of its own to read.
+func CachedWatches(ctx context.Context, c cache.Cache) (List, error) {
+	informer, err := c.GetInformer(ctx, &v1alpha1.CredentialWatch{})
+	if err != nil {
+		return nil, err
+	}
+	idx := &index{watches: map[types.NamespacedName]*v1alpha1.CredentialWatch{}}
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    idx.put,
+		UpdateFunc: func(_, obj any) { idx.put(obj) },
+		DeleteFunc: idx.delete,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() ([]*v1alpha1.CredentialWatch, error) {
+		if !reg.HasSynced() {
+			return nil, errors.New("the CredentialWatch cache has not synced yet")
+		}
+		return idx.list(), nil
+	}, nil
+}
+
+type index struct {
+	mu      sync.Mutex
+	watches map[types.NamespacedName]*v1alpha1.CredentialWatch
+}
+
+func (x *index) put(obj any) {
+	if w, ok := obj.(*v1alpha1.CredentialWatch); ok {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		x.watches[types.NamespacedName{Namespace: w.Namespace, Name: w.Name}] = w
+	}
+}
+
+func (x *index) delete(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if w, ok := obj.(*v1alpha1.CredentialWatch); ok {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		delete(x.watches, types.NamespacedName{Namespace: w.Namespace, Name: w.Name})
+	}
+}
+
+func (x *index) list() []*v1alpha1.CredentialWatch {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.Collect(maps.Values(x.watches))
+}
+
+// MetricsPath is where the watches' series are appended to the registry's.
+const MetricsPath = "/metrics"
+
+// Handler serves registry's series (controller-runtime's, Go's, the Graph request counter)
+// followed by the watches', as one text exposition. Requests to other paths go to registry alone.
+func (w *Watches) Handler(registry http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != MetricsPath {
+			registry.ServeHTTP(rw, r)
+			return
+		}
+		// List first, so a failure can still be answered with an error status.
+		list, err := w.list()
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		// The registry's part is asked for as uncompressed text, so the watches' text can follow it.
+		plain := r.Clone(r.Context())
+		plain.Header.Set("Accept", string(textFormat))
+		plain.Header.Del("Accept-Encoding")
+		head := &recorder{header: http.Header{}, code: http.StatusOK}
+		registry.ServeHTTP(head, plain)
+		if head.code != http.StatusOK {
+			maps.Copy(rw.Header(), head.header)
+			rw.WriteHeader(head.code)
+			_, _ = rw.Write(head.body.Bytes())
+			return
+		}
+		rw.Header().Set("Content-Type", string(textFormat))
+		bw := bufio.NewWriter(rw)
+		_, _ = bw.Write(head.body.Bytes())
+		w.write(bw, list)
+		// The client hung up if this fails; there is no one left to tell.
+		_ = bw.Flush()
+	})
+}
+
+var textFormat = expfmt.NewFormat(expfmt.TypeTextPlain)
+
+// write writes each family's series together, as the text format requires: one pass over the
+// watches per family. Labels are in name order, as client_golang writes them. One series for the
+// status or state a watch is in, not one per possible value: zeros would double the series.
+func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
+	t := &textWriter{w: bw}
+
+	t.family("credwatch_credential_expiration_timestamp_seconds",
+		"The date after which the credential expires, as a Unix timestamp.")
+	for i := range list {
+		cw := list[i]
+		for _, cr := range w.credentials(cw) {
+			id := cw.AppID()
+			if cr.AppID != "" {
+				id = cr.AppID
+			}
+			t.sample(cr.EndTime.Unix(), "client_id", id, "key_id", cr.KeyID, "name", cw.Name, "namespace", cw.Namespace,
+				"source", string(cr.Source), "type", string(cr.Type))
+		}
+	}
+
+	t.family("credwatch_watch_ready_status",
+		"The Ready condition of a CredentialWatch: 1, labelled with the condition's status (True, False, Unknown).")
+	for i := range list {
+		cw := list[i]
+		ready := metav1.ConditionUnknown
+		for _, cond := range cw.Status.Conditions {
+			if cond.Type == v1alpha1.ConditionReady {
+				ready = cond.Status
+			}
+		}
+		t.sample(1, "client_id", cw.AppID(), "condition", string(ready), "name", cw.Name, "namespace", cw.Namespace)
+	}
+
+	t.family("credwatch_watch_last_check_timestamp_seconds",
+		"When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.")
+	for i := range list {
+		if cw := list[i]; cw.Status.LastCheckTime != nil {
+			t.sample(cw.Status.LastCheckTime.Unix(), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace)
+		}
+	}
+
+	t.family("credwatch_watch_consecutive_check_failures",
+		"Failed checks of the watch since its last successful one; absent while checks succeed.")
+	for i := range list {
+		if cw := list[i]; cw.Status.ConsecutiveFailures > 0 {
+			t.sample(int64(cw.Status.ConsecutiveFailures), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace)
+		}
+	}
+
+	t.family("credwatch_watch_state",
+		"The worst state of the watch's credentials: 1, labelled with the state (Valid, Warning, Critical, Expired); absent before the first check.")
+	for i := range list {
+		if cw := list[i]; cw.Status.State != "" {
+			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "state", string(cw.Status.State))
+		}
+	}
+
+	t.family("credwatch_watch_last_rotation_timestamp_seconds",
+		"When the watch last completed a rotation of its secret, as a Unix timestamp.")
+	for i := range list {
+		if cw := list[i]; cw.Status.LastRotation != nil {
+			t.sample(cw.Status.LastRotation.Time.Unix(), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace)
+		}
+	}
+
+	t.family("credwatch_watch_rotation_in_progress",
+		"1 while a rotation is in progress, labelled with its step; absent otherwise.")
+	for i := range list {
+		if cw := list[i]; cw.Status.Rotation != nil {
+			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "step", string(cw.Status.Rotation.Step))
+		}
+	}
+}
+
+// credentials are a watch's credentials: for a tenant scan this process ran, all it found.
+func (w *Watches) credentials(cw *v1alpha1.CredentialWatch) []v1alpha1.Credential {
+	if cw.Spec.Target.TenantScan != nil {
+		if all, ok := w.scans.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name}); ok {
+			return all
+		}
+	}
+	return cw.Status.Credentials
+}
+
+// textWriter writes gauges in the Prometheus text format, version 0.0.4. Every value credwatch
+// reports is a whole number, so values are written as integers. A family's HELP and TYPE lines
+// are written with its first series, so a family without series is left out, as a registry does.
+type textWriter struct {
+	w          *bufio.Writer
+	name, help string
+	started    bool
+	num        [20]byte
+}
+
+var (
+	helpEscaper       = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	labelValueEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+)
+
+func (t *textWriter) family(name, help string) {
+	t.name, t.help, t.started = name, help, false
+}
+
+// sample writes one series; labels are name, value pairs.
+func (t *textWriter) sample(value int64, labels ...string) {
+	if !t.started {
+		t.started = true
+		t.w.WriteString("# HELP " + t.name + " ")
+		_, _ = helpEscaper.WriteString(t.w, t.help)
+		t.w.WriteString("\n# TYPE " + t.name + " gauge\n")
+	}
+	t.w.WriteString(t.name)
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i == 0 {
+			t.w.WriteByte('{')
+		} else {
+			t.w.WriteByte(',')
+		}
+		t.w.WriteString(labels[i])
+		t.w.WriteString(`="`)
+		_, _ = labelValueEscaper.WriteString(t.w, labels[i+1])
+		t.w.WriteByte('"')
+	}
+	if len(labels) > 0 {
+		t.w.WriteByte('}')
+	}
+	t.w.WriteByte(' ')
+	t.w.Write(strconv.AppendInt(t.num[:0], value, 10))
+	t.w.WriteByte('\n')
+}
+
+// recorder keeps the registry's response, so the watches' series can be appended to it.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(code int)        { r.code = code }
+func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
