@@ -12,6 +12,21 @@ const (
 	ConditionAlertsDelivered = "AlertsDelivered"
 	// ConditionRotating is True while a rotation is in progress; its reason is the step.
 	ConditionRotating = "Rotating"
+	// ConditionImagePullsAuthorized is False while a registry of spec.imagePulls refuses pulls
+	// for want of credentials; absent without spec.imagePulls.
+	ConditionImagePullsAuthorized = "ImagePullsAuthorized"
+)
+
+// Reasons of the ImagePullsAuthorized condition.
+const (
+	// ReasonNoPullFailures: no registry of spec.imagePulls refused a pull in the window.
+	ReasonNoPullFailures = "NoPullFailures"
+	// ReasonClusterWidePullFailures: a registry refuses pulls on many nodes: the cluster's credential.
+	ReasonClusterWidePullFailures = "ClusterWidePullFailures"
+	// ReasonNodeLocalPullFailures: a registry refuses pulls on a few nodes only: their kubelets.
+	ReasonNodeLocalPullFailures = "NodeLocalPullFailures"
+	// ReasonPullFailures: a registry refuses pulls, and there is too little to tell where the fault is.
+	ReasonPullFailures = "PullFailures"
 )
 
 // Reasons of the Ready condition. Each failure has its own, because each needs a different fix.

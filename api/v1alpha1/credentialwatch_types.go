@@ -7,6 +7,7 @@ import (
 
 // CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
 	// Target is the service principal whose credentials are watched.
@@ -42,6 +43,11 @@ type CredentialWatchSpec struct {
 	// Rotation renews the client secret before it expires, and moves an AKS cluster onto it.
 	// +optional
 	Rotation *Rotation `json:"rotation,omitempty"`
+
+	// ImagePulls reports image pulls that the registries of this cluster refuse, on this watch:
+	// set it on the watch of the service principal the cluster's nodes pull images with.
+	// +optional
+	ImagePulls *ImagePulls `json:"imagePulls,omitempty"`
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
@@ -365,6 +371,13 @@ type CredentialWatchStatus struct {
 	// LastRotation is the last rotation that completed.
 	// +optional
 	LastRotation *LastRotation `json:"lastRotation,omitempty"`
+
+	// ImagePulls are the registries of spec.imagePulls refusing pulls for want of credentials
+	// now, absent when none is.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ImagePulls []PullIncident `json:"imagePulls,omitempty"`
 }
 
 // CredentialWatch watches the secrets and certificates of an Azure service principal and reports

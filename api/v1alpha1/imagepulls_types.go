@@ -1,0 +1,58 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ImagePulls links a watch to the image pulls of the cluster the operator runs in. Set it on the
+// watch of the service principal this cluster's nodes pull images with: pulls its registries
+// refuse for want of credentials are then reported on the watch (condition, events, alerts),
+// told apart as the whole cluster's credential or one node's kubelet.
+type ImagePulls struct {
+	// Registries are the registry hosts the service principal signs in to, as patterns where *
+	// matches any run of characters ("*.azurecr.io", "registry.example.com:5000").
+	// +kubebuilder:default={"*.azurecr.io"}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(r, r.matches('^[A-Za-z0-9*.:-]+$'))",message="registries are registry hosts or host patterns, such as *.azurecr.io or registry.example.com:5000: no scheme, no path"
+	// +listType=set
+	// +optional
+	Registries []string `json:"registries,omitempty"`
+}
+
+// PullScope says what image-pull authentication failures point at.
+// +kubebuilder:validation:Enum=ClusterWide;NodeLocal;Undetermined
+type PullScope string
+
+const (
+	// PullScopeClusterWide: pulls from the registry fail on many nodes, or on every node there
+	// is: the cluster's credential is refused (an expired service principal secret, a removed
+	// role assignment).
+	PullScopeClusterWide PullScope = "ClusterWide"
+	// PullScopeNodeLocal: pulls fail on one or a few nodes while other nodes pull from the same
+	// registry: those nodes' kubelets do not present the credential, typically because their
+	// credential provider was disabled at start-up.
+	PullScopeNodeLocal PullScope = "NodeLocal"
+	// PullScopeUndetermined: too few pulls yet to tell (one node failing, no other node pulling).
+	PullScopeUndetermined PullScope = "Undetermined"
+)
+
+// PullIncident is a registry refusing image pulls for want of credentials, as seen over the
+// operator's sliding window.
+type PullIncident struct {
+	// Registry is the registry host.
+	Registry string `json:"registry"`
+	// Scope is what the failures point at.
+	Scope PullScope `json:"scope"`
+	// Nodes are nodes whose latest pull from the registry was refused, at most ten, by name.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// FailingNodes counts the nodes whose latest pull from the registry was refused.
+	FailingNodes int32 `json:"failingNodes"`
+	// PullingNodes counts the nodes that pulled from the registry successfully in the window.
+	// +optional
+	PullingNodes int32 `json:"pullingNodes,omitempty"`
+	// Since is the first refused pull of the incident.
+	Since metav1.Time `json:"since"`
+}
