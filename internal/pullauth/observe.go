@@ -1,0 +1,139 @@
+package pullauth
+
+import (
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Observation is one pull by a node's kubelet from a registry: refused for want of credentials,
+// or successful.
+type Observation struct {
+	Registry string
+	Node     string
+	Time     time.Time
+	Refused  bool
+}
+
+// Messages of kubelet's pull events (pkg/kubelet/images): "Failed to pull image "x": <error>" and
+// "Successfully pulled image "x" in 1.2s ...".
+const (
+	failedPrefix = `Failed to pull image "`
+	pulledPrefix = `Successfully pulled image "`
+)
+
+// Kubelet's waiting reasons for a container whose image cannot be pulled.
+const (
+	reasonErrImagePull     = "ErrImagePull"
+	reasonImagePullBackOff = "ImagePullBackOff"
+)
+
+// refusedMarkers are how registries and container runtimes word a pull refused for want of
+// credentials: containerd ("failed to authorize: ... 401 Unauthorized"), the Docker API
+// ("unauthorized: authentication required"), credential helpers ("no basic auth credentials").
+var refusedMarkers = []string{"401 unauthorized", "unauthorized:", "authentication required", "failed to authorize", "no basic auth credentials"}
+
+// otherMarkers are failures that can carry an auth word but are not about credentials: an image
+// or tag that does not exist, a rate limit, a registry firewall (ACR answers 403 to a client IP
+// it does not allow). A credential would not fix them.
+var otherMarkers = []string{"not found", "manifest unknown", "toomanyrequests", "429 too many requests", "rate limit", "403 forbidden", "is not allowed access"}
+
+// Refused reports whether a pull error message says the registry refused the pull for want of
+// credentials.
+func Refused(message string) bool {
+	m := strings.ToLower(message)
+	for _, o := range otherMarkers {
+		if strings.Contains(m, o) {
+			return false
+		}
+	}
+	for _, r := range refusedMarkers {
+		if strings.Contains(m, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// FromEvent reads a kubelet's pull event about a pod. Events without a node, an image, or a
+// refusal or success are not observations. The event's own time is used, so that old events
+// listed again after a restart fall outside the window; now stands in for an event without one.
+func FromEvent(e *corev1.Event, now time.Time) (Observation, bool) {
+	if e.InvolvedObject.Kind != "Pod" {
+		return Observation{}, false
+	}
+	node := e.Source.Host
+	if node == "" {
+		node = e.ReportingInstance
+	}
+	var refused bool
+	var image string
+	switch {
+	case e.Reason == "Failed" && strings.HasPrefix(e.Message, failedPrefix):
+		image, _, _ = strings.Cut(e.Message[len(failedPrefix):], `"`)
+		if !Refused(e.Message[len(failedPrefix)+len(image):]) {
+			return Observation{}, false
+		}
+		refused = true
+	case e.Reason == "Pulled" && strings.HasPrefix(e.Message, pulledPrefix):
+		image, _, _ = strings.Cut(e.Message[len(pulledPrefix):], `"`)
+	default:
+		return Observation{}, false
+	}
+	registry, ok := registryOf(image)
+	if !ok || node == "" {
+		return Observation{}, false
+	}
+	return Observation{Registry: registry, Node: node, Time: eventTime(e, now), Refused: refused}, true
+}
+
+// eventTime is when the event last happened: events repeat by bumping a count and a timestamp.
+func eventTime(e *corev1.Event, now time.Time) time.Time {
+	var t time.Time
+	for _, c := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
+
+// FromPod reads the containers of a scheduled pod that wait on an image its registry refused.
+// Pod statuses carry no time, so they are observed at now: kubelet rewrites the waiting reason at
+// every retry of the pull, so a pod still stuck keeps being observed.
+func FromPod(p *corev1.Pod, now time.Time) []Observation {
+	if p.Spec.NodeName == "" {
+		return nil
+	}
+	var out []Observation
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			w := cs.State.Waiting
+			if w == nil || (w.Reason != reasonErrImagePull && w.Reason != reasonImagePullBackOff) || !Refused(w.Message) {
+				continue
+			}
+			if registry, ok := registryOf(cs.Image); ok {
+				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true})
+			}
+		}
+	}
+	return out
+}
+
+// registryOf is the registry host of an image reference, as container runtimes resolve it:
+// "nginx" is docker.io's.
+func registryOf(image string) (string, bool) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return "", false
+	}
+	return strings.ToLower(reference.Domain(named)), true
+}
