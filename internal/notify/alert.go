@@ -27,6 +27,10 @@ const (
 	KindRotated Kind = "Rotated"
 	// KindRotationFailing: a rotation step keeps failing.
 	KindRotationFailing Kind = "RotationFailing"
+	// KindPullsRefused: a registry refuses the cluster's image pulls for want of credentials.
+	KindPullsRefused Kind = "PullsRefused"
+	// KindPullsRecovered: the registry of a KindPullsRefused alert refuses no pull any more.
+	KindPullsRecovered Kind = "PullsRecovered"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -48,6 +52,17 @@ type Credential struct {
 	End         time.Time
 }
 
+// Pulls are a registry's refusals of image pulls. There are only names and counts in it.
+type Pulls struct {
+	Registry string
+	// Scope is ClusterWide or NodeLocal.
+	Scope string
+	// Nodes are nodes refused, at most ten; Failing counts them all, Pulling the nodes that
+	// pulled from the registry meanwhile.
+	Nodes            []string
+	Failing, Pulling int
+}
+
 // Alert is one message, in terms every channel renders its own way.
 type Alert struct {
 	// ID is stable for one alert (watch, subject, step), so receivers can drop a duplicate.
@@ -62,6 +77,8 @@ type Alert struct {
 	DisplayName, AppID, TenantID string
 	// Credential is set for reminders, expiry and resolution.
 	Credential *Credential
+	// Pulls is set for refused image pulls and their recovery.
+	Pulls *Pulls
 	// Problem is why checks fail, for KindCheckFailing.
 	Problem string
 	// Fix is what a person should do, as an exact command or a sentence.
@@ -94,7 +111,7 @@ func AlertID(watchUID, subject, step string) string {
 // GoodNews reports whether the alert announces that a problem is over, which channels show as
 // such whatever its severity.
 func (a Alert) GoodNews() bool {
-	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated
+	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated || a.Kind == KindPullsRecovered
 }
 
 // Title is a one-line summary: an email subject, a notification preview.
@@ -115,6 +132,17 @@ func (a Alert) Title() string {
 		return fmt.Sprintf("credwatch rotated the client secret of %s", sp)
 	case KindRotationFailing:
 		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
+	case KindPullsRefused:
+		if p := a.Pulls; p != nil && p.Scope == "NodeLocal" {
+			return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
+		}
+		if p := a.Pulls; p != nil {
+			return fmt.Sprintf("%s refuses image pulls on %s: the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
+		}
+	case KindPullsRecovered:
+		if p := a.Pulls; p != nil {
+			return fmt.Sprintf("Resolved: %s refuses no image pull any more", p.Registry)
+		}
 	}
 	return string(a.Kind)
 }
@@ -155,6 +183,19 @@ func (a Alert) Lines() [][2]string {
 			add("Expires", c.End.UTC().Format("2006-01-02 15:04 UTC")+" ("+a.When()+")")
 		}
 	}
+	if p := a.Pulls; p != nil {
+		add("Registry", p.Registry)
+		if p.Failing > 0 {
+			nodes := strings.Join(p.Nodes, ", ")
+			if more := p.Failing - len(p.Nodes); more > 0 {
+				nodes += fmt.Sprintf(" and %d more", more)
+			}
+			add("Refused on", nodes)
+			if p.Pulling > 0 {
+				add("Pulling fine", Plural(p.Pulling, "other node"))
+			}
+		}
+	}
 	add("Problem", a.Problem)
 	add("Cluster", a.Cluster)
 	add("Watch", a.Namespace+"/"+a.Name)
@@ -190,20 +231,22 @@ func (c Credential) describe() string {
 	return noun
 }
 
+// Plural counts things as people do: "1 node", "3 nodes".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // humanSpan renders a span as people say it: "6 days", "1 day", "5 hours", "42 minutes".
 func humanSpan(d time.Duration) string {
-	unit := func(n int64, word string) string {
-		if n == 1 {
-			return "1 " + word
-		}
-		return fmt.Sprintf("%d %ss", n, word)
-	}
 	switch {
 	case d >= 24*time.Hour:
-		return unit(int64(d/(24*time.Hour)), "day")
+		return Plural(int(d/(24*time.Hour)), "day")
 	case d >= time.Hour:
-		return unit(int64(d/time.Hour), "hour")
+		return Plural(int(d/time.Hour), "hour")
 	default:
-		return unit(int64(d/time.Minute), "minute")
+		return Plural(int(d/time.Minute), "minute")
 	}
 }

@@ -51,11 +51,20 @@ func goldenAlerts() map[string]notify.Alert {
 		Fix:     "Grant the operator's managed identity the Microsoft Graph permission Application.Read.All",
 		At:      at,
 	}
+	nodeLocal := notify.Alert{
+		ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "NodeLocal"), Kind: notify.KindPullsRefused, Severity: notify.SeverityWarning,
+		Namespace: "platform", Name: "aks-prod", DisplayName: "aks-prod-sp", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c",
+		Pulls:   &notify.Pulls{Registry: "myacr.azurecr.io", Scope: "NodeLocal", Nodes: []string{"aks-pool1-3"}, Failing: 1, Pulling: 4},
+		Problem: "myacr.azurecr.io refuses image pulls for want of credentials on 1 node only (aks-pool1-3), while 4 other nodes pull from it",
+		Fix:     "Restart kubelet on aks-pool1-3, or reimage the node.",
+		At:      at,
+	}
 	return map[string]notify.Alert{
 		"reminder":            reminder(),
 		"expired-certificate": expired,
 		"check-failing":       failing,
 		"hostile":             hostile(),
+		"pulls-node-local":    nodeLocal,
 	}
 }
 

@@ -18,7 +18,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 // At is when the alerts are raised.
 var At = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
-// Alerts are a reminder, an expiry, a resolution and a check failure, the same in every channel's tests.
+// Alerts are a reminder, an expiry, a resolution, a check failure and image pulls refused across
+// the cluster, the same in every channel's tests.
 func Alerts() map[string]notify.Alert {
 	reminder := notify.Alert{
 		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityWarning,
@@ -43,6 +44,17 @@ func Alerts() map[string]notify.Alert {
 			Problem: "access denied (HTTP 403, Authorization_RequestDenied)",
 			Fix:     "Grant the operator's identity the Application.Read.All permission on Microsoft Graph, with admin consent.",
 			At:      At,
+		},
+		"pulls-refused": {
+			ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "ClusterWide"), Kind: notify.KindPullsRefused, Severity: notify.SeverityCritical,
+			Namespace: "platform", Name: "aks-prod", Cluster: "rg-prod/aks-prod-weu", DisplayName: "aks-prod-sp",
+			AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+			Pulls: &notify.Pulls{Registry: "myacr.azurecr.io", Scope: "ClusterWide", Nodes: []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"}, Failing: 3},
+			Problem: "myacr.azurecr.io refuses image pulls for want of credentials on 3 nodes (aks-pool1-0, aks-pool1-1, aks-pool1-2): the cluster's credential. " +
+				"The client secret \"rbac\" of the service principal expired 2h ago: this is why.",
+			Fix: "az ad app credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append, then az aks update-credentials --resource-group rg-prod --name aks-prod-weu " +
+				"--reset-service-principal --service-principal 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --client-secret <the new secret>",
+			At: At,
 		},
 	}
 }

@@ -11,7 +11,8 @@ import (
 const SchemaVersion = "credwatch.dev/v1"
 
 // Payload is the JSON body of every delivery. Every field is always present, empty when unknown,
-// so receivers need no existence checks; Credential is null for alerts about checks.
+// so receivers need no existence checks; Credential is null for alerts about checks, ImagePulls
+// for alerts about anything but image pulls.
 type Payload struct {
 	SchemaVersion    string           `json:"schemaVersion"`
 	ID               string           `json:"id"`
@@ -23,6 +24,7 @@ type Payload struct {
 	Watch            Watch            `json:"watch"`
 	ServicePrincipal ServicePrincipal `json:"servicePrincipal"`
 	Credential       *Credential      `json:"credential"`
+	ImagePulls       *ImagePulls      `json:"imagePulls"`
 	Cluster          string           `json:"cluster"`
 	Problem          string           `json:"problem"`
 	Fix              string           `json:"fix"`
@@ -39,6 +41,16 @@ type ServicePrincipal struct {
 	DisplayName string `json:"displayName"`
 	AppID       string `json:"appId"`
 	TenantID    string `json:"tenantId"`
+}
+
+// ImagePulls are a registry's refusals of the cluster's image pulls.
+type ImagePulls struct {
+	Registry string `json:"registry"`
+	// Scope is ClusterWide or NodeLocal; empty in a recovery.
+	Scope        string   `json:"scope"`
+	Nodes        []string `json:"nodes"`
+	FailingNodes int      `json:"failingNodes"`
+	PullingNodes int      `json:"pullingNodes"`
 }
 
 // Credential is the credential the alert is about; never a secret, only its metadata.
@@ -72,6 +84,12 @@ func NewPayload(a notify.Alert) Payload {
 		p.Credential = &Credential{
 			KeyID: c.KeyID, Type: c.Type, Source: c.Source, DisplayName: c.DisplayName, Hint: c.Hint,
 			ExpiresAt: c.End.UTC(),
+		}
+	}
+	if pl := a.Pulls; pl != nil {
+		p.ImagePulls = &ImagePulls{Registry: pl.Registry, Scope: pl.Scope, Nodes: pl.Nodes, FailingNodes: pl.Failing, PullingNodes: pl.Pulling}
+		if p.ImagePulls.Nodes == nil {
+			p.ImagePulls.Nodes = []string{}
 		}
 	}
 	return p
