@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +122,24 @@ const rotationFailuresToAlert = 5
 // CheckSubject is the ledger subject of check-failure alerts.
 const CheckSubject = "check"
 
+// pullSubjectPrefix starts the ledger subjects of image-pull alerts, one per registry.
+const pullSubjectPrefix = "pull/"
+
+// PullSubject is the ledger subject of a registry's image-pull alerts.
+func PullSubject(registry string) string { return pullSubjectPrefix + registry }
+
+// PullRegistry is the registry of an image-pull alert's subject; ok is false for other subjects.
+func PullRegistry(subject string) (registry string, ok bool) {
+	return strings.CutPrefix(subject, pullSubjectPrefix)
+}
+
+// credentialSubject reports whether subject is a credential's, not a check's, a rotation's or a
+// registry's.
+func credentialSubject(subject string) bool {
+	_, pull := PullRegistry(subject)
+	return subject != CheckSubject && subject != RotationSubject && !pull
+}
+
 // SubjectOf is the ledger subject of a credential's alerts.
 func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
 
@@ -132,6 +151,8 @@ type PlannedAlert struct {
 	Step    Step
 	// Credential is what a reminder or an expiry is about; nil for the others.
 	Credential *v1alpha1.Credential
+	// Pull is the incident a refused-pulls alert is about; nil for the others.
+	Pull *v1alpha1.PullIncident
 	// Forget is true when, once delivered, the ledger entry goes: the matter is over.
 	Forget bool
 }
@@ -151,6 +172,8 @@ type AlertInputs struct {
 	// Rotation is the rotation in progress, LastRotation the last one done; nil when none.
 	Rotation     *v1alpha1.RotationStatus
 	LastRotation *v1alpha1.LastRotation
+	// Pulls are the registries refusing image pulls now.
+	Pulls []v1alpha1.PullIncident
 }
 
 // AlertPlan is the alerts due now, and when the next one falls due.
@@ -181,6 +204,9 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 		if !Superseded(c, in.Credentials) {
 			live[SubjectOf(c)] = true
 		}
+	}
+	for _, p := range in.Pulls {
+		live[PullSubject(p.Registry)] = true
 	}
 	configured := map[string]bool{}
 	for _, ch := range in.Channels {
@@ -220,7 +246,7 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
 			}
 			for _, s := range in.Sent {
-				if s.Channel == ch && s.Subject != CheckSubject && s.Subject != RotationSubject && !live[s.Subject] {
+				if s.Channel == ch && credentialSubject(s.Subject) && !live[s.Subject] {
 					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindResolved, Subject: s.Subject,
 						Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 				}
@@ -239,6 +265,22 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
 			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != step.Name {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindRotationFailing, Subject: RotationSubject, Step: step})
+			}
+		}
+
+		// An incident is told once per scope it takes (node-local turning cluster-wide is news),
+		// and its end once; one too early to tell is not told.
+		for _, p := range in.Pulls {
+			subject := PullSubject(p.Registry)
+			if last := sent[[2]string{ch, subject}]; p.Scope != v1alpha1.PullScopeUndetermined && (last == nil || last.Step != string(p.Scope)) {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
+					Step: Step{Name: string(p.Scope), Due: p.Since.Time}, Pull: &p})
+			}
+		}
+		for _, s := range in.Sent {
+			if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !live[s.Subject] {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindPullsRecovered, Subject: s.Subject,
+					Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
 			}
 		}
 

@@ -71,6 +71,11 @@ func sentAlert(ch, subject, step string, due time.Time) v1alpha1.SentAlert {
 	return v1alpha1.SentAlert{Channel: ch, Subject: subject, Step: step, DueTime: metav1.NewTime(due), SentTime: metav1.NewTime(due)}
 }
 
+func pull(scope v1alpha1.PullScope) v1alpha1.PullIncident {
+	return v1alpha1.PullIncident{Registry: "myacr.azurecr.io", Scope: scope, Nodes: []string{"n1", "n2", "n3"}, FailingNodes: 3,
+		Since: metav1.NewTime(now.Add(-5 * time.Minute))}
+}
+
 func TestPlanAlerts(t *testing.T) {
 	secret := v1alpha1.Credential{KeyID: "k1", Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(now.Add(5 * day))}
 	cert := v1alpha1.Credential{KeyID: "k2", Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(now.Add(100 * day))}
@@ -191,6 +196,46 @@ func TestPlanAlerts(t *testing.T) {
 				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
 			},
 			wantStale: 1, wantNext: 70 * day,
+		},
+		"a registry refusing pulls cluster-wide: told once per channel": {
+			edit: func(in *AlertInputs) {
+				in.Credentials = []v1alpha1.Credential{cert}
+				in.Pulls = []v1alpha1.PullIncident{pull(v1alpha1.PullScopeClusterWide)}
+			},
+			want:     []string{"slack PullsRefused pull/myacr.azurecr.io ClusterWide", "email PullsRefused pull/myacr.azurecr.io ClusterWide"},
+			wantNext: 70 * day,
+		},
+		"the incident already told in its scope: nothing": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.Pulls = []v1alpha1.PullIncident{pull(v1alpha1.PullScopeClusterWide)}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "pull/myacr.azurecr.io", "ClusterWide", now.Add(-time.Minute))}
+			},
+			wantNext: 70 * day,
+		},
+		"node-local turning cluster-wide: told again": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.Pulls = []v1alpha1.PullIncident{pull(v1alpha1.PullScopeClusterWide)}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "pull/myacr.azurecr.io", "NodeLocal", now.Add(-time.Minute))}
+			},
+			want:     []string{"slack PullsRefused pull/myacr.azurecr.io ClusterWide"},
+			wantNext: 70 * day,
+		},
+		"too early to tell whose fault: not told": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.Pulls = []v1alpha1.PullIncident{pull(v1alpha1.PullScopeUndetermined)}
+			},
+			wantNext: 70 * day,
+		},
+		"refusals over after an announced incident: recovered, not a credential resolved": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "pull/myacr.azurecr.io", "NodeLocal", now.Add(-time.Minute))}
+			},
+			want:     []string{"slack PullsRecovered pull/myacr.azurecr.io recovered"},
+			wantNext: 70 * day,
 		},
 		"renewed with --append: the old secret is resolved, the new one is quiet": {
 			edit: func(in *AlertInputs) {
