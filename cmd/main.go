@@ -25,6 +25,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -42,6 +44,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/pullauth"
 	"github.com/credwatch/credwatch/internal/scans"
 )
 
@@ -61,6 +64,8 @@ type options struct {
 	namespace      string
 	slackAPIURL    string
 	graphBudget    int
+	imagePulls     bool
+	pullThresholds pullauth.Thresholds
 }
 
 // coalesceWindow is how long a credential read waits for others to share its $batch: short
@@ -96,6 +101,10 @@ func main() {
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
 	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
+	flag.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
+	flag.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
+	flag.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")
+	flag.IntVar(&o.pullThresholds.NodeLocalMaxNodes, "image-pull-node-local-max-nodes", pullauth.DefaultThresholds.NodeLocalMaxNodes, "At most this many refused nodes, while others pull from the registry, make the failure those nodes' kubelets.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
 	zapOpts := zap.Options{Development: false}
@@ -170,6 +179,9 @@ func run(o options) error {
 	}
 	if o.graphBudget <= 0 {
 		return fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
+	}
+	if err := o.pullThresholds.Validate(); err != nil {
+		return err
 	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
@@ -250,6 +262,22 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	var pullIncidents controllers.PullIncidents
+	var pullsChanged chan event.TypedGenericEvent[string]
+	if o.imagePulls {
+		pullClient, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return err
+		}
+		nodes := &controllers.NodeSet{}
+		tracker := pullauth.NewTracker(o.pullThresholds, nodes.Count)
+		pullsChanged = make(chan event.TypedGenericEvent[string], 64)
+		if err := mgr.Add(&controllers.PullWatcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}); err != nil {
+			return err
+		}
+		metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
+		pullIncidents = tracker
+	}
 	if err := (&controllers.CredentialWatchReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -261,6 +289,8 @@ func run(o options) error {
 		Clusters:     clusters,
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
 		Scans:        scanStore,
+		ImagePulls:   pullIncidents,
+		PullsChanged: pullsChanged,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
 	}

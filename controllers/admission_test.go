@@ -62,6 +62,23 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"alerts need a servicePrincipal or aksCluster target", "credwatch_credential_expiration_timestamp_seconds"},
 		},
+		"image pulls of a tenant scan": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.ImagePulls = &v1alpha1.ImagePulls{}
+			},
+			wantErr: []string{"imagePulls needs a servicePrincipal or aksCluster target"},
+		},
+		"image pulls of a registry given as an image": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io/shop"}}
+			},
+			wantErr: []string{"spec.imagePulls.registries", "registries are registry hosts or host patterns", "no path"},
+		},
+		"image pulls of registries by pattern": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"*.azurecr.cn", "registry.example.com:5000"}}
+		}},
+		"image pulls of the default registries": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.ImagePulls = &v1alpha1.ImagePulls{} }},
 		"a tenant scan filter of two lines": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", Filter: "displayName eq 'a'\nor displayName eq 'b'"}}
@@ -208,6 +225,9 @@ func TestAdmission(t *testing.T) {
 				if a := w.Spec.Alerts; a != nil && (a.Email.SMTP.Port != 587 || a.Email.SMTP.TLS != v1alpha1.SMTPStartTLS ||
 					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels) {
 					t.Errorf("alert defaults = %+v; want port 587, StartTLS, five reminders, 1h, default channels on", a)
+				}
+				if p := w.Spec.ImagePulls; p != nil && len(p.Registries) == 0 {
+					t.Error("image pulls without registries were not given the default")
 				}
 				return
 			}

@@ -76,6 +76,7 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, st
 		CheckFailureAfter: s.checkFailureAfter,
 		Rotation:          obj.Status.Rotation,
 		LastRotation:      obj.Status.LastRotation,
+		Pulls:             obj.Status.ImagePulls,
 	}, now)
 	for _, stale := range plan.Stale {
 		policy.Forget(ledger, stale.Channel, stale.Subject)
@@ -239,6 +240,19 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 			a.Problem = "step " + string(r.Step) + ": " + r.Message
 		}
 		a.Fix = "See the Rotating condition of the CredentialWatch; credwatch goes on retrying with backoff."
+	case notify.KindPullsRefused:
+		p := *p.Pull
+		a.Severity = notify.SeverityWarning
+		if p.Scope == v1alpha1.PullScopeClusterWide {
+			a.Severity = notify.SeverityCritical
+		}
+		a.Pulls = &notify.Pulls{Registry: p.Registry, Scope: string(p.Scope), Nodes: p.Nodes, Failing: int(p.FailingNodes), Pulling: int(p.PullingNodes)}
+		a.Problem = pullProblem(obj, p, now)
+		a.Fix = pullFix(obj, p)
+	case notify.KindPullsRecovered:
+		registry, _ := policy.PullRegistry(p.Subject)
+		a.Pulls = &notify.Pulls{Registry: registry}
+		a.Fix = "Nothing: the registry refuses no pull any more."
 	}
 	return a
 }

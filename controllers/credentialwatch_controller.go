@@ -17,8 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
@@ -89,6 +92,11 @@ type CredentialWatchReconciler struct {
 	Scans *scans.Store
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
+	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
+	// does not watch pulls.
+	ImagePulls PullIncidents
+	// PullsChanged names registries whose incident changed, to reconcile the watches covering them.
+	PullsChanged <-chan event.TypedGenericEvent[string]
 }
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
@@ -146,6 +154,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	nextPull := r.reconcileImagePulls(obj, now)
 	var nextAlert time.Time
 	if !tenantScan { // a scan reports through status, events and metrics; see the CRD's rules
 		if nextAlert, err = r.reconcileAlerts(ctx, obj, before, settings, now); err != nil {
@@ -154,7 +163,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,
-		summary.NextTransition, summary.NextDisplayChange, nextRotation, nextAlert)}, nil
+		summary.NextTransition, summary.NextDisplayChange, nextRotation, nextAlert, nextPull)}, nil
 }
 
 // settings are a spec's durations, parsed once.
@@ -203,13 +212,16 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 // SetupWithManager registers the reconciler. Status-only updates are filtered out: the
 // reconciler wrote them and schedules its own return.
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Annotations too: the rotate annotation asks for a rotation now.
 		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
-		Named("credentialwatch").
-		Complete(r)
+		Named("credentialwatch")
+	if r.PullsChanged != nil {
+		b = b.WatchesRawSource(source.Channel(r.PullsChanged, handler.TypedEnqueueRequestsFromMapFunc(watchesOfRegistry(mgr.GetClient()))))
+	}
+	return b.Complete(r)
 }
 
 func setCondition(obj *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason, message string, now time.Time) {

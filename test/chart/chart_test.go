@@ -246,8 +246,8 @@ func TestWatchingOneNamespaceGrantsRightsThereOnly(t *testing.T) {
 	}
 }
 
-// TestManagerRulesMatchControllerGen keeps the chart's hand-written ClusterRole equal to the one
-// controller-gen makes from the controllers' markers.
+// TestManagerRulesMatchControllerGen keeps the chart's hand-written ClusterRoles, the manager's and
+// the image-pull watcher's, equal together to the one controller-gen makes from the markers.
 func TestManagerRulesMatchControllerGen(t *testing.T) {
 	data, err := os.ReadFile("../../config/rbac/role.yaml")
 	if err != nil {
@@ -257,20 +257,25 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 	if err := yaml.Unmarshal(data, &generated); err != nil {
 		t.Fatal(err)
 	}
+	var rules []rbacv1.PolicyRule
+	roles := 0
 	for _, obj := range render(t) {
-		if obj.GetKind() != "ClusterRole" || obj.GetName() != "credwatch-manager" {
+		if obj.GetKind() != "ClusterRole" || (obj.GetName() != "credwatch-manager" && obj.GetName() != "credwatch-image-pulls") {
 			continue
 		}
 		var chart rbacv1.ClusterRole
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &chart); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := ruleSet(chart.Rules), ruleSet(generated.Rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("chart's manager rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-		return
+		rules = append(rules, chart.Rules...)
+		roles++
 	}
-	t.Fatal("no credwatch-manager ClusterRole rendered")
+	if roles != 2 {
+		t.Fatalf("rendered %d of the manager's and the image-pull watcher's ClusterRoles, want 2", roles)
+	}
+	if got, want := ruleSet(rules), ruleSet(generated.Rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("chart's manager and image-pull rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 func ruleSet(rules []rbacv1.PolicyRule) []string {

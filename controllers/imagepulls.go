@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/pullauth"
+)
+
+// PullIncidents gives the registries refusing the cluster's image pulls now.
+type PullIncidents interface {
+	Incidents(now time.Time) []pullauth.Incident
+}
+
+// Event reasons of image pulls.
+const (
+	eventImagePullsRefused   = "ImagePullsRefused"
+	eventImagePullsRecovered = "ImagePullsRecovered"
+)
+
+// reasonPullsNotWatched: the watch asks for image pulls, and this operator does not watch them.
+const reasonPullsNotWatched = "NotWatched"
+
+// maxListedNodes is how many refused nodes an incident names; it counts them all.
+const maxListedNodes = 10
+
+// reconcileImagePulls records the incidents of the registries spec.imagePulls covers, raises an
+// event for each that opens, changes scope or ends, and returns when one may change next (a
+// refusal leaving the window), zero for never. The alerts follow from status.imagePulls.
+func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.CredentialWatch, now time.Time) time.Time {
+	spec := obj.Spec.ImagePulls
+	previous := obj.Status.ImagePulls
+	obj.Status.ImagePulls = nil
+	if spec == nil {
+		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized)
+		return time.Time{}
+	}
+	if r.ImagePulls == nil {
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsNotWatched,
+			"The operator does not watch image pulls: it runs with --image-pulls=false", now)
+		return time.Time{}
+	}
+
+	var next time.Time
+	for _, in := range r.ImagePulls.Incidents(now) {
+		if !pullauth.Matches(spec.Registries, in.Registry) || len(obj.Status.ImagePulls) == maxPullIncidents {
+			continue
+		}
+		obj.Status.ImagePulls = append(obj.Status.ImagePulls, v1alpha1.PullIncident{
+			Registry:     in.Registry,
+			Scope:        in.Scope,
+			Nodes:        in.Failing[:min(len(in.Failing), maxListedNodes)],
+			FailingNodes: int32(len(in.Failing)),
+			PullingNodes: int32(in.Pulling),
+			Since:        metav1.NewTime(in.Since),
+		})
+		if next.IsZero() || in.Changes.Before(next) {
+			next = in.Changes
+		}
+	}
+
+	was := map[string]v1alpha1.PullScope{}
+	for _, p := range previous {
+		was[p.Registry] = p.Scope
+	}
+	for _, p := range obj.Status.ImagePulls {
+		if scope, ok := was[p.Registry]; !ok || scope != p.Scope {
+			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, pullProblem(obj, p, now))
+		}
+		delete(was, p.Registry)
+	}
+	for registry := range was {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventImagePullsRecovered, "%s refuses no image pull any more", registry)
+	}
+
+	if len(obj.Status.ImagePulls) == 0 {
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
+			"No pull refused for want of credentials by "+strings.Join(spec.Registries, ", "), now)
+		return next
+	}
+	worst := obj.Status.ImagePulls[0]
+	for _, p := range obj.Status.ImagePulls[1:] {
+		if scopeRank[p.Scope] > scopeRank[worst.Scope] {
+			worst = p
+		}
+	}
+	setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], pullProblem(obj, worst, now), now)
+	return next
+}
+
+// maxPullIncidents bounds status.imagePulls, as the CRD does.
+const maxPullIncidents = 16
+
+var scopeRank = map[v1alpha1.PullScope]int{v1alpha1.PullScopeUndetermined: 0, v1alpha1.PullScopeNodeLocal: 1, v1alpha1.PullScopeClusterWide: 2}
+
+var scopeReasons = map[v1alpha1.PullScope]string{
+	v1alpha1.PullScopeClusterWide:  v1alpha1.ReasonClusterWidePullFailures,
+	v1alpha1.PullScopeNodeLocal:    v1alpha1.ReasonNodeLocalPullFailures,
+	v1alpha1.PullScopeUndetermined: v1alpha1.ReasonPullFailures,
+}
+
+// pullProblem says what an incident is and, for the whole cluster, what the watched service
+// principal's credentials have to do with it.
+func pullProblem(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident, now time.Time) string {
+	nodes := nodeList(p)
+	switch p.Scope {
+	case v1alpha1.PullScopeClusterWide:
+		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s): the cluster's credential. %s",
+			p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, credentialCause(obj, now))
+	case v1alpha1.PullScopeNodeLocal:
+		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s only (%s), while %s pull from it: "+
+			"the kubelet there presents no credential, typically because its credential provider was disabled at start-up, "+
+			"when the managed-identity endpoint was not reachable yet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, notify.Plural(int(p.PullingNodes), "other node"))
+	default:
+		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s); no other node pulled from it lately, "+
+			"so it is too early to tell the cluster's credential from a node's kubelet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes)
+	}
+}
+
+// credentialCause relates a cluster-wide refusal to the state of the watched credentials.
+func credentialCause(obj *v1alpha1.CredentialWatch, now time.Time) string {
+	if obj.Status.LastCheckTime == nil {
+		return "credwatch has not read the service principal's credentials yet."
+	}
+	var latest *v1alpha1.Credential
+	for i, c := range obj.Status.Credentials {
+		if c.Type == v1alpha1.CredentialTypePassword && !c.EndTime.After(now) && (latest == nil || c.EndTime.After(latest.EndTime.Time)) {
+			latest = &obj.Status.Credentials[i]
+		}
+	}
+	if latest != nil {
+		return fmt.Sprintf("The client secret %s of the service principal expired %s ago: this is why.",
+			describeSecret(*latest), policy.HumanDuration(now.Sub(latest.EndTime.Time)))
+	}
+	return "The service principal's credentials are all valid: look at the registry's AcrPull role assignment and at the cluster's servicePrincipalProfile."
+}
+
+func describeSecret(c v1alpha1.Credential) string {
+	switch {
+	case c.DisplayName != "":
+		return fmt.Sprintf("%q", c.DisplayName)
+	case c.Hint != "":
+		return fmt.Sprintf("%s...", c.Hint)
+	}
+	return c.KeyID
+}
+
+// pullFix says what a person should do about an incident.
+func pullFix(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident) string {
+	if p.Scope == v1alpha1.PullScopeNodeLocal {
+		node := p.Nodes[0]
+		return fmt.Sprintf("Restart kubelet on %s (kubectl debug node/%s -it --image=mcr.microsoft.com/azurelinux/busybox:1.36 -- chroot /host systemctl restart kubelet), "+
+			"or reimage the node; make kubelet start after network-online.target and cloud-init so it does not happen again.", nodeList(p), node)
+	}
+	cmd := "az ad app credential reset --id " + obj.AppID() + " --append"
+	if c := obj.Spec.Target.AKSCluster; c != nil {
+		cmd += fmt.Sprintf(", then az aks update-credentials --resource-group %s --name %s --reset-service-principal --service-principal %s --client-secret <the new secret>",
+			c.ResourceGroup, c.Name, obj.AppID())
+	}
+	return cmd
+}
+
+func nodeList(p v1alpha1.PullIncident) string {
+	s := strings.Join(p.Nodes, ", ")
+	if more := int(p.FailingNodes) - len(p.Nodes); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
+// watchesOfRegistry maps a registry whose incident changed to the watches whose spec.imagePulls
+// covers it.
+func watchesOfRegistry(c client.Reader) func(ctx context.Context, registry string) []reconcile.Request {
+	return func(ctx context.Context, registry string) []reconcile.Request {
+		var list v1alpha1.CredentialWatchList
+		if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			// Only before the cache syncs; the watches' own reconciles catch up after.
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the watches of a registry whose image pulls changed", "registry", registry)
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			w := &list.Items[i]
+			if w.Spec.ImagePulls != nil && pullauth.Matches(w.Spec.ImagePulls.Registries, registry) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+			}
+		}
+		return out
+	}
+}

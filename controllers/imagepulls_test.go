@@ -1,0 +1,326 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/webhook"
+	"github.com/credwatch/credwatch/internal/pullauth"
+)
+
+// pulls runs a PullWatcher against the real API server for one test, on the harness's clock.
+type pulls struct {
+	t       *testing.T
+	tracker *pullauth.Tracker
+	changed chan event.TypedGenericEvent[string]
+	// registry is this test's own, so that the events of other tests, which every watcher sees,
+	// do not count; nodes likewise.
+	registry, ns string
+}
+
+func newPulls(t *testing.T, h *harness) *pulls {
+	t.Helper()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &NodeSet{}
+	p := &pulls{t: t, tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), changed: make(chan event.TypedGenericEvent[string], 1000),
+		ns: h.key.Namespace, registry: h.key.Namespace + ".azurecr.io"}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := &PullWatcher{Client: c, Tracker: p.tracker, Clock: h.clock, Changed: p.changed, Nodes: nodes}
+	go func() { _ = w.Start(ctx) }()
+	h.r.ImagePulls = p.tracker
+	return p
+}
+
+func (p *pulls) node(name string) string { return p.ns + "-" + name }
+
+// cover points the harness's watch at the test's own registry: the API server, and so every
+// watcher, holds the pull events of the tests before.
+func (p *pulls) cover(h *harness) {
+	p.t.Helper()
+	w := h.get()
+	w.Spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{p.registry}}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// createNodes registers nodes with the API server, which the watcher counts.
+func (p *pulls) createNodes(names ...string) {
+	p.t.Helper()
+	for _, n := range names {
+		if err := k8s.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p.node(n)}}); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// event records what a kubelet on node reports about pulling image at.
+func (p *pulls) event(node, reason, message string, at time.Time) {
+	p.t.Helper()
+	e := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "api-0.", Namespace: p.ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: p.ns, Name: "api-0", APIVersion: "v1"},
+		Reason:         reason, Message: message, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "kubelet", Host: p.node(node)},
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
+	}
+	if err := k8s.Create(context.Background(), e); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *pulls) refused(node string, at time.Time) {
+	p.event(node, "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": rpc error: code = Unknown desc = failed to pull and unpack image: `+
+		`failed to resolve reference: failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized`, p.registry), at)
+}
+
+func (p *pulls) pulled(node string, at time.Time) {
+	p.event(node, "Pulled", fmt.Sprintf(`Successfully pulled image "%s/shop/api:1.4" in 1.2s (1.2s including waiting)`, p.registry), at)
+}
+
+// waitFor waits until the tracker's incident of the test's registry is as want says.
+func (p *pulls) waitFor(h *harness, what string, want func(*pullauth.Incident) bool) {
+	p.t.Helper()
+	eventually(p.t, 20*time.Second, what, func() bool {
+		for _, in := range p.tracker.Incidents(h.clock.Now()) {
+			if in.Registry == p.registry {
+				return want(&in)
+			}
+		}
+		return want(nil)
+	})
+}
+
+func pullAlerts(rc *receiver) []webhook.Payload {
+	var out []webhook.Payload
+	for _, a := range rc.received() {
+		if a.Kind == notify.KindPullsRefused || a.Kind == notify.KindPullsRecovered {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func countEvents(events []string, reason string) int {
+	n := 0
+	for _, e := range events {
+		if strings.Contains(e, " "+reason+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// An expired secret: every node is refused by the registry. The watch of the cluster's service
+// principal says so, with the expiry as the cause, alerts once however many events follow, and
+// says once when it is over; a watch of another registry hears nothing.
+func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T) {
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, -2*time.Hour, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	p := newPulls(t, h)
+	p.cover(h)
+	p.createNodes("a", "b", "c", "d")
+
+	other := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: h.key.Namespace},
+		Spec: v1alpha1.CredentialWatchSpec{
+			Target:     v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: s.appID}},
+			ImagePulls: &v1alpha1.ImagePulls{Registries: []string{"registry.internal.example"}},
+		},
+	}
+	if err := k8s.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
+
+	for _, n := range []string{"a", "b", "c"} {
+		p.refused(n, t0)
+	}
+	p.waitFor(h, "a cluster-wide incident", func(in *pullauth.Incident) bool { return in != nil && in.Scope == v1alpha1.PullScopeClusterWide })
+	if len(p.changed) == 0 {
+		t.Error("the watcher named no changed registry")
+	}
+	var mapped []types.NamespacedName
+	for _, req := range watchesOfRegistry(k8s)(context.Background(), p.registry) {
+		if req.Namespace == h.key.Namespace {
+			mapped = append(mapped, req.NamespacedName)
+		}
+	}
+	if len(mapped) != 1 || mapped[0] != h.key {
+		t.Errorf("the registry maps to %v in the test's namespace, want only %v", mapped, h.key)
+	}
+
+	w, res := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
+	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
+	for _, want := range []string{p.registry, "on 3 nodes", p.node("a"), "expired 2h ago: this is why"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("condition message %q does not say %q", msg, want)
+		}
+	}
+	if len(w.Status.ImagePulls) != 1 || w.Status.ImagePulls[0].Scope != v1alpha1.PullScopeClusterWide || w.Status.ImagePulls[0].FailingNodes != 3 ||
+		!w.Status.ImagePulls[0].Since.Time.Equal(t0) {
+		t.Errorf("status.imagePulls = %+v", w.Status.ImagePulls)
+	}
+	if res.RequeueAfter > 10*time.Minute {
+		t.Errorf("requeued after %v, want by the time the refusals leave the window", res.RequeueAfter)
+	}
+	if got := pullAlerts(rc); len(got) != 1 || got[0].ImagePulls == nil || got[0].ImagePulls.Scope != "ClusterWide" ||
+		!strings.Contains(got[0].Fix, "az ad app credential reset --id "+s.appID) {
+		t.Fatalf("alerts = %+v, want one cluster-wide PullsRefused with the renewal as fix", got)
+	}
+	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 1 {
+		t.Errorf("%d ImagePullsRefused events, want 1", n)
+	}
+
+	// The other watch covers another registry.
+	ctx := ctrl.LoggerInto(context.Background(), h.logs.logger())
+	otherKey := types.NamespacedName{Namespace: other.Namespace, Name: other.Name}
+	if _, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: otherKey}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, otherKey, other); err != nil {
+		t.Fatal(err)
+	}
+	assertCondition(t, other, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
+	h.drainEvents()
+	h.takeEvents()
+
+	// A flood: kubelets retry, pods multiply. Nothing new to say, nothing said.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 150 {
+				p.refused([]string{"a", "b", "c"}[(g+i)%3], t0.Add(time.Duration(i)*100*time.Millisecond))
+			}
+		}()
+	}
+	wg.Wait()
+	h.step(time.Minute)
+	// Event times have whole seconds: the last of the flood is at 14 s.
+	p.waitFor(h, "the flood to be read", func(in *pullauth.Incident) bool {
+		return in != nil && !in.Changes.Before(t0.Add(10*time.Minute+14*time.Second))
+	})
+	w, _ = h.reconcile()
+	if got := pullAlerts(rc); len(got) != 1 {
+		t.Errorf("%d pull alerts after the flood, want still 1", len(got))
+	}
+	if events := h.takeEvents(); countEvents(events, eventImagePullsRefused)+countEvents(events, eventImagePullsRecovered) != 0 {
+		t.Errorf("image-pull events after the flood %q, want none", events)
+	}
+	if registries, nodes := p.tracker.Size(); registries > pullauth.MaxRegistries || nodes > 3*pullauth.MaxNodesPerRegistry {
+		t.Errorf("tracker holds %d registries, %d nodes after the flood", registries, nodes)
+	}
+
+	// Renewed and the cluster moved onto the new secret: nothing is refused any more, and once the
+	// window has passed the incident is over.
+	h.step(10 * time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
+	if w.Status.ImagePulls != nil {
+		t.Errorf("status.imagePulls = %+v after the incident", w.Status.ImagePulls)
+	}
+	got := pullAlerts(rc)
+	if len(got) != 2 || got[1].Kind != notify.KindPullsRecovered || got[1].ImagePulls == nil || got[1].ImagePulls.Registry != p.registry {
+		t.Errorf("alerts = %+v, want the incident and its end", got)
+	}
+	if n := countEvents(h.takeEvents(), eventImagePullsRecovered); n != 1 {
+		t.Errorf("%d ImagePullsRecovered events, want 1", n)
+	}
+	h.step(time.Hour)
+	h.reconcile()
+	if n := len(pullAlerts(rc)); n != 2 {
+		t.Errorf("%d pull alerts an hour later, want still 2", n)
+	}
+	assertNoSecrets(t, h, s.appSecret)
+}
+
+// One node's kubelet presents no credential while the others pull: the watch names that node and
+// the kubelet fix, ignores failures that are not about credentials, reads stuck pods too, and
+// clears when the node pulls again.
+func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 200*day, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	p := newPulls(t, h)
+	p.cover(h)
+	p.createNodes("a", "b", "c", "d", "e")
+
+	for _, n := range []string{"a", "b", "c"} {
+		p.pulled(n, t0)
+	}
+	// Not about credentials: an image that does not exist, a rate limit.
+	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:9.9": rpc error: code = NotFound desc = failed to resolve reference "%s/shop/api:9.9": not found`, p.registry, p.registry), t0)
+	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": 429 Too Many Requests - Server message: toomanyrequests: retry later`, p.registry), t0)
+	// A pod stuck on node d, whose kubelet reports the refusal in the pod's status.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "api-1", Namespace: p.ns},
+		Spec:       corev1.PodSpec{NodeName: p.node("d"), Containers: []corev1.Container{{Name: "api", Image: p.registry + "/shop/api:1.4"}}},
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "api", Image: p.registry + "/shop/api:1.4",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+			Message: fmt.Sprintf(`Back-off pulling image "%s/shop/api:1.4": ErrImagePull: unauthorized: authentication required`, p.registry)}},
+	}}}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(h, "a node-local incident on d", func(in *pullauth.Incident) bool {
+		return in != nil && in.Scope == v1alpha1.PullScopeNodeLocal && len(in.Failing) == 1 && in.Failing[0] == p.node("d")
+	})
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonNodeLocalPullFailures)
+	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
+	for _, want := range []string{"on 1 node only (" + p.node("d") + ")", "while 3 other nodes pull", "credential provider was disabled at start-up"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("condition message %q does not say %q", msg, want)
+		}
+	}
+	got := pullAlerts(rc)
+	if len(got) != 1 || got[0].ImagePulls == nil || got[0].ImagePulls.Scope != "NodeLocal" || got[0].Severity != notify.SeverityWarning ||
+		!strings.Contains(got[0].Fix, "Restart kubelet on "+p.node("d")) {
+		t.Fatalf("alerts = %+v, want one node-local PullsRefused naming the kubelet fix", got)
+	}
+
+	// Kubelet restarted on d: it pulls again.
+	h.step(time.Minute)
+	p.pulled("d", h.clock.Now())
+	p.waitFor(h, "the incident to end", func(in *pullauth.Incident) bool { return in == nil })
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
+	if got := pullAlerts(rc); len(got) != 2 || got[1].Kind != notify.KindPullsRecovered {
+		t.Errorf("alerts = %+v, want the incident and its end", got)
+	}
+}

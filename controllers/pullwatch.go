@@ -1,0 +1,171 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/credwatch/credwatch/internal/pullauth"
+)
+
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+
+// PullWatcher feeds kubelets' pull events and the statuses of pending pods to a tracker, and
+// names on Changed the registries whose incident changed. It lists and watches through
+// reflectors that keep nothing: an informer would hold every event of the cluster, and events
+// come by the thousand a minute when pulls fail. The API server filters by reason and phase.
+type PullWatcher struct {
+	Client  client.WithWatch
+	Tracker *pullauth.Tracker
+	Clock   clock.PassiveClock
+	Changed chan<- event.TypedGenericEvent[string]
+	// Nodes is kept to the cluster's nodes, which the tracker counts.
+	Nodes *NodeSet
+}
+
+// Start runs the reflectors until ctx ends.
+func (w *PullWatcher) Start(ctx context.Context) error {
+	events := func(reason string) fields.Selector {
+		return fields.Set{"involvedObject.kind": "Pod", "reason": reason}.AsSelector()
+	}
+	w.run(ctx, "pull-failed-events", &corev1.EventList{}, &corev1.Event{}, events("Failed"), observer{ctx, w, w.fromEvent})
+	w.run(ctx, "pulled-events", &corev1.EventList{}, &corev1.Event{}, events("Pulled"), observer{ctx, w, w.fromEvent})
+	w.run(ctx, "pending-pods", &corev1.PodList{}, &corev1.Pod{}, fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)), observer{ctx, w, w.fromPod})
+	// Names only, through the metadata API: a Node lists every image it holds.
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	w.run(ctx, "nodes", nodes, node, fields.Everything(), w.Nodes)
+	<-ctx.Done()
+	return nil
+}
+
+// NeedLeaderElection: only the leader alerts, so only it needs to know.
+func (w *PullWatcher) NeedLeaderElection() bool { return true }
+
+func (w *PullWatcher) run(ctx context.Context, name string, list client.ObjectList, obj runtime.Object, selector fields.Selector, store toolscache.ReflectorStore) {
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector.String()
+			l := list.DeepCopyObject().(client.ObjectList)
+			return l, w.Client.List(ctx, l, &client.ListOptions{Raw: &o})
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector.String()
+			return w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
+		},
+	}
+	r := toolscache.NewReflectorWithOptions(lw, obj, store, toolscache.ReflectorOptions{Name: name})
+	go r.RunWithContext(ctx)
+}
+
+func (w *PullWatcher) fromEvent(obj any, now time.Time) []pullauth.Observation {
+	if e, ok := obj.(*corev1.Event); ok {
+		if o, ok := pullauth.FromEvent(e, now); ok {
+			return []pullauth.Observation{o}
+		}
+	}
+	return nil
+}
+
+func (w *PullWatcher) fromPod(obj any, now time.Time) []pullauth.Observation {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return pullauth.FromPod(p, now)
+	}
+	return nil
+}
+
+// observer is a reflector's store that stores nothing: each object it is given is observed and
+// dropped.
+type observer struct {
+	ctx     context.Context
+	w       *PullWatcher
+	observe func(any, time.Time) []pullauth.Observation
+}
+
+func (o observer) take(obj any) {
+	now := o.w.Clock.Now()
+	for _, ob := range o.observe(obj, now) {
+		if !o.w.Tracker.Observe(ob, now) || o.w.Changed == nil {
+			continue
+		}
+		select {
+		case o.w.Changed <- event.TypedGenericEvent[string]{Object: ob.Registry}:
+		case <-o.ctx.Done():
+			return
+		}
+	}
+}
+
+func (o observer) Add(obj any) error    { o.take(obj); return nil }
+func (o observer) Update(obj any) error { o.take(obj); return nil }
+func (o observer) Delete(any) error     { return nil }
+func (o observer) Resync() error        { return nil }
+
+func (o observer) Replace(list []any, _ string) error {
+	for _, obj := range list {
+		o.take(obj)
+	}
+	return nil
+}
+
+// NodeSet is a reflector's store that keeps the names of the cluster's nodes, to count them.
+type NodeSet struct {
+	mu    sync.Mutex
+	names map[string]struct{}
+}
+
+// Count is how many nodes the cluster has; 0 before they are listed.
+func (s *NodeSet) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.names)
+}
+
+func (s *NodeSet) set(obj any, present bool) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = map[string]struct{}{}
+	}
+	if present {
+		s.names[o.GetName()] = struct{}{}
+	} else {
+		delete(s.names, o.GetName())
+	}
+}
+
+func (s *NodeSet) Add(obj any) error    { s.set(obj, true); return nil }
+func (s *NodeSet) Update(obj any) error { s.set(obj, true); return nil }
+func (s *NodeSet) Delete(obj any) error { s.set(obj, false); return nil }
+func (s *NodeSet) Resync() error        { return nil }
+
+func (s *NodeSet) Replace(list []any, _ string) error {
+	s.mu.Lock()
+	s.names = map[string]struct{}{}
+	s.mu.Unlock()
+	for _, obj := range list {
+		s.set(obj, true)
+	}
+	return nil
+}
