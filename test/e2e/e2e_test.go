@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -176,6 +177,40 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		t.Errorf("the webhook received %d alerts across the restart, want the one reminder once: %v", len(got), got)
 	}
 
+	// Image pulls: the registry refuses three nodes for want of credentials. The sample watch of
+	// the service principal the cluster pulls with says so, and its channel hears it once.
+	var pulls strings.Builder
+	now := time.Now().UTC().Format(time.RFC3339)
+	for i, node := range []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"} {
+		fmt.Fprintf(&pulls, `---
+apiVersion: v1
+kind: Node
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: api-%[2]d.pull, namespace: platform}
+involvedObject: {kind: Pod, namespace: platform, name: api-%[2]d, apiVersion: v1}
+reason: Failed
+type: Warning
+message: 'Failed to pull image "myacr.azurecr.io/shop/api:1.4": failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized'
+source: {component: kubelet, host: %[1]s}
+firstTimestamp: %[3]s
+lastTimestamp: %[3]s
+count: 1
+`, node, i, now)
+	}
+	pullsFile := filepath.Join(work, "pulls.yaml")
+	if err := os.WriteFile(pullsFile, []byte(pulls.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl("apply", "-f", pullsFile)
+	kubectl("wait", "-n", "platform", "--for=condition=ImagePullsAuthorized=False", "cw/aks-prod-sp", "--timeout=60s")
+	if reason := kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", `jsonpath={.status.conditions[?(@.type=="ImagePullsAuthorized")].reason}`); reason != "ClusterWidePullFailures" {
+		t.Errorf("ImagePullsAuthorized reason %q, want ClusterWidePullFailures", reason)
+	}
+	hook.waitFor(t, 2)
+
 	// The plugin: a table of every credential, a check on request, a refused rotation.
 	table, err = plugin("status", "-A")
 	if err != nil || !strings.Contains(table, "aks-prod-sp") || !strings.Contains(table, "Critical") || !strings.Contains(table, "aks-prod-cluster") {
@@ -209,6 +244,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		`name="tenant-aks-apps",namespace="platform",source="Application",type="Password"}`,
 		`credwatch_watch_ready_status{client_id="",condition="True",name="aks-prod-cluster",namespace="platform"} 1`,
 		`credwatch_graph_requests_total{code="200"}`,
+		`credwatch_image_pull_refused_nodes{registry="myacr.azurecr.io",scope="ClusterWide"} 3`,
 	} {
 		if !strings.Contains(string(scrape), want) {
 			t.Errorf("the metrics do not show %s", want)
