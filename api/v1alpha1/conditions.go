@@ -12,9 +12,35 @@ const (
 	ConditionAlertsDelivered = "AlertsDelivered"
 	// ConditionRotating is True while a rotation is in progress; its reason is the step.
 	ConditionRotating = "Rotating"
+	// ConditionSigningKeyDrift is True while the API servers disagree on the service-account
+	// token keys of a serviceAccountIssuer target; its reason says how.
+	ConditionSigningKeyDrift = "SigningKeyDrift"
 	// ConditionImagePullsAuthorized is False while a registry of spec.imagePulls refuses pulls
 	// for want of credentials; absent without spec.imagePulls.
 	ConditionImagePullsAuthorized = "ImagePullsAuthorized"
+)
+
+// Reasons of the SigningKeyDrift condition.
+const (
+	// ReasonKeysAgree: every API server accepts the tokens the others sign.
+	ReasonKeysAgree = "KeysAgree"
+	// ReasonSigningKeyNotShared: an API server signs with a key another does not serve.
+	ReasonSigningKeyNotShared = "SigningKeyNotShared"
+	// ReasonCanaryRejected: a token minted through one API server was rejected by another.
+	ReasonCanaryRejected = "CanaryRejected"
+	// ReasonIssuersDiffer: the API servers announce different issuer URLs.
+	ReasonIssuersDiffer = "IssuersDiffer"
+	// ReasonKeyRemovedEarly: a key left the key set while tokens it signed are still valid.
+	ReasonKeyRemovedEarly = "KeyRemovedEarly"
+)
+
+// Reasons of the Ready condition of a serviceAccountIssuer target.
+const (
+	// ReasonEndpointUnreachable: an API server could not be read.
+	ReasonEndpointUnreachable = "EndpointUnreachable"
+	// ReasonCanaryUnavailable: no canary token could be minted: the ServiceAccount or the right
+	// to create its tokens is missing.
+	ReasonCanaryUnavailable = "CanaryUnavailable"
 )
 
 // Reasons of the ImagePullsAuthorized condition.

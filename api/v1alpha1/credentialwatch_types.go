@@ -7,6 +7,7 @@ import (
 
 // CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.azureCredentialRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and azureCredentialRef need a servicePrincipal or aksCluster target"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
@@ -51,7 +52,7 @@ type CredentialWatchSpec struct {
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
-// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) + (has(self.tenantScan) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster, tenantScan"
+// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) + (has(self.tenantScan) ? 1 : 0) + (has(self.serviceAccountIssuer) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster, tenantScan, serviceAccountIssuer"
 type Target struct {
 	// ServicePrincipal names an Entra ID application and its service principal by appId. The
 	// credentials of both objects are watched: `az ad sp credential reset` puts secrets on the
@@ -70,6 +71,12 @@ type Target struct {
 	// that need attention; metrics cover every credential.
 	// +optional
 	TenantScan *TenantScanTarget `json:"tenantScan,omitempty"`
+
+	// ServiceAccountIssuer watches the service-account token issuer of the cluster the operator
+	// runs in: that every API server serves the same keys and accepts the tokens the others
+	// sign, that no key leaves while tokens it signed are valid, and the issuer URL.
+	// +optional
+	ServiceAccountIssuer *ServiceAccountIssuerTarget `json:"serviceAccountIssuer,omitempty"`
 }
 
 // TenantScanTarget names a tenant whose applications and service principals are all watched.
@@ -371,6 +378,10 @@ type CredentialWatchStatus struct {
 	// LastRotation is the last rotation that completed.
 	// +optional
 	LastRotation *LastRotation `json:"lastRotation,omitempty"`
+
+	// ServiceAccountIssuer is what the last check of a serviceAccountIssuer target found.
+	// +optional
+	ServiceAccountIssuer *ServiceAccountIssuerStatus `json:"serviceAccountIssuer,omitempty"`
 
 	// ImagePulls are the registries of spec.imagePulls refusing pulls for want of credentials
 	// now, absent when none is.
