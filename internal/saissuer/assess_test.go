@@ -1,0 +1,93 @@
+package saissuer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func TestAssess(t *testing.T) {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	const issuer = "https://kubernetes.default.svc"
+	ep := func(url, signs string, serves ...string) Endpoint {
+		return Endpoint{URL: url, Issuer: issuer, KeyIDs: serves, SigningKeyID: signs}
+	}
+	servedAgo := func(kid string, ago time.Duration) v1alpha1.ServedKey {
+		return v1alpha1.ServedKey{KeyID: kid, LastServed: metav1.NewTime(now.Add(-ago))}
+	}
+	for _, tc := range []struct {
+		name      string
+		endpoints []Endpoint
+		served    []v1alpha1.ServedKey
+		drift     string
+		says      []string
+		keys      []string
+	}{
+		{name: "every server serves and signs with the same key",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1"), ep("https://b", "k1", "k1")},
+			says:      []string{"Every API server accepts the tokens the others sign, with keys k1"}, keys: []string{"k1"}},
+		{name: "a rotation done right: a new key served for verification before anyone signs with it",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1", "k2"), ep("https://b", "k1", "k1")},
+			says:      []string{"their key sets differ, as during a rotation"}, keys: []string{"k1", "k2"}},
+		{name: "the rotation's second half: one server signs with the new key, which all serve",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1", "k2"), ep("https://b", "k2", "k1", "k2")}, keys: []string{"k1", "k2"}},
+		{name: "a server signs with a key the other does not serve",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1"), ep("https://b", "k2", "k2")},
+			drift:     v1alpha1.ReasonSigningKeyNotShared,
+			says:      []string{"https://a signs with key k1, which https://b does not serve", "https://b signs with key k2, which https://a does not serve"}},
+		{name: "a canary token rejected",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1"), {URL: "https://b", Issuer: issuer, KeyIDs: []string{"k1"}, SigningKeyID: "k1",
+				Rejected: map[string]string{"https://a": "square/go-jose: error in cryptographic primitive"}}},
+			drift: v1alpha1.ReasonCanaryRejected,
+			says:  []string{"a token minted through https://b was rejected by https://a: square/go-jose: error in cryptographic primitive"}},
+		{name: "issuers differ",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1"), {URL: "https://b", Issuer: "https://other", KeyIDs: []string{"k1"}, SigningKeyID: "k1"}},
+			drift:     v1alpha1.ReasonIssuersDiffer, says: []string{"https://a announces issuer " + issuer + ", https://b announces https://other"}},
+		{name: "a key gone ten minutes after it was last served: its tokens still hold",
+			endpoints: []Endpoint{ep("https://a", "k2", "k2"), ep("https://b", "k2", "k2")},
+			served:    []v1alpha1.ServedKey{servedAgo("k1", 10*time.Minute), servedAgo("k2", 10*time.Minute)},
+			drift:     v1alpha1.ReasonKeyRemovedEarly, says: []string{"key k1 left the key set 10m0s after it was last served, while tokens it signed stay valid for 1h0m0s"},
+			keys: []string{"k1", "k2"}},
+		{name: "a key gone after the token lifetime: retired right",
+			endpoints: []Endpoint{ep("https://a", "k2", "k2"), ep("https://b", "k2", "k2")},
+			served:    []v1alpha1.ServedKey{servedAgo("k1", 2*time.Hour)}, keys: []string{"k2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Assess(Observation{Endpoints: tc.endpoints}, tc.served, time.Hour, now)
+			if a.Drift != tc.drift {
+				t.Errorf("drift = %q (%s), want %q", a.Drift, a.Message, tc.drift)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(a.Message, s) {
+					t.Errorf("message %q does not say %q", a.Message, s)
+				}
+			}
+			if a.Issuer != issuer {
+				t.Errorf("issuer = %q", a.Issuer)
+			}
+			if tc.keys != nil {
+				var got []string
+				for _, k := range a.Keys {
+					got = append(got, k.KeyID)
+				}
+				if strings.Join(got, ",") != strings.Join(tc.keys, ",") {
+					t.Errorf("keys remembered = %v, want %v", got, tc.keys)
+				}
+			}
+		})
+	}
+}
+
+func TestKeyID(t *testing.T) {
+	// header {"alg":"RS256","kid":"abc"}, then a payload and a signature that are not read.
+	if kid, err := keyID("eyJhbGciOiJSUzI1NiIsImtpZCI6ImFiYyJ9.e30.c2ln"); err != nil || kid != "abc" {
+		t.Errorf("keyID = %q, %v", kid, err)
+	}
+	if _, err := keyID("not-a-jwt"); err == nil {
+		t.Error("a token without a header gave a kid")
+	}
+}
