@@ -31,6 +31,12 @@ const (
 	KindPullsRefused Kind = "PullsRefused"
 	// KindPullsRecovered: the registry of a KindPullsRefused alert refuses no pull any more.
 	KindPullsRecovered Kind = "PullsRecovered"
+	// KindSigningKeyDrift: the cluster's API servers disagree on the service-account token keys.
+	KindSigningKeyDrift Kind = "SigningKeyDrift"
+	// KindSigningKeysAgree: the API servers of a KindSigningKeyDrift alert agree again.
+	KindSigningKeysAgree Kind = "SigningKeysAgree"
+	// KindIssuerChanged: the cluster's service-account issuer URL changed.
+	KindIssuerChanged Kind = "IssuerChanged"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -111,7 +117,8 @@ func AlertID(watchUID, subject, step string) string {
 // GoodNews reports whether the alert announces that a problem is over, which channels show as
 // such whatever its severity.
 func (a Alert) GoodNews() bool {
-	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated || a.Kind == KindPullsRecovered
+	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated || a.Kind == KindPullsRecovered ||
+		a.Kind == KindSigningKeysAgree
 }
 
 // Title is a one-line summary: an email subject, a notification preview.
@@ -143,6 +150,12 @@ func (a Alert) Title() string {
 		if p := a.Pulls; p != nil {
 			return fmt.Sprintf("Resolved: %s refuses no image pull any more", p.Registry)
 		}
+	case KindSigningKeyDrift:
+		return "The API servers disagree on the service-account token keys: pods may lose API access"
+	case KindSigningKeysAgree:
+		return "Resolved: the API servers agree on the service-account token keys again"
+	case KindIssuerChanged:
+		return "The cluster's service-account issuer changed"
 	}
 	return string(a.Kind)
 }

@@ -133,11 +133,16 @@ func PullRegistry(subject string) (registry string, ok bool) {
 	return strings.CutPrefix(subject, pullSubjectPrefix)
 }
 
-// credentialSubject reports whether subject is a credential's, not a check's, a rotation's or a
-// registry's.
+// Ledger subjects of a serviceAccountIssuer target's alerts.
+const (
+	DriftSubject  = "issuer/drift"
+	IssuerSubject = "issuer/url"
+)
+
+// credentialSubject reports whether subject is a credential's (see SubjectOf), not a check's, a
+// rotation's, a registry's or an issuer's.
 func credentialSubject(subject string) bool {
-	_, pull := PullRegistry(subject)
-	return subject != CheckSubject && subject != RotationSubject && !pull
+	return strings.HasPrefix(subject, string(v1alpha1.SourceApplication)+"/") || strings.HasPrefix(subject, string(v1alpha1.SourceServicePrincipal)+"/")
 }
 
 // SubjectOf is the ledger subject of a credential's alerts.
@@ -174,6 +179,10 @@ type AlertInputs struct {
 	LastRotation *v1alpha1.LastRotation
 	// Pulls are the registries refusing image pulls now.
 	Pulls []v1alpha1.PullIncident
+	// Drift is the SigningKeyDrift condition of a serviceAccountIssuer target, nil for others.
+	Drift *metav1.Condition
+	// IssuerChanged is when the issuer URL last changed, nil when it has not.
+	IssuerChanged *metav1.Time
 }
 
 // AlertPlan is the alerts due now, and when the next one falls due.
@@ -208,6 +217,9 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 	for _, p := range in.Pulls {
 		live[PullSubject(p.Registry)] = true
 	}
+	drifting := in.Drift != nil && in.Drift.Status == metav1.ConditionTrue
+	live[DriftSubject] = drifting
+	live[IssuerSubject] = in.IssuerChanged != nil
 	configured := map[string]bool{}
 	for _, ch := range in.Channels {
 		configured[ch] = true
@@ -281,6 +293,20 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 			if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !live[s.Subject] {
 				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindPullsRecovered, Subject: s.Subject,
 					Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
+			}
+		}
+
+		// Drift is told once per reason, and its end once; an issuer change once per change.
+		if last := sent[[2]string{ch, DriftSubject}]; drifting && (last == nil || last.Step != in.Drift.Reason) {
+			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindSigningKeyDrift, Subject: DriftSubject,
+				Step: Step{Name: in.Drift.Reason, Due: in.Drift.LastTransitionTime.Time}})
+		} else if last != nil && !drifting {
+			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindSigningKeysAgree, Subject: DriftSubject,
+				Step: Step{Name: "agree", Due: last.DueTime.Time}, Forget: true})
+		}
+		if c := in.IssuerChanged; c != nil {
+			if step := (Step{Name: "changed", Due: c.Time}); Due(step, sent[[2]string{ch, IssuerSubject}]) {
+				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindIssuerChanged, Subject: IssuerSubject, Step: step})
 			}
 		}
 

@@ -237,6 +237,39 @@ func TestPlanAlerts(t *testing.T) {
 			want:     []string{"slack PullsRecovered pull/myacr.azurecr.io recovered"},
 			wantNext: 70 * day,
 		},
+		"signing keys drifting: told once per reason, with the watch's other alerts": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = nil, []string{"slack"}
+				in.Drift = &metav1.Condition{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected,
+					LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "issuer/drift", v1alpha1.ReasonSigningKeyNotShared, now.Add(-time.Hour))}
+			},
+			want: []string{"slack SigningKeyDrift issuer/drift CanaryRejected"},
+		},
+		"signing keys drifting, already told": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = nil, []string{"slack"}
+				in.Drift = &metav1.Condition{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "issuer/drift", v1alpha1.ReasonCanaryRejected, now.Add(-time.Minute))}
+			},
+		},
+		"signing keys agree after a told drift: once, and not a credential resolved": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = nil, []string{"slack"}
+				in.Drift = &metav1.Condition{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonKeysAgree}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "issuer/drift", v1alpha1.ReasonCanaryRejected, now.Add(-time.Minute))}
+			},
+			want: []string{"slack SigningKeysAgree issuer/drift agree"},
+		},
+		"the issuer changed: told once per change": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = nil, []string{"slack", "email"}
+				changed := metav1.NewTime(now.Add(-time.Minute))
+				in.IssuerChanged = &changed
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "issuer/url", "changed", now.Add(-time.Minute))}
+			},
+			want: []string{"email IssuerChanged issuer/url changed"},
+		},
 		"renewed with --append: the old secret is resolved, the new one is quiet": {
 			edit: func(in *AlertInputs) {
 				old := secret
