@@ -45,6 +45,7 @@ import (
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/pullauth"
+	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/scans"
 )
 
@@ -278,6 +279,11 @@ func run(o options) error {
 		metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
 		pullIncidents = tracker
 	}
+	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
+	var issuer controllers.IssuerProbe
+	if o.namespace != "" {
+		issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace}
+	}
 	if err := (&controllers.CredentialWatchReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -291,6 +297,7 @@ func run(o options) error {
 		Scans:        scanStore,
 		ImagePulls:   pullIncidents,
 		PullsChanged: pullsChanged,
+		Issuer:       issuer,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
 	}

@@ -62,6 +62,22 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"alerts need a servicePrincipal or aksCluster target", "credwatch_credential_expiration_timestamp_seconds"},
 		},
+		"the cluster's service-account issuer": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://10.0.0.4:6443", "https://[fd00::4]:6443"}}}
+		}},
+		"an issuer target that rotates": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{}}
+				s.Rotation = &v1alpha1.Rotation{}
+			},
+			wantErr: []string{"a serviceAccountIssuer target has no Azure credential"},
+		},
+		"an issuer endpoint with a path": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://10.0.0.4:6443/openid/v1/jwks"}}}
+			},
+			wantErr: []string{"endpoints are API server addresses such as https://10.0.0.4:6443"},
+		},
 		"image pulls of a tenant scan": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}

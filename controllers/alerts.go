@@ -77,6 +77,8 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, st
 		Rotation:          obj.Status.Rotation,
 		LastRotation:      obj.Status.LastRotation,
 		Pulls:             obj.Status.ImagePulls,
+		Drift:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift),
+		IssuerChanged:     issuerChanged(obj),
 	}, now)
 	for _, stale := range plan.Stale {
 		policy.Forget(ledger, stale.Channel, stale.Subject)
@@ -253,6 +255,22 @@ func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p po
 		registry, _ := policy.PullRegistry(p.Subject)
 		a.Pulls = &notify.Pulls{Registry: registry}
 		a.Fix = "Nothing: the registry refuses no pull any more."
+	case notify.KindSigningKeyDrift:
+		a.Severity = notify.SeverityCritical
+		if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
+			a.Problem = c.Reason + ": " + c.Message
+		}
+		a.Fix = "Give every API server the same --service-account-key-file keys (every key any of them signs with, and old keys for a token lifetime after they stop signing) " +
+			"before switching --service-account-signing-key-file; status.serviceAccountIssuer.endpoints shows what each serves and signs with."
+	case notify.KindSigningKeysAgree:
+		a.Fix = "Nothing: every API server accepts the tokens the others sign."
+	case notify.KindIssuerChanged:
+		a.Severity = notify.SeverityWarning
+		if st := obj.Status.ServiceAccountIssuer; st != nil {
+			a.Problem = fmt.Sprintf("The issuer changed from %s to %s", st.PreviousIssuer, st.Issuer)
+			a.Fix = "Update the issuer of every federated identity credential that trusts this cluster's service accounts " +
+				"(az identity federated-credential update --issuer " + st.Issuer + "), or workload identity stops getting tokens."
+		}
 	}
 	return a
 }
@@ -264,6 +282,13 @@ var severities = map[v1alpha1.CredentialState]notify.Severity{
 	v1alpha1.StateExpired:  notify.SeverityCritical,
 }
 
+func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
+	if st := obj.Status.ServiceAccountIssuer; st != nil {
+		return st.IssuerChangeTime
+	}
+	return nil
+}
+
 // checkFixes says what a person can do about each reason checks fail.
 var checkFixes = map[string]string{
 	v1alpha1.ReasonServicePrincipalNotFound: "Check spec.target: no application or service principal in the tenant has this appId.",
@@ -273,6 +298,8 @@ var checkFixes = map[string]string{
 	v1alpha1.ReasonThrottled:                "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
 	v1alpha1.ReasonGraphUnreachable:         "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
 	v1alpha1.ReasonGraphError:               "See the Ready condition of the CredentialWatch for Graph's answer.",
+	v1alpha1.ReasonEndpointUnreachable:      "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
+	v1alpha1.ReasonCanaryUnavailable:        "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

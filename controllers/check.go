@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/saissuer"
 )
 
 // Keys of the Secret named by azureCredentialRef.
@@ -106,6 +107,10 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	if wasFailing {
 		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials works again")
 	}
+	if res.issuer != nil {
+		r.recordIssuer(obj, *res.issuer, now)
+		return nil
+	}
 	if res.tenant {
 		r.recordScan(obj, res.scan, now)
 		return nil
@@ -171,11 +176,19 @@ type checkResult struct {
 	managedIdentity bool
 	tenant          bool
 	scan            []graph.Snapshot
+	issuer          *saissuer.Observation
 }
 
 // read resolves the target to an appId, reading the AKS cluster when the target is one, and
 // reads that appId's credentials from Graph.
 func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (checkResult, error) {
+	if t := obj.Spec.Target.ServiceAccountIssuer; t != nil {
+		if r.Issuer == nil {
+			return checkResult{}, errIssuerNotChecked
+		}
+		obs, err := r.Issuer.Probe(ctx, t.Endpoints)
+		return checkResult{issuer: &obs}, err
+	}
 	cred, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
 	if err != nil {
 		return checkResult{}, err
@@ -282,6 +295,14 @@ func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.
 
 // reasonFor is the one place failures become Ready condition reasons.
 func reasonFor(err error) string {
+	var ee *saissuer.EndpointError
+	if errors.As(err, &ee) {
+		return v1alpha1.ReasonEndpointUnreachable
+	}
+	var ce *saissuer.CanaryError
+	if errors.Is(err, errIssuerNotChecked) || errors.As(err, &ce) {
+		return v1alpha1.ReasonCanaryUnavailable
+	}
 	var se *secretError
 	if errors.As(err, &se) {
 		return v1alpha1.ReasonCredentialSecretInvalid
@@ -290,8 +311,8 @@ func reasonFor(err error) string {
 	if errors.As(err, &fe) {
 		return v1alpha1.ReasonFilterRejected
 	}
-	var ce *clusterError
-	if errors.As(err, &ce) {
+	var cle *clusterError
+	if errors.As(err, &cle) {
 		switch azerr.KindOf(err) {
 		case azerr.KindNotFound:
 			return v1alpha1.ReasonClusterNotFound

@@ -97,6 +97,8 @@ type CredentialWatchReconciler struct {
 	ImagePulls PullIncidents
 	// PullsChanged names registries whose incident changed, to reconcile the watches covering them.
 	PullsChanged <-chan event.TypedGenericEvent[string]
+	// Issuer checks serviceAccountIssuer targets; nil when the operator cannot.
+	Issuer IssuerProbe
 }
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
@@ -149,7 +151,10 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 	}
-	summary := r.reconcileExpiry(obj, before, settings, now)
+	var summary policy.Summary
+	if obj.Spec.Target.ServiceAccountIssuer == nil { // an issuer has keys, not credentials that expire
+		summary = r.reconcileExpiry(obj, before, settings, now)
+	}
 	nextRotation, err := r.reconcileRotation(ctx, obj, before, now)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/common/expfmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -204,6 +205,15 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	for i := range list {
 		if cw := list[i]; cw.Status.LastRotation != nil {
 			t.sample(cw.Status.LastRotation.Time.Unix(), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace)
+		}
+	}
+
+	t.family("credwatch_watch_signing_key_drift",
+		"1 while the API servers disagree on the service-account token keys, labelled with how (SigningKeyNotShared, CanaryRejected, IssuersDiffer, KeyRemovedEarly); absent otherwise.")
+	for i := range list {
+		cw := list[i]
+		if c := meta.FindStatusCondition(cw.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil && c.Status == metav1.ConditionTrue {
+			t.sample(1, "name", cw.Name, "namespace", cw.Namespace, "reason", c.Reason)
 		}
 	}
 

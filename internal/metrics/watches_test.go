@@ -37,6 +37,11 @@ func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatu
 	return w
 }
 
+func drifting(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
+	w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected})
+	return w
+}
+
 func rotated(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
 	w.Status.State = v1alpha1.StateWarning
 	w.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(time.Unix(1_700_000_000, 0)), KeyID: "k0"}
@@ -52,7 +57,7 @@ func TestWatches(t *testing.T) {
 	c := listOf(
 		rotated(watch("ok", creds, metav1.ConditionTrue, 0)),
 		watch("new", nil, "", 0),
-		watch("failing", nil, metav1.ConditionFalse, 3),
+		drifting(watch("failing", nil, metav1.ConditionFalse, 3)),
 	)
 
 	want := `
@@ -73,6 +78,9 @@ credwatch_watch_last_rotation_timestamp_seconds{client_id="c-ok",name="ok",names
 # HELP credwatch_watch_rotation_in_progress 1 while a rotation is in progress, labelled with its step; absent otherwise.
 # TYPE credwatch_watch_rotation_in_progress gauge
 credwatch_watch_rotation_in_progress{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 1
+# HELP credwatch_watch_signing_key_drift 1 while the API servers disagree on the service-account token keys, labelled with how (SigningKeyNotShared, CanaryRejected, IssuersDiffer, KeyRemovedEarly); absent otherwise.
+# TYPE credwatch_watch_signing_key_drift gauge
+credwatch_watch_signing_key_drift{name="failing",namespace="platform",reason="CanaryRejected"} 1
 # HELP credwatch_watch_state The worst state of the watch's credentials: 1, labelled with the state (Valid, Warning, Critical, Expired); absent before the first check.
 # TYPE credwatch_watch_state gauge
 credwatch_watch_state{client_id="c-ok",name="ok",namespace="platform",state="Warning"} 1

@@ -246,8 +246,9 @@ func TestWatchingOneNamespaceGrantsRightsThereOnly(t *testing.T) {
 	}
 }
 
-// TestManagerRulesMatchControllerGen keeps the chart's hand-written ClusterRoles, the manager's and
-// the image-pull watcher's, equal together to the one controller-gen makes from the markers.
+// TestManagerRulesMatchControllerGen keeps the chart's hand-written roles (the manager's, the
+// image-pull watcher's, the issuer checks') equal together to the one controller-gen makes from
+// the markers.
 func TestManagerRulesMatchControllerGen(t *testing.T) {
 	data, err := os.ReadFile("../../config/rbac/role.yaml")
 	if err != nil {
@@ -259,8 +260,9 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 	}
 	var rules []rbacv1.PolicyRule
 	roles := 0
+	names := map[string]bool{"credwatch-manager": true, "credwatch-image-pulls": true, "credwatch-issuer": true, "credwatch-canary": true, "credwatch-kubernetes-endpoints": true}
 	for _, obj := range render(t) {
-		if obj.GetKind() != "ClusterRole" || (obj.GetName() != "credwatch-manager" && obj.GetName() != "credwatch-image-pulls") {
+		if (obj.GetKind() != "ClusterRole" && obj.GetKind() != "Role") || !names[obj.GetName()] {
 			continue
 		}
 		var chart rbacv1.ClusterRole
@@ -270,22 +272,33 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 		rules = append(rules, chart.Rules...)
 		roles++
 	}
-	if roles != 2 {
-		t.Fatalf("rendered %d of the manager's and the image-pull watcher's ClusterRoles, want 2", roles)
+	if roles != len(names) {
+		t.Fatalf("rendered %d of the roles %v, want all", roles, names)
 	}
 	if got, want := ruleSet(rules), ruleSet(generated.Rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("chart's manager and image-pull rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
+// ruleSet flattens rules to group/resource:verb (@names when they are limited to some) and
+// url:verb, so that rules grouped differently compare equal, and a limit to names counts.
 func ruleSet(rules []rbacv1.PolicyRule) []string {
 	var out []string
 	for _, r := range rules {
+		names := ""
+		if len(r.ResourceNames) > 0 {
+			names = "@" + strings.Join(r.ResourceNames, ",")
+		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					out = append(out, g+"/"+res+":"+v)
+					out = append(out, g+"/"+res+":"+v+names)
 				}
+			}
+		}
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				out = append(out, u+":"+v)
 			}
 		}
 	}
@@ -345,6 +358,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		Credentials: []v1alpha1.Credential{{KeyID: "k", EndTime: now}}, State: v1alpha1.StateValid,
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
 		ConsecutiveFailures: 1, // shown only when there are some
+		Conditions:          []metav1.Condition{{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected}},
 	}}
 	reg := prometheus.NewRegistry()
 	g, err := cwmetrics.NewGraphRequests(reg)

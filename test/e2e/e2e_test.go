@@ -211,6 +211,28 @@ count: 1
 	}
 	hook.waitFor(t, 2)
 
+	// The service-account issuer of this one API server, through the canary ServiceAccount in the
+	// operator's namespace: the binary reads the discovery document and JWKS and has its canary
+	// token reviewed. (The kubernetes Service advertises an address envtest does not serve on, so
+	// the endpoint is named.)
+	kubectl("create", "serviceaccount", "credwatch-canary", "-n", "credwatch-system")
+	issuerWatch := filepath.Join(work, "issuer.yaml")
+	if err := os.WriteFile(issuerWatch, []byte(fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
+kind: CredentialWatch
+metadata: {name: cluster-issuer, namespace: platform}
+spec:
+  target:
+    serviceAccountIssuer:
+      endpoints: [%q]
+`, strings.TrimSuffix(cfg.Host, "/"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl("apply", "-f", issuerWatch)
+	kubectl("wait", "-n", "platform", "--for=condition=SigningKeyDrift=False", "cw/cluster-issuer", "--timeout=60s")
+	if keys := kubectl("get", "cw", "-n", "platform", "cluster-issuer", "-o", "jsonpath={.status.serviceAccountIssuer.endpoints[0].keyIDs}"); keys == "" || keys == "[]" {
+		t.Errorf("the issuer watch records no key: %q", keys)
+	}
+
 	// The plugin: a table of every credential, a check on request, a refused rotation.
 	table, err = plugin("status", "-A")
 	if err != nil || !strings.Contains(table, "aks-prod-sp") || !strings.Contains(table, "Critical") || !strings.Contains(table, "aks-prod-cluster") {

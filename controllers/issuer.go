@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/saissuer"
+)
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create,resourceNames=credwatch-canary
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+// +kubebuilder:rbac:urls=/.well-known/openid-configuration;/openid/v1/jwks,verbs=get
+
+// IssuerProbe reads what each API server serves of the service-account issuer, and has each
+// accept or reject a canary token minted through the others.
+type IssuerProbe interface {
+	Probe(ctx context.Context, endpoints []string) (saissuer.Observation, error)
+}
+
+var errIssuerNotChecked = errors.New("this operator does not check service-account issuers: it runs without --operator-namespace, where its canary ServiceAccount lives")
+
+// Event reasons of a serviceAccountIssuer target besides the drift reasons themselves.
+const (
+	eventSigningKeysAgree = "SigningKeysAgree"
+	eventIssuerChanged    = "IssuerChanged"
+)
+
+// defaultTokenLifetime is the lifetime of projected service-account tokens.
+const defaultTokenLifetime = time.Hour
+
+// recordIssuer records what a check of the API servers found, and whether they drift.
+func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, obs saissuer.Observation, now time.Time) {
+	lifetime, err := obj.Spec.Target.ServiceAccountIssuer.TokenLifetime.Parse()
+	if err != nil || lifetime <= 0 {
+		lifetime = defaultTokenLifetime
+	}
+	prev := obj.Status.ServiceAccountIssuer
+	if prev == nil {
+		prev = &v1alpha1.ServiceAccountIssuerStatus{}
+	}
+	a := saissuer.Assess(obs, prev.Keys, lifetime, now)
+
+	st := &v1alpha1.ServiceAccountIssuerStatus{Issuer: a.Issuer, Keys: a.Keys, PreviousIssuer: prev.PreviousIssuer, IssuerChangeTime: prev.IssuerChangeTime}
+	if prev.Issuer != "" && a.Issuer != prev.Issuer {
+		changed := metav1.NewTime(now)
+		st.PreviousIssuer, st.IssuerChangeTime = prev.Issuer, &changed
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventIssuerChanged,
+			"The service-account issuer changed from %s to %s: federated identity credentials that trust the old one no longer match", prev.Issuer, a.Issuer)
+	}
+	for _, e := range obs.Endpoints {
+		if len(st.Endpoints) == maxIssuerEndpoints {
+			break
+		}
+		var rejected []string
+		for other, why := range e.Rejected {
+			rejected = append(rejected, fmt.Sprintf("rejected by %s: %s", other, why))
+		}
+		st.Endpoints = append(st.Endpoints, v1alpha1.IssuerEndpoint{Endpoint: e.URL, Issuer: e.Issuer, KeyIDs: e.KeyIDs,
+			SigningKeyID: e.SigningKeyID, Problem: oneLine(strings.Join(rejected, "; "))})
+	}
+	obj.Status.ServiceAccountIssuer = st
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+		fmt.Sprintf("Read the service-account issuer of %d API servers", len(obs.Endpoints)), now)
+
+	was := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift)
+	wasDrifting := was != nil && was.Status == metav1.ConditionTrue
+	if a.Drift == "" {
+		setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
+		if wasDrifting {
+			r.Recorder.Event(obj, corev1.EventTypeNormal, eventSigningKeysAgree, a.Message)
+		}
+		return
+	}
+	setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, a.Drift, a.Message, now)
+	if !wasDrifting || was.Reason != a.Drift {
+		r.Recorder.Event(obj, corev1.EventTypeWarning, a.Drift, a.Message)
+	}
+}
+
+// maxIssuerEndpoints bounds status.serviceAccountIssuer.endpoints, as the CRD does.
+const maxIssuerEndpoints = 16

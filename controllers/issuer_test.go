@@ -1,0 +1,245 @@
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/saissuer"
+)
+
+// controlPlane is a second cluster for the issuer tests: one etcd and two kube-apiservers that
+// share it, their serving certificate and their client CA, each with its own service-account keys,
+// as the servers of a control plane in the middle of an upgrade.
+type controlPlane struct {
+	t      *testing.T
+	env    *envtest.Environment
+	b      *envtest.APIServer
+	cfg    *rest.Config
+	issuer string
+	keys   string // directory of the key files
+}
+
+const canaryNamespace = "credwatch-system"
+
+// newControlPlane starts the etcd and the first API server, which signs and verifies with key k1.
+func newControlPlane(t *testing.T) *controlPlane {
+	t.Helper()
+	cp := &controlPlane{t: t, keys: t.TempDir()}
+	for _, k := range []string{"k1", "k2"} {
+		cp.writeKey(k)
+	}
+	cp.env = &envtest.Environment{}
+	// A directory of its own, which a restart keeps: the serving certificate stays the same.
+	cp.env.ControlPlane.GetAPIServer().CertDir = t.TempDir()
+	cp.env.ControlPlane.GetAPIServer().Configure().
+		Set("service-account-signing-key-file", cp.key("k1")).
+		Set("service-account-key-file", cp.key("k1"))
+	var err error
+	if cp.cfg, err = cp.env.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cp.b != nil {
+			_ = cp.b.Stop()
+		}
+		_ = cp.env.Stop()
+	})
+	a := cp.env.ControlPlane.APIServer
+	cp.issuer = a.SecureServing.URL("https", "/").String()
+	c, err := client.New(cp.cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: canaryNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: saissuer.CanaryServiceAccount, Namespace: canaryNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+func (cp *controlPlane) key(name string) string { return filepath.Join(cp.keys, name+".key") }
+
+func (cp *controlPlane) writeKey(name string) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}
+	if err := os.WriteFile(cp.key(name), pem.EncodeToMemory(block), 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+func (cp *controlPlane) endpointA() string {
+	return strings.TrimSuffix(cp.env.ControlPlane.APIServer.SecureServing.URL("https", "/").String(), "/")
+}
+
+func (cp *controlPlane) endpointB() string {
+	return strings.TrimSuffix(cp.b.SecureServing.URL("https", "/").String(), "/")
+}
+
+// restartA restarts the first API server signing with sign and verifying with verify.
+func (cp *controlPlane) restartA(sign string, verify ...string) {
+	cp.t.Helper()
+	a := cp.env.ControlPlane.APIServer
+	if err := a.Stop(); err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.configure(a, sign, verify)
+	if err := a.Start(); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+// startB starts, or restarts on the same port, the second API server, signing with sign and
+// verifying with verify, with the first one's issuer, serving certificate and client CA.
+func (cp *controlPlane) startB(sign string, verify ...string) {
+	cp.t.Helper()
+	a := cp.env.ControlPlane.APIServer
+	dir := cp.t.TempDir()
+	for _, f := range []string{"apiserver.crt", "apiserver.key"} {
+		data, err := os.ReadFile(filepath.Join(a.CertDir, f))
+		if err != nil {
+			cp.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
+			cp.t.Fatal(err)
+		}
+	}
+	b := &envtest.APIServer{EtcdURL: a.EtcdURL, CertDir: dir, Path: a.Path}
+	b.SecureServing.Authn = a.SecureServing.Authn
+	b.SecureServing.Address = "127.0.0.1"
+	if cp.b != nil {
+		if err := cp.b.Stop(); err != nil {
+			cp.t.Fatal(err)
+		}
+		b.SecurePort, _ = portOf(cp.endpointB())
+	}
+	cp.configure(b, sign, verify)
+	b.Configure().Set("service-account-issuer", cp.issuer)
+	if err := b.Start(); err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.b = b
+}
+
+func (cp *controlPlane) configure(s *envtest.APIServer, sign string, verify []string) {
+	var files []string
+	for _, v := range verify {
+		files = append(files, cp.key(v))
+	}
+	s.Configure().Set("service-account-signing-key-file", cp.key(sign)).Set("service-account-key-file", files...)
+}
+
+func portOf(endpoint string) (int, error) {
+	_, port, _ := strings.Cut(strings.TrimPrefix(endpoint, "https://"), ":")
+	return strconv.Atoi(port)
+}
+
+// The failure upgrades hit: two API servers that sign with different keys and do not serve each
+// other's. The watch flags it within one check, alerts once, and clears on the next check once
+// both use the same key. A rotation done right (the new key served by all before one signs with
+// it) never alarms.
+func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
+	cp := newControlPlane(t)
+	cp.startB("k2", "k2")
+
+	h := newHarness(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{cp.endpointA(), cp.endpointB()}}
+	})
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	h.r.Issuer = &saissuer.Prober{Config: cp.cfg, Namespace: canaryNamespace}
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSigningKeyNotShared)
+	msg := condition(w, v1alpha1.ConditionSigningKeyDrift).Message
+	for _, want := range []string{cp.endpointA() + " signs with key", "which " + cp.endpointB() + " does not serve", "rejected by"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("drift message %q does not say %q", msg, want)
+		}
+	}
+	st := w.Status.ServiceAccountIssuer
+	if st == nil || st.Issuer != cp.issuer || len(st.Endpoints) != 2 || st.Endpoints[0].SigningKeyID == st.Endpoints[1].SigningKeyID ||
+		st.Endpoints[1].Problem == "" {
+		t.Fatalf("status.serviceAccountIssuer = %+v", st)
+	}
+	if n := countKind(rc, notify.KindSigningKeyDrift); n != 1 {
+		t.Errorf("%d SigningKeyDrift alerts, want 1", n)
+	}
+	if n := countEvents(h.takeEvents(), v1alpha1.ReasonSigningKeyNotShared); n != 1 {
+		t.Errorf("%d SigningKeyNotShared events, want 1", n)
+	}
+
+	// Healthy: the second server restarted with the first one's key.
+	cp.startB("k1", "k1")
+	h.step(7 * time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
+	if n := countKind(rc, notify.KindSigningKeysAgree); n != 1 {
+		t.Errorf("%d SigningKeysAgree alerts, want 1", n)
+	}
+
+	// A rotation done right: k2 is added for verification on every server, one at a time, and only
+	// then does one of them sign with it.
+	for _, step := range []struct {
+		what  string
+		apply func()
+	}{
+		{"k2 served by the first server only", func() { cp.restartA("k1", "k1", "k2") }},
+		{"k2 served by both", func() { cp.startB("k1", "k1", "k2") }},
+		{"the second server signs with k2", func() { cp.startB("k2", "k1", "k2") }},
+	} {
+		step.apply()
+		h.step(7 * time.Hour)
+		w, _ = h.reconcile()
+		assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+		if c := condition(w, v1alpha1.ConditionSigningKeyDrift); c.Status != metav1.ConditionFalse {
+			t.Errorf("%s: SigningKeyDrift %s/%s: %s", step.what, c.Status, c.Reason, c.Message)
+		}
+	}
+	if n := countKind(rc, notify.KindSigningKeyDrift); n != 1 {
+		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 1", n)
+	}
+
+	// The canary tokens are credentials: none is kept, logged or told.
+	status, _ := json.Marshal(h.get())
+	for where, text := range map[string]string{"status": string(status), "events": strings.Join(h.all, "\n"), "logs": h.logs.String()} {
+		if strings.Contains(text, "eyJhbGci") {
+			t.Errorf("%s contain a token", where)
+		}
+	}
+}
+
+func countKind(rc *receiver, kind notify.Kind) int {
+	n := 0
+	for _, p := range rc.received() {
+		if p.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
