@@ -137,7 +137,6 @@ func (cp *controlPlane) startB(sign string, verify ...string) {
 		b.SecurePort, _ = portOf(cp.endpointB())
 	}
 	cp.configure(b, sign, verify)
-	b.Configure().Set("service-account-issuer", cp.issuer)
 	if err := b.Start(); err != nil {
 		cp.t.Fatal(err)
 	}
@@ -149,7 +148,8 @@ func (cp *controlPlane) configure(s *envtest.APIServer, sign string, verify []st
 	for _, v := range verify {
 		files = append(files, cp.key(v))
 	}
-	s.Configure().Set("service-account-signing-key-file", cp.key(sign)).Set("service-account-key-file", files...)
+	s.Configure().Set("service-account-signing-key-file", cp.key(sign)).Set("service-account-key-file", files...).
+		Set("service-account-issuer", cp.issuer)
 }
 
 func portOf(endpoint string) (int, error) {
@@ -168,6 +168,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	h := newHarness(t)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{cp.endpointA(), cp.endpointB()}}
+		spec.CheckInterval = "10m"
 	})
 	rc := newReceiver(t, nil)
 	h.withWebhook(rc)
@@ -223,6 +224,35 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	}
 	if n := countKind(rc, notify.KindSigningKeyDrift); n != 1 {
 		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 1", n)
+	}
+
+	// Retiring k1 ten minutes after it stopped signing is too early: tokens it signed are valid
+	// for an hour. An hour on, its absence is right.
+	cp.restartA("k2", "k2")
+	cp.startB("k2", "k2")
+	h.step(10 * time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonKeyRemovedEarly)
+	h.step(time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
+
+	// A new issuer URL on both servers: no drift, but federated credentials must follow.
+	cp.issuer = "https://issuer.example.com/cluster-1"
+	cp.restartA("k2", "k2")
+	cp.startB("k2", "k2")
+	h.takeEvents()
+	h.step(10 * time.Minute)
+	w, _ = h.reconcile()
+	if st := w.Status.ServiceAccountIssuer; st == nil || st.Issuer != cp.issuer || st.PreviousIssuer == "" || st.IssuerChangeTime == nil {
+		t.Errorf("status.serviceAccountIssuer = %+v, want the new issuer and the old", st)
+	}
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
+	if n := countEvents(h.takeEvents(), eventIssuerChanged); n != 1 {
+		t.Errorf("%d IssuerChanged events, want 1", n)
+	}
+	if n := countKind(rc, notify.KindIssuerChanged); n != 1 {
+		t.Errorf("%d IssuerChanged alerts, want 1", n)
 	}
 
 	// The canary tokens are credentials: none is kept, logged or told.
