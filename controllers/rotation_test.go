@@ -209,17 +209,19 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	fake.SetPropagationDelay(100 * time.Millisecond)
 	t.Cleanup(func() { fake.SetPropagationDelay(0) })
 	h := newHarness(t)
-	t0 := h.clock.Now() // a Wednesday, or any day: the window below is daily
+	t0 := h.clock.Now() // any day: the window below is daily
 	s := seed(t, t0, 20*day, 400*day, 200*day)
 	arm := newARMClusters()
 	arm.put("rg-prod", "aks-prod", s.appID)
 	h.r.Clusters = arm.reader()
-	windowOpens := t0.Truncate(24 * time.Hour).Add(24*time.Hour + 2*time.Hour) // tomorrow 02:00 UTC
+	// The clock starts at the wall time, so the daily window is placed relative to it: a fixed
+	// "02:00" would already be open when the suite runs between 02:00 and 06:00 UTC.
+	windowOpens := t0.Truncate(time.Minute).Add(12 * time.Hour)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
 			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
 		rotationSpec(func(r *v1alpha1.Rotation) {
-			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: "02:00", Duration: "4h", TimeZone: "UTC"}
+			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: windowOpens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
 		})(spec)
 	})
 	old, _ := h.oldCredwatchSecrets(s.appID, t0)
