@@ -68,7 +68,8 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	log.V(1).Info("Reading credentials")
+	what := checked(obj.Spec.Target)
+	log.V(1).Info("Reading " + what)
 	res, err := r.read(checkCtx, obj)
 	if ctx.Err() != nil {
 		// The operator is stopping: this is not the check failing.
@@ -86,13 +87,13 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		next := metav1.NewTime(now.Add(wait))
 		obj.Status.NextCheckTime = &next
 		reason := reasonFor(err)
-		log.Info("Checking credentials failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
+		log.Info("Checking "+what+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
 		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
 			fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), now)
 		if !wasFailing || before.Reason != reason {
 			// Once per kind of failure: retries would differ only in ports and times, which the
 			// recorder cannot fold into one event.
-			r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking credentials failed: %v", err)
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking %s failed: %v", what, err)
 		}
 		if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
 			forgetCredentials(obj)
@@ -105,7 +106,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
 	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
 	if wasFailing {
-		r.Recorder.Event(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading credentials works again")
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", what)
 	}
 	if res.issuer != nil {
 		r.recordIssuer(obj, *res.issuer, now)
@@ -291,6 +292,14 @@ func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.
 		return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
 	}
 	return r.Identities.ClientSecret(tenantID, clientID, clientSecret)
+}
+
+// checked names what a check of target reads, for its events and logs.
+func checked(target v1alpha1.Target) string {
+	if target.ServiceAccountIssuer != nil {
+		return "the service-account issuer"
+	}
+	return "credentials"
 }
 
 // reasonFor is the one place failures become Ready condition reasons.

@@ -273,3 +273,53 @@ func countKind(rc *receiver, kind notify.Kind) int {
 	}
 	return n
 }
+
+// A check that cannot run says why, in the words of the issuer rather than of Graph, is retried,
+// and says once when it works again. The suite's own API server stands in for the control plane.
+func TestIssuerCheckFailuresAreRetried(t *testing.T) {
+	self := "https://" + strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), "/")
+	h := newHarness(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{self}}
+	})
+	// The canary's namespace is the watch's, which has no canary ServiceAccount yet.
+	h.r.Issuer = &saissuer.Prober{Config: cfg, Namespace: h.key.Namespace}
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCanaryUnavailable)
+	if w.Status.NextCheckTime == nil || !w.Status.NextCheckTime.After(h.clock.Now()) {
+		t.Fatalf("nextCheckTime = %v, want a retry after %v", w.Status.NextCheckTime, h.clock.Now())
+	}
+	events := h.takeEvents()
+	if n := countEvents(events, v1alpha1.ReasonCanaryUnavailable); n != 1 || !strings.Contains(strings.Join(events, "\n"), "Checking the service-account issuer failed") {
+		t.Errorf("events = %q, want one CanaryUnavailable about the service-account issuer", events)
+	}
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `serviceaccounts "credwatch-canary" not found`) || strings.Contains(msg, `"kind"`) {
+		t.Errorf("Ready message %q, want the API server's own words", msg)
+	}
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: saissuer.CanaryServiceAccount, Namespace: h.key.Namespace}}
+	if err := k8s.Create(context.Background(), sa); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(w.Status.NextCheckTime.Time)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
+	events = h.takeEvents()
+	if n := countEvents(events, eventCheckRecovered); n != 1 || !strings.Contains(strings.Join(events, "\n"), "Reading the service-account issuer works again") {
+		t.Errorf("events = %q, want one %s about the service-account issuer", events, eventCheckRecovered)
+	}
+
+	// A named API server that does not answer.
+	w.Spec.Target.ServiceAccountIssuer.Endpoints = []string{self, "https://127.0.0.1:1"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.SetTime(w.Status.NextCheckTime.Time)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonEndpointUnreachable)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "https://127.0.0.1:1") {
+		t.Errorf("Ready message %q does not name the unreachable API server", msg)
+	}
+}

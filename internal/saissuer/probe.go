@@ -16,6 +16,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,7 +68,8 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 	if len(endpoints) == 0 {
 		var err error
 		if endpoints, err = p.serviceEndpoints(ctx); err != nil {
-			return Observation{}, err
+			// Not finding the API servers is as much a failed check as not reaching one.
+			return Observation{}, &EndpointError{"the kubernetes Service", err}
 		}
 	}
 	obs := Observation{}
@@ -132,7 +134,7 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 func (p *Prober) serviceEndpoints(ctx context.Context) ([]string, error) {
 	var list discoveryv1.EndpointSliceList
 	if err := p.Reader.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
-		return nil, fmt.Errorf("listing the kubernetes Service's EndpointSlices: %w", err)
+		return nil, fmt.Errorf("listing its EndpointSlices: %w", err)
 	}
 	var out []string
 	for _, s := range list.Items {
@@ -155,7 +157,7 @@ func (p *Prober) serviceEndpoints(ctx context.Context) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("the kubernetes Service has no ready endpoint: name the API servers in spec.target.serviceAccountIssuer.endpoints")
+		return nil, errors.New("no ready endpoint: name the API servers in spec.target.serviceAccountIssuer.endpoints")
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
@@ -230,6 +232,22 @@ type httpError struct {
 
 func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
 
+// explain says what a failed answer says: an API server's Status message, else the start of the body.
+func explain(body []byte) string {
+	var st metav1.Status
+	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+		return st.Message
+	}
+	text := strings.Join(strings.Fields(string(body)), " ")
+	if len(text) > maxExplained {
+		text = text[:maxExplained] + "…"
+	}
+	return text
+}
+
+// maxExplained bounds the part of an unexpected answer that goes into conditions and events.
+const maxExplained = 200
+
 func getJSON(ctx context.Context, c *http.Client, u, accept string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -267,7 +285,7 @@ func do(c *http.Client, req *http.Request, out any) error {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return &httpError{status: resp.StatusCode, body: strings.Join(strings.Fields(string(body)), " ")}
+		return &httpError{status: resp.StatusCode, body: explain(body)}
 	}
 	return json.Unmarshal(body, out)
 }

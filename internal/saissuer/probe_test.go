@@ -3,6 +3,7 @@ package saissuer
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -45,5 +46,20 @@ func TestServiceEndpoints(t *testing.T) {
 	empty := fake.NewClientBuilder().WithScheme(s).Build()
 	if _, err := (&Prober{Reader: empty}).serviceEndpoints(context.Background()); err == nil {
 		t.Error("no EndpointSlice gave no error")
+	}
+}
+
+func TestExplain(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct{ name, body, want string }{
+		{"an API server's Status", `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"serviceaccounts \"credwatch-canary\" not found","code":404}`,
+			`serviceaccounts "credwatch-canary" not found`},
+		{"a proxy's page", "<html>\n  <body>Bad   Gateway</body>\n</html>", "<html> <body>Bad Gateway</body> </html>"},
+		{"JSON that is not a Status", `{"error":"nope"}`, `{"error":"nope"}`},
+		{"a long body", long, long[:maxExplained] + "…"},
+	} {
+		if got := explain([]byte(tc.body)); got != tc.want {
+			t.Errorf("%s: explain = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
