@@ -226,8 +226,8 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 1", n)
 	}
 
-	// Retiring k1 ten minutes after it stopped signing is too early: tokens it signed are valid
-	// for an hour. An hour on, its absence is right.
+	// Retiring k1 ten minutes after the first server last signed with it is too early: tokens it
+	// signed are valid for an hour. An hour on, its absence is right.
 	cp.restartA("k2", "k2")
 	cp.startB("k2", "k2")
 	h.step(10 * time.Minute)

@@ -16,8 +16,9 @@ type ServiceAccountIssuerTarget struct {
 	Endpoints []string `json:"endpoints,omitempty"`
 
 	// TokenLifetime is how long tokens stay valid after they are signed; a key that leaves the
-	// key set sooner after it was last served breaks the tokens it signed. 1h is the lifetime of
-	// projected service-account tokens, and of extended ones once refreshed.
+	// key set sooner after it last signed breaks the tokens it signed, which only checks at least
+	// this frequent always see. 1h is the lifetime of projected service-account tokens, and of
+	// extended ones once refreshed.
 	// +kubebuilder:default="1h"
 	// +optional
 	TokenLifetime Duration `json:"tokenLifetime,omitempty"`
@@ -43,8 +44,8 @@ type ServiceAccountIssuerStatus struct {
 	// +optional
 	Endpoints []IssuerEndpoint `json:"endpoints,omitempty"`
 
-	// Keys are the key IDs the API servers have served, with when each was last served: a key
-	// gone within the token lifetime of that broke tokens.
+	// Keys are the key IDs the API servers have served, with when each was last served and last
+	// seen signing: a key gone within the token lifetime of its last signature broke tokens.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +optional
@@ -71,8 +72,12 @@ type IssuerEndpoint struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// ServedKey is a key ID and when an API server last served it.
+// ServedKey is a key ID and when the API servers last served it and signed with it.
 type ServedKey struct {
 	KeyID      string      `json:"keyID"`
 	LastServed metav1.Time `json:"lastServed"`
+	// LastSigned is the last check at which an API server signed the canary token with this key;
+	// absent for a key only ever served for verification.
+	// +optional
+	LastSigned *metav1.Time `json:"lastSigned,omitempty"`
 }

@@ -86,10 +86,14 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 			add(v1alpha1.ReasonIssuersDiffer, fmt.Sprintf("%s announces issuer %s, %s announces %s", a.URL, a.Issuer, b.URL, b.Issuer))
 		}
 	}
+	// Only a key seen signing can have left valid tokens behind, and only the last check that saw it
+	// sign is known: it may have signed until just before it left, so a removal found more than a
+	// token lifetime after that check may still have been early, but is not reported. Catching
+	// every early removal takes checks at least as often as tokens live.
 	for _, k := range served {
-		if !serving[k.KeyID] && now.Sub(k.LastServed.Time) < lifetime {
-			add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set %s after it was last served, while tokens it signed stay valid for %s",
-				k.KeyID, now.Sub(k.LastServed.Time).Round(time.Second), lifetime))
+		if !serving[k.KeyID] && stillSigned(k, lifetime, now) {
+			add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set while a token it signed %s ago stays valid for %s",
+				k.KeyID, now.Sub(k.LastSigned.Time).Round(time.Second), lifetime))
 		}
 	}
 	a.Drift = reason
@@ -101,20 +105,48 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 		}
 	}
 
-	// Remember what is served now, and what was served within a token lifetime.
-	for k := range serving {
-		a.Keys = append(a.Keys, v1alpha1.ServedKey{KeyID: k, LastServed: metav1.NewTime(now)})
-	}
+	a.Keys = remember(obs, served, serving, lifetime, now)
+	return a
+}
+
+// stillSigned says whether tokens k was last seen signing are still valid.
+func stillSigned(k v1alpha1.ServedKey, lifetime time.Duration, now time.Time) bool {
+	return k.LastSigned != nil && now.Sub(k.LastSigned.Time) < lifetime
+}
+
+// remember keeps the keys served now, with when each last signed, and the keys gone whose tokens
+// are still valid; the most recently served first when there are more than the status holds.
+func remember(obs Observation, served []v1alpha1.ServedKey, serving map[string]bool, lifetime time.Duration, now time.Time) []v1alpha1.ServedKey {
+	before := map[string]v1alpha1.ServedKey{}
 	for _, k := range served {
-		if !serving[k.KeyID] && now.Sub(k.LastServed.Time) < lifetime {
-			a.Keys = append(a.Keys, k)
+		before[k.KeyID] = k
+	}
+	signing := map[string]bool{}
+	for _, e := range obs.Endpoints {
+		if e.SigningKeyID != "" {
+			signing[e.SigningKeyID] = true
 		}
 	}
-	slices.SortFunc(a.Keys, func(x, y v1alpha1.ServedKey) int { return strings.Compare(x.KeyID, y.KeyID) })
-	if len(a.Keys) > maxKeys {
-		a.Keys = a.Keys[:maxKeys]
+	stamp := metav1.NewTime(now)
+	var keys []v1alpha1.ServedKey
+	for k := range serving {
+		sk := v1alpha1.ServedKey{KeyID: k, LastServed: stamp, LastSigned: before[k].LastSigned}
+		if signing[k] {
+			sk.LastSigned = &stamp
+		}
+		keys = append(keys, sk)
 	}
-	return a
+	for _, k := range served {
+		if !serving[k.KeyID] && stillSigned(k, lifetime, now) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > maxKeys {
+		slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int { return y.LastServed.Compare(x.LastServed.Time) })
+		keys = keys[:maxKeys]
+	}
+	slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int { return strings.Compare(x.KeyID, y.KeyID) })
+	return keys
 }
 
 func setsDiffer(eps []Endpoint) bool {

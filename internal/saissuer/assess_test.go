@@ -1,6 +1,7 @@
 package saissuer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ func TestAssess(t *testing.T) {
 	}
 	servedAgo := func(kid string, ago time.Duration) v1alpha1.ServedKey {
 		return v1alpha1.ServedKey{KeyID: kid, LastServed: metav1.NewTime(now.Add(-ago))}
+	}
+	signedAgo := func(kid string, served, signed time.Duration) v1alpha1.ServedKey {
+		at := metav1.NewTime(now.Add(-signed))
+		return v1alpha1.ServedKey{KeyID: kid, LastServed: metav1.NewTime(now.Add(-served)), LastSigned: &at}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -47,14 +52,22 @@ func TestAssess(t *testing.T) {
 		{name: "issuers differ",
 			endpoints: []Endpoint{ep("https://a", "k1", "k1"), {URL: "https://b", Issuer: "https://other", KeyIDs: []string{"k1"}, SigningKeyID: "k1"}},
 			drift:     v1alpha1.ReasonIssuersDiffer, says: []string{"https://a announces issuer " + issuer + ", https://b announces https://other"}},
-		{name: "a key gone ten minutes after it was last served: its tokens still hold",
+		{name: "a key gone ten minutes after it last signed: its tokens still hold",
 			endpoints: []Endpoint{ep("https://a", "k2", "k2"), ep("https://b", "k2", "k2")},
-			served:    []v1alpha1.ServedKey{servedAgo("k1", 10*time.Minute), servedAgo("k2", 10*time.Minute)},
-			drift:     v1alpha1.ReasonKeyRemovedEarly, says: []string{"key k1 left the key set 10m0s after it was last served, while tokens it signed stay valid for 1h0m0s"},
+			served:    []v1alpha1.ServedKey{signedAgo("k1", 10*time.Minute, 10*time.Minute), signedAgo("k2", 10*time.Minute, 10*time.Minute)},
+			drift:     v1alpha1.ReasonKeyRemovedEarly, says: []string{"key k1 left the key set while a token it signed 10m0s ago stays valid for 1h0m0s"},
 			keys: []string{"k1", "k2"}},
 		{name: "a key gone after the token lifetime: retired right",
 			endpoints: []Endpoint{ep("https://a", "k2", "k2"), ep("https://b", "k2", "k2")},
-			served:    []v1alpha1.ServedKey{servedAgo("k1", 2*time.Hour)}, keys: []string{"k2"}},
+			served:    []v1alpha1.ServedKey{signedAgo("k1", 2*time.Hour, 2*time.Hour)}, keys: []string{"k2"}},
+		{name: "checks every ten minutes: a key served on after it stopped signing, then retired an hour later",
+			endpoints: []Endpoint{ep("https://a", "k2", "k2"), ep("https://b", "k2", "k2")},
+			served:    []v1alpha1.ServedKey{signedAgo("k1", 10*time.Minute, 70*time.Minute), signedAgo("k2", 10*time.Minute, 10*time.Minute)},
+			keys:      []string{"k2"}},
+		{name: "a key only ever served for verification, withdrawn at once",
+			endpoints: []Endpoint{ep("https://a", "k1", "k1"), ep("https://b", "k1", "k1")},
+			served:    []v1alpha1.ServedKey{servedAgo("k2", 10*time.Minute), signedAgo("k1", 10*time.Minute, 10*time.Minute)},
+			keys:      []string{"k1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Assess(Observation{Endpoints: tc.endpoints}, tc.served, time.Hour, now)
@@ -79,6 +92,44 @@ func TestAssess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Each check stamps the keys it sees served, and the ones it sees signing; a key that stops
+// signing keeps its last signature.
+func TestAssessRemembersSignatures(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	first := Assess(Observation{Endpoints: []Endpoint{{URL: "https://a", KeyIDs: []string{"k1", "k2"}, SigningKeyID: "k1"}}}, nil, time.Hour, t0)
+	t1 := t0.Add(10 * time.Minute)
+	second := Assess(Observation{Endpoints: []Endpoint{{URL: "https://a", KeyIDs: []string{"k1", "k2"}, SigningKeyID: "k2"}}}, first.Keys, time.Hour, t1)
+	want := map[string][2]time.Time{"k1": {t1, t0}, "k2": {t1, t1}}
+	if len(second.Keys) != len(want) {
+		t.Fatalf("keys = %+v", second.Keys)
+	}
+	for _, k := range second.Keys {
+		if k.LastSigned == nil || !k.LastServed.Time.Equal(want[k.KeyID][0]) || !k.LastSigned.Time.Equal(want[k.KeyID][1]) {
+			t.Errorf("%s: served %v, signed %v; want %v", k.KeyID, k.LastServed, k.LastSigned, want[k.KeyID])
+		}
+	}
+	if first.Keys[1].LastSigned != nil {
+		t.Errorf("k2 had signed nothing at the first check: %+v", first.Keys[1])
+	}
+}
+
+// More keys than the status holds: the ones served now are kept before the ones gone.
+func TestAssessKeepsTheServedKeys(t *testing.T) {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	signed := metav1.NewTime(now.Add(-time.Minute))
+	var gone []v1alpha1.ServedKey
+	for i := range maxKeys {
+		gone = append(gone, v1alpha1.ServedKey{KeyID: fmt.Sprintf("a%02d", i), LastServed: signed, LastSigned: &signed})
+	}
+	a := Assess(Observation{Endpoints: []Endpoint{{URL: "https://a", KeyIDs: []string{"z1", "z2"}, SigningKeyID: "z1"}}}, gone, time.Hour, now)
+	if len(a.Keys) != maxKeys {
+		t.Fatalf("%d keys remembered, want %d", len(a.Keys), maxKeys)
+	}
+	if last := a.Keys[len(a.Keys)-2:]; last[0].KeyID != "z1" || last[1].KeyID != "z2" {
+		t.Errorf("the keys served now were dropped: %v", last)
 	}
 }
 
