@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,10 +63,10 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 			break
 		}
 		var rejected []string
-		for other, why := range e.Rejected {
-			rejected = append(rejected, fmt.Sprintf("rejected by %s: %s", other, why))
+		for _, other := range slices.Sorted(maps.Keys(e.Rejected)) {
+			rejected = append(rejected, fmt.Sprintf("rejected by %s: %s", other, e.Rejected[other]))
 		}
-		st.Endpoints = append(st.Endpoints, v1alpha1.IssuerEndpoint{Endpoint: e.URL, Issuer: e.Issuer, KeyIDs: e.KeyIDs,
+		st.Endpoints = append(st.Endpoints, v1alpha1.IssuerEndpoint{Endpoint: e.URL, Issuer: e.Issuer, KeyIDs: e.KeyIDs[:min(len(e.KeyIDs), maxEndpointKeyIDs)],
 			SigningKeyID: e.SigningKeyID, Problem: oneLine(strings.Join(rejected, "; "))})
 	}
 	obj.Status.ServiceAccountIssuer = st
@@ -86,5 +88,9 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 	}
 }
 
-// maxIssuerEndpoints bounds status.serviceAccountIssuer.endpoints, as the CRD does.
-const maxIssuerEndpoints = 16
+// maxIssuerEndpoints and maxEndpointKeyIDs bound status.serviceAccountIssuer.endpoints and
+// their keyIDs, as the CRD does; the drift decision has seen them all.
+const (
+	maxIssuerEndpoints = 16
+	maxEndpointKeyIDs  = 16
+)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -321,5 +322,41 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonEndpointUnreachable)
 	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "https://127.0.0.1:1") {
 		t.Errorf("Ready message %q does not name the unreachable API server", msg)
+	}
+}
+
+type observed saissuer.Observation
+
+func (o observed) Probe(context.Context, []string) (saissuer.Observation, error) {
+	return saissuer.Observation(o), nil
+}
+
+// More keys than the status holds, and several rejections: the status is still admitted, and says
+// the same on every check.
+func TestIssuerStatusIsBoundedAndStable(t *testing.T) {
+	var kids []string
+	for i := range 20 {
+		kids = append(kids, fmt.Sprintf("k%02d", i))
+	}
+	rejected := map[string]string{}
+	for _, ep := range []string{"https://c", "https://a", "https://d", "https://b"} {
+		rejected[ep] = "invalid bearer token"
+	}
+	obs := observed{Endpoints: []saissuer.Endpoint{{URL: "https://e", Issuer: "https://issuer", KeyIDs: kids, SigningKeyID: "k00", Rejected: rejected}}}
+
+	h := newHarness(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://e"}}
+	})
+	h.r.Issuer = obs
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	ep := w.Status.ServiceAccountIssuer.Endpoints[0]
+	if len(ep.KeyIDs) != maxEndpointKeyIDs {
+		t.Errorf("%d key IDs in status, want %d", len(ep.KeyIDs), maxEndpointKeyIDs)
+	}
+	want := "rejected by https://a: invalid bearer token; rejected by https://b: invalid bearer token; rejected by https://c: invalid bearer token; rejected by https://d: invalid bearer token"
+	if ep.Problem != want {
+		t.Errorf("problem = %q, want %q", ep.Problem, want)
 	}
 }
