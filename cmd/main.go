@@ -273,11 +273,12 @@ func run(o options) error {
 		nodes := &controllers.NodeSet{}
 		tracker := pullauth.NewTracker(o.pullThresholds, nodes.Count)
 		pullsChanged = make(chan event.TypedGenericEvent[string], 64)
-		if err := mgr.Add(&controllers.PullWatcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}); err != nil {
+		watcher := &controllers.PullWatcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}
+		if err := mgr.Add(watcher); err != nil {
 			return err
 		}
 		metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
-		pullIncidents = tracker
+		pullIncidents = watcher
 	}
 	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
 	var issuer controllers.IssuerProbe

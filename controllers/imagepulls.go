@@ -19,8 +19,10 @@ import (
 	"github.com/credwatch/credwatch/internal/pullauth"
 )
 
-// PullIncidents gives the registries refusing the cluster's image pulls now.
+// PullIncidents gives the registries refusing the cluster's image pulls now, once it has read what
+// the cluster holds.
 type PullIncidents interface {
+	Synced() bool
 	Incidents(now time.Time) []pullauth.Incident
 }
 
@@ -31,7 +33,14 @@ const (
 )
 
 // reasonPullsNotWatched: the watch asks for image pulls, and this operator does not watch them.
-const reasonPullsNotWatched = "NotWatched"
+// reasonPullsListing: the operator has not listed the cluster's pulls yet.
+const (
+	reasonPullsNotWatched = "NotWatched"
+	reasonPullsListing    = "Listing"
+)
+
+// listingRetry is how soon a watch looks again while the operator lists the cluster's pulls.
+const listingRetry = 5 * time.Second
 
 // maxListedNodes is how many refused nodes an incident names; it counts them all.
 const maxListedNodes = 10
@@ -51,6 +60,16 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsNotWatched,
 			"The operator does not watch image pulls: it runs with --image-pulls=false", now)
 		return time.Time{}
+	}
+
+	if !r.ImagePulls.Synced() {
+		// What status says stays true until the cluster's pulls are read again.
+		obj.Status.ImagePulls = previous
+		if meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized) == nil {
+			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListing,
+				"The operator is listing the cluster's pull events, pending pods and nodes", now)
+		}
+		return now.Add(listingRetry)
 	}
 
 	var next time.Time

@@ -24,28 +24,50 @@ import (
 // pulls runs a PullWatcher against the real API server for one test, on the harness's clock.
 type pulls struct {
 	t       *testing.T
+	watcher *PullWatcher
 	tracker *pullauth.Tracker
 	changed chan event.TypedGenericEvent[string]
+	stop    context.CancelFunc
 	// registry is this test's own, so that the events of other tests, which every watcher sees,
 	// do not count; nodes likewise.
 	registry, ns string
 }
 
+// newPulls gives the harness a watcher that has listed the cluster.
 func newPulls(t *testing.T, h *harness) *pulls {
 	t.Helper()
+	p := &pulls{t: t, ns: h.key.Namespace, registry: h.key.Namespace + ".azurecr.io"}
+	p.restart(h)
+	p.start()
+	return p
+}
+
+// restart stops the watcher, as an operator that stops or loses its lease does, and gives the
+// harness a new one, not started.
+func (p *pulls) restart(h *harness) {
+	p.t.Helper()
+	if p.stop != nil {
+		p.stop()
+	}
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	nodes := &NodeSet{}
-	p := &pulls{t: t, tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), changed: make(chan event.TypedGenericEvent[string], 1000),
-		ns: h.key.Namespace, registry: h.key.Namespace + ".azurecr.io"}
+	p.tracker = pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count)
+	p.changed = make(chan event.TypedGenericEvent[string], 1000)
+	p.watcher = &PullWatcher{Client: c, Tracker: p.tracker, Clock: h.clock, Changed: p.changed, Nodes: nodes}
+	h.r.ImagePulls = p.watcher
+}
+
+// start runs the watcher until the test ends, and waits for its first lists.
+func (p *pulls) start() {
+	p.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w := &PullWatcher{Client: c, Tracker: p.tracker, Clock: h.clock, Changed: p.changed, Nodes: nodes}
-	go func() { _ = w.Start(ctx) }()
-	h.r.ImagePulls = p.tracker
-	return p
+	p.stop = cancel
+	p.t.Cleanup(cancel)
+	go func() { _ = p.watcher.Start(ctx) }()
+	eventually(p.t, 20*time.Second, "the watcher's first lists", p.watcher.Synced)
 }
 
 func (p *pulls) node(name string) string { return p.ns + "-" + name }
@@ -235,6 +257,27 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	}
 	if registries, nodes := p.tracker.Size(); registries > pullauth.MaxRegistries || nodes > 3*pullauth.MaxNodesPerRegistry {
 		t.Errorf("tracker holds %d registries, %d nodes after the flood", registries, nodes)
+	}
+
+	// The operator restarts, or another replica takes the lease. Until the new watcher has listed
+	// the cluster, the watch keeps what it knew; then it finds the same incident, and says nothing.
+	p.restart(h)
+	w, res = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listingRetry {
+		t.Errorf("before the first lists: status.imagePulls = %+v, requeued after %v", w.Status.ImagePulls, res.RequeueAfter)
+	}
+	p.start()
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
+	if len(w.Status.ImagePulls) != 1 || !w.Status.ImagePulls[0].Since.Time.Equal(t0) {
+		t.Errorf("after the restart: status.imagePulls = %+v", w.Status.ImagePulls)
+	}
+	if got := pullAlerts(rc); len(got) != 1 {
+		t.Errorf("%d pull alerts after the restart, want still 1", len(got))
+	}
+	if events := h.takeEvents(); countEvents(events, eventImagePullsRefused)+countEvents(events, eventImagePullsRecovered) != 0 {
+		t.Errorf("image-pull events after the restart %q, want none", events)
 	}
 
 	// Renewed and the cluster moved onto the new secret: nothing is refused any more, and once the

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,20 @@ type PullWatcher struct {
 	Changed chan<- event.TypedGenericEvent[string]
 	// Nodes is kept to the cluster's nodes, which the tracker counts.
 	Nodes *NodeSet
+
+	listed atomic.Int32 // reflectors that have listed once
 }
+
+// reflectors is how many Start runs: Failed and Pulled events, pending pods, nodes.
+const reflectors = 4
+
+// Synced says whether every reflector has listed once. Before that the tracker knows of no
+// incident, which is not the same as there being none: a restarted operator would otherwise
+// announce the end of every incident, then its start again.
+func (w *PullWatcher) Synced() bool { return w.listed.Load() == reflectors }
+
+// Incidents are the tracker's incidents.
+func (w *PullWatcher) Incidents(now time.Time) []pullauth.Incident { return w.Tracker.Incidents(now) }
 
 // Start runs the reflectors until ctx ends.
 func (w *PullWatcher) Start(ctx context.Context) error {
@@ -68,6 +82,7 @@ func (w *PullWatcher) run(ctx context.Context, name string, list client.ObjectLi
 			return w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
 		},
 	}
+	store = listedOnce{ReflectorStore: store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
 	r := toolscache.NewReflectorWithOptions(lw, obj, store, toolscache.ReflectorOptions{Name: name})
 	go r.RunWithContext(ctx)
 }
@@ -122,6 +137,20 @@ func (o observer) Replace(list []any, _ string) error {
 	return nil
 }
 
+// listedOnce tells done when its reflector has listed for the first time: a reflector hands its
+// store every complete list through Replace.
+type listedOnce struct {
+	toolscache.ReflectorStore
+	once *sync.Once
+	done func()
+}
+
+func (l listedOnce) Replace(list []any, resourceVersion string) error {
+	err := l.ReflectorStore.Replace(list, resourceVersion)
+	l.once.Do(l.done)
+	return err
+}
+
 // NodeSet is a reflector's store that keeps the names of the cluster's nodes, to count them.
 type NodeSet struct {
 	mu    sync.Mutex
@@ -160,12 +189,16 @@ func (s *NodeSet) Update(obj any) error { s.set(obj, true); return nil }
 func (s *NodeSet) Delete(obj any) error { s.set(obj, false); return nil }
 func (s *NodeSet) Resync() error        { return nil }
 
+// Replace swaps in the listed names at once: the tracker never counts a cluster half listed.
 func (s *NodeSet) Replace(list []any, _ string) error {
-	s.mu.Lock()
-	s.names = map[string]struct{}{}
-	s.mu.Unlock()
+	names := make(map[string]struct{}, len(list))
 	for _, obj := range list {
-		s.set(obj, true)
+		if o, ok := obj.(metav1.Object); ok {
+			names[o.GetName()] = struct{}{}
+		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.names = names
 	return nil
 }
