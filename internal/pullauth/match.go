@@ -1,13 +1,17 @@
 package pullauth
 
-import "path"
+import (
+	"path"
+	"strings"
+)
 
-// Matches reports whether registry matches one of patterns, where * matches any run of
-// characters: registry hosts hold no slash, so path.Match's * spans dots and ports alike. The
-// CRD allows no character that would make a pattern malformed.
+// Matches reports whether registry, lower-case as observations give it, matches one of
+// patterns, where * matches any run of characters: registry hosts hold no slash, so path.Match's
+// * spans dots and ports alike. Host names ignore case, and so do patterns. The CRD allows no
+// character that would make a pattern malformed.
 func Matches(patterns []string, registry string) bool {
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, registry); ok {
+		if ok, _ := path.Match(strings.ToLower(p), registry); ok {
 			return true
 		}
 	}

@@ -187,16 +187,6 @@ func (t *Tracker) Refusals() map[string]map[v1alpha1.PullScope]uint64 {
 	return out
 }
 
-// Size counts the registries and node entries held, to check memory stays bounded.
-func (t *Tracker) Size() (registries, nodes int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, r := range t.registries {
-		nodes += len(r.nodes)
-	}
-	return len(t.registries), nodes
-}
-
 // count counts the nodes whose latest pull in the window was refused, and the others that pulled
 // in it. It runs at every observation, so it allocates nothing.
 func (r *registry) count(cutoff time.Time) (failing, pulling int) {
