@@ -13,7 +13,7 @@ import (
 var (
 	refusalsDesc = prometheus.NewDesc(
 		"credwatch_image_pull_refusals_total",
-		"Image pulls registries refused for want of credentials, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).",
+		"Image pulls registries refused for want of credentials, as kubelets' events report them, each once, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).",
 		[]string{"registry", "scope"}, nil)
 	refusingNodesDesc = prometheus.NewDesc(
 		"credwatch_image_pull_refused_nodes",

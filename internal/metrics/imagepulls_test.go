@@ -24,7 +24,7 @@ func TestImagePulls(t *testing.T) {
 		tr.Observe(o, t0)
 	}
 	want := `
-# HELP credwatch_image_pull_refusals_total Image pulls registries refused for want of credentials, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).
+# HELP credwatch_image_pull_refusals_total Image pulls registries refused for want of credentials, as kubelets' events report them, each once, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).
 # TYPE credwatch_image_pull_refusals_total counter
 credwatch_image_pull_refusals_total{registry="a.azurecr.io",scope="Undetermined"} 1
 credwatch_image_pull_refusals_total{registry="b.azurecr.io",scope="ClusterWide"} 1

@@ -15,6 +15,8 @@ type Observation struct {
 	Node     string
 	Time     time.Time
 	Refused  bool
+	// FromStatus: read from a pod's status, which repeats the pull its kubelet's event reports.
+	FromStatus bool
 }
 
 // Messages of kubelet's pull events (pkg/kubelet/images): "Failed to pull image "x": <error>" and
@@ -121,7 +123,7 @@ func FromPod(p *corev1.Pod, now time.Time) []Observation {
 				continue
 			}
 			if registry, ok := registryOf(cs.Image); ok {
-				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true})
+				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true, FromStatus: true})
 			}
 		}
 	}

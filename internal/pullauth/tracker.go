@@ -85,11 +85,13 @@ type registry struct {
 	seen time.Time
 	// last is what Observe last reported, to report only changes.
 	last summary
-	// refusals counts refused pulls by the scope they fell in.
+	// refusals counts refused pulls by the scope they fell in, once each.
 	refusals map[v1alpha1.PullScope]uint64
 }
 
-type pulls struct{ refused, pulled time.Time }
+// pulls are a node's latest refused and successful pulls, and its latest refusal counted, which
+// only an event reports: a pod's status repeats it, a relist repeats both.
+type pulls struct{ refused, pulled, counted time.Time }
 
 type summary struct {
 	scope            v1alpha1.PullScope
@@ -140,7 +142,8 @@ func (t *Tracker) Observe(o Observation, now time.Time) bool {
 	}
 	failing, pulling := r.count(cutoff)
 	current := summary{Scope(failing, pulling, nodes, t.th), failing, pulling}
-	if o.Refused {
+	if o.Refused && !o.FromStatus && o.Time.After(p.counted) {
+		p.counted = o.Time
 		r.refusals[current.scope]++
 	}
 	changed := current != r.last

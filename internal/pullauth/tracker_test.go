@@ -97,6 +97,12 @@ func TestTrackerTellsTheIncidentsApartAndSaysWhenTheyChange(t *testing.T) {
 		t.Errorf("incidents = %+v, want a new undetermined one since 20:00", in)
 	}
 
+	// The same event listed again, and the stuck pod's status, are the same refused pull.
+	tr.Observe(refused("n3", 20*time.Minute), much)
+	fromStatus := refused("n3", 20*time.Minute+time.Second)
+	fromStatus.FromStatus = true
+	tr.Observe(fromStatus, much)
+
 	refusals := tr.Refusals()[acr]
 	if refusals[v1alpha1.PullScopeNodeLocal] != 3 || refusals[v1alpha1.PullScopeClusterWide] != 1 || refusals[v1alpha1.PullScopeUndetermined] != 1 {
 		t.Errorf("refusals by scope = %v", refusals)
