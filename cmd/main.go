@@ -66,6 +66,7 @@ type options struct {
 	slackAPIURL    string
 	graphBudget    int
 	imagePulls     bool
+	issuerChecks   bool
 	pullThresholds pullauth.Thresholds
 }
 
@@ -102,6 +103,7 @@ func main() {
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
 	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
+	flag.BoolVar(&o.issuerChecks, "service-account-issuer", true, "Check the API servers' service-account issuer for watches with a serviceAccountIssuer target (needs the canary ServiceAccount in --operator-namespace, and the rights the chart's serviceAccountIssuer.enabled grants).")
 	flag.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
 	flag.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
 	flag.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")
@@ -282,7 +284,7 @@ func run(o options) error {
 	}
 	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
 	var issuer controllers.IssuerProbe
-	if o.namespace != "" {
+	if o.issuerChecks && o.namespace != "" {
 		issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace}
 	}
 	if err := (&controllers.CredentialWatchReconciler{

@@ -55,8 +55,12 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
 		obj.Status.ConsecutiveFailures = 0
 	}
-	before := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
-	wasFailing := before != nil && before.Status == metav1.ConditionFalse
+	// A copy: setCondition rewrites the condition in place.
+	var before metav1.Condition
+	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		before = *c
+	}
+	wasFailing := before.Status == metav1.ConditionFalse
 
 	timeout := r.CheckTimeout
 	switch {
@@ -308,8 +312,11 @@ func reasonFor(err error) string {
 	if errors.As(err, &ee) {
 		return v1alpha1.ReasonEndpointUnreachable
 	}
+	if errors.Is(err, errIssuerNotChecked) {
+		return v1alpha1.ReasonIssuerNotChecked
+	}
 	var ce *saissuer.CanaryError
-	if errors.Is(err, errIssuerNotChecked) || errors.As(err, &ce) {
+	if errors.As(err, &ce) {
 		return v1alpha1.ReasonCanaryUnavailable
 	}
 	var se *secretError

@@ -28,7 +28,8 @@ type IssuerProbe interface {
 	Probe(ctx context.Context, endpoints []string) (saissuer.Observation, error)
 }
 
-var errIssuerNotChecked = errors.New("this operator does not check service-account issuers: it runs without --operator-namespace, where its canary ServiceAccount lives")
+var errIssuerNotChecked = errors.New("this operator does not check service-account issuers: it runs with --service-account-issuer=false " +
+	"(chart: serviceAccountIssuer.enabled=false), or without --operator-namespace, where its canary ServiceAccount lives")
 
 // Event reasons of a serviceAccountIssuer target besides the drift reasons themselves.
 const (
@@ -73,8 +74,12 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
 		fmt.Sprintf("Read the service-account issuer of %d API servers", len(obs.Endpoints)), now)
 
-	was := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift)
-	wasDrifting := was != nil && was.Status == metav1.ConditionTrue
+	// A copy: setCondition rewrites the condition in place.
+	var was metav1.Condition
+	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
+		was = *c
+	}
+	wasDrifting := was.Status == metav1.ConditionTrue
 	if a.Drift == "" {
 		setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
 		if wasDrifting {

@@ -283,10 +283,18 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{self}}
 	})
+	// An operator run without issuer checks says so.
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIssuerNotChecked)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "--service-account-issuer=false") {
+		t.Errorf("Ready message %q does not say how to turn the checks on", msg)
+	}
+	h.takeEvents()
+
 	// The canary's namespace is the watch's, which has no canary ServiceAccount yet.
 	h.r.Issuer = &saissuer.Prober{Config: cfg, Namespace: h.key.Namespace}
-
-	w, _ := h.reconcile()
+	h.clock.SetTime(w.Status.NextCheckTime.Time)
+	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCanaryUnavailable)
 	if w.Status.NextCheckTime == nil || !w.Status.NextCheckTime.After(h.clock.Now()) {
 		t.Fatalf("nextCheckTime = %v, want a retry after %v", w.Status.NextCheckTime, h.clock.Now())
@@ -358,5 +366,36 @@ func TestIssuerStatusIsBoundedAndStable(t *testing.T) {
 	want := "rejected by https://a: invalid bearer token; rejected by https://b: invalid bearer token; rejected by https://c: invalid bearer token; rejected by https://d: invalid bearer token"
 	if ep.Problem != want {
 		t.Errorf("problem = %q, want %q", ep.Problem, want)
+	}
+}
+
+// A drift that changes kind is told again; the same drift found again is not.
+func TestIssuerDriftOfANewKindIsTold(t *testing.T) {
+	ep := func(url, issuer, kid string) saissuer.Endpoint {
+		return saissuer.Endpoint{URL: url, Issuer: issuer, KeyIDs: []string{kid}, SigningKeyID: kid}
+	}
+	notShared := observed{Endpoints: []saissuer.Endpoint{ep("https://a", "https://issuer", "k1"), ep("https://b", "https://issuer", "k2")}}
+	issuersDiffer := observed{Endpoints: []saissuer.Endpoint{ep("https://a", "https://issuer", "k1"), ep("https://b", "https://other", "k1")}}
+
+	h := newHarness(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://a", "https://b"}}
+	})
+	for i, step := range []struct {
+		obs    observed
+		reason string
+		events int
+	}{
+		{notShared, v1alpha1.ReasonSigningKeyNotShared, 1},
+		{notShared, v1alpha1.ReasonSigningKeyNotShared, 0},
+		{issuersDiffer, v1alpha1.ReasonIssuersDiffer, 1},
+	} {
+		h.r.Issuer = step.obs
+		w, _ := h.reconcile()
+		assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, step.reason)
+		if n := countEvents(h.takeEvents(), step.reason); n != step.events {
+			t.Errorf("check %d: %d %s events, want %d", i+1, n, step.reason, step.events)
+		}
+		h.clock.SetTime(w.Status.NextCheckTime.Time)
 	}
 }

@@ -41,6 +41,8 @@ const (
 	// ReasonCanaryUnavailable: no canary token could be minted: the ServiceAccount or the right
 	// to create its tokens is missing.
 	ReasonCanaryUnavailable = "CanaryUnavailable"
+	// ReasonIssuerNotChecked: the operator runs without service-account issuer checks.
+	ReasonIssuerNotChecked = "IssuerNotChecked"
 )
 
 // Reasons of the ImagePullsAuthorized condition.

@@ -350,7 +350,8 @@ type CredentialWatchStatus struct {
 	// +optional
 	ExpiresIn string `json:"expiresIn,omitempty"`
 
-	// LastCheckTime is when Microsoft Graph was last read successfully.
+	// LastCheckTime is when the target was last read successfully: Microsoft Graph, or the API
+	// servers of a serviceAccountIssuer target.
 	// +optional
 	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
 

@@ -177,7 +177,7 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	}
 
 	t.family("credwatch_watch_last_check_timestamp_seconds",
-		"When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.")
+		"When the watch last checked successfully (Microsoft Graph, or the API servers of a serviceAccountIssuer target), as a Unix timestamp.")
 	for i := range list {
 		if cw := list[i]; cw.Status.LastCheckTime != nil {
 			t.sample(cw.Status.LastCheckTime.Unix(), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace)

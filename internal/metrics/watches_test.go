@@ -68,7 +68,7 @@ credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k2",n
 # HELP credwatch_watch_consecutive_check_failures Failed checks of the watch since its last successful one; absent while checks succeed.
 # TYPE credwatch_watch_consecutive_check_failures gauge
 credwatch_watch_consecutive_check_failures{client_id="c-failing",name="failing",namespace="platform"} 3
-# HELP credwatch_watch_last_check_timestamp_seconds When Microsoft Graph was last read successfully for the watch, as a Unix timestamp.
+# HELP credwatch_watch_last_check_timestamp_seconds When the watch last checked successfully (Microsoft Graph, or the API servers of a serviceAccountIssuer target), as a Unix timestamp.
 # TYPE credwatch_watch_last_check_timestamp_seconds gauge
 credwatch_watch_last_check_timestamp_seconds{client_id="c-failing",name="failing",namespace="platform"} 1.8e+09
 credwatch_watch_last_check_timestamp_seconds{client_id="c-ok",name="ok",namespace="platform"} 1.8e+09

@@ -224,6 +224,31 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 	}
 }
 
+// Features turned off grant nothing, and the operator is told not to use them: it would otherwise
+// try, and fail for want of rights.
+func TestDisabledFeaturesGrantNothing(t *testing.T) {
+	off := filepath.Join(t.TempDir(), "off.yaml")
+	if err := os.WriteFile(off, []byte("serviceAccountIssuer: {enabled: false}\nimagePulls: {enabled: false}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args string
+	for _, obj := range render(t, off) {
+		switch name := obj.GetName(); {
+		case obj.GetKind() == "Deployment":
+			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			a, _ := json.Marshal(containers[0].(map[string]any)["args"])
+			args = string(a)
+		case strings.Contains(name, "issuer") || strings.Contains(name, "canary") || strings.Contains(name, "image-pulls") || strings.Contains(name, "kubernetes-endpoints"):
+			t.Errorf("%s %s rendered with its feature off", obj.GetKind(), name)
+		}
+	}
+	for _, want := range []string{"--service-account-issuer=false", "--image-pulls=false"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %s lack %s", args, want)
+		}
+	}
+}
+
 // TestWatchingOneNamespaceGrantsRightsThereOnly: with watchNamespace the manager's rights are a
 // Role in that namespace, plus reading Secrets in its own, and no ClusterRole grants Secrets.
 func TestWatchingOneNamespaceGrantsRightsThereOnly(t *testing.T) {
