@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,11 +74,33 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		return now.Add(listingRetry)
 	}
 
-	var next time.Time
+	was := map[string]v1alpha1.PullScope{}
+	for _, p := range previous {
+		was[p.Registry] = p.Scope
+	}
+	var incidents []pullauth.Incident
 	for _, in := range r.ImagePulls.Incidents(now) {
-		if !pullauth.Matches(spec.Registries, in.Registry) || len(obj.Status.ImagePulls) == maxPullIncidents {
-			continue
+		if pullauth.Matches(spec.Registries, in.Registry) {
+			incidents = append(incidents, in)
 		}
+	}
+	if len(incidents) > maxPullIncidents {
+		// The incidents status holds already stay: one told of must not seem to end because
+		// others began. Status lists them by registry, as the tracker does.
+		var told, fresh []pullauth.Incident
+		for _, in := range incidents {
+			if _, ok := was[in.Registry]; ok {
+				told = append(told, in)
+			} else {
+				fresh = append(fresh, in)
+			}
+		}
+		incidents = append(told, fresh...)[:maxPullIncidents]
+		slices.SortFunc(incidents, func(a, b pullauth.Incident) int { return cmp.Compare(a.Registry, b.Registry) })
+	}
+
+	var next time.Time
+	for _, in := range incidents {
 		obj.Status.ImagePulls = append(obj.Status.ImagePulls, v1alpha1.PullIncident{
 			Registry:     in.Registry,
 			Scope:        in.Scope,
@@ -90,10 +114,6 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		}
 	}
 
-	was := map[string]v1alpha1.PullScope{}
-	for _, p := range previous {
-		was[p.Registry] = p.Scope
-	}
 	for _, p := range obj.Status.ImagePulls {
 		if scope, ok := was[p.Registry]; !ok || scope != p.Scope {
 			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, pullProblem(obj, p, now))

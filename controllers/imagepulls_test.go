@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -362,5 +363,60 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
 	if got := pullAlerts(rc); len(got) != 2 || got[1].Kind != notify.KindPullsRecovered {
 		t.Errorf("alerts = %+v, want the incident and its end", got)
+	}
+}
+
+// incidents stands in for the watcher, for what only the number of incidents tests.
+type incidents []pullauth.Incident
+
+func (in incidents) Synced() bool                            { return true }
+func (in incidents) Incidents(time.Time) []pullauth.Incident { return in }
+
+// More registries refuse than status holds: the ones already told of stay until they end, and
+// none seems to recover because others began.
+func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"*.azurecr.io"}}
+	})
+	refusing := func(names ...string) incidents {
+		var out incidents
+		for _, n := range names {
+			out = append(out, pullauth.Incident{Registry: n + ".azurecr.io", Scope: v1alpha1.PullScopeClusterWide,
+				Failing: []string{"a", "b", "c"}, Since: h.clock.Now(), Changes: h.clock.Now().Add(10 * time.Minute)})
+		}
+		slices.SortFunc(out, func(a, b pullauth.Incident) int { return strings.Compare(a.Registry, b.Registry) })
+		return out
+	}
+	var names []string
+	for i := range maxPullIncidents {
+		names = append(names, fmt.Sprintf("r%02d", i))
+	}
+	h.r.ImagePulls = refusing(names...)
+	w, _ := h.reconcile()
+	if len(w.Status.ImagePulls) != maxPullIncidents {
+		t.Fatalf("%d incidents in status, want %d", len(w.Status.ImagePulls), maxPullIncidents)
+	}
+	h.takeEvents()
+
+	// Two more registries, first by name.
+	h.r.ImagePulls = refusing(append(names, "a00", "a01")...)
+	h.step(time.Minute)
+	w, _ = h.reconcile()
+	if len(w.Status.ImagePulls) != maxPullIncidents || w.Status.ImagePulls[0].Registry != "r00.azurecr.io" {
+		t.Errorf("status.imagePulls begins with %s, want the incidents told of before", w.Status.ImagePulls[0].Registry)
+	}
+	if events := h.takeEvents(); len(events) != 0 {
+		t.Errorf("events %q, want none", events)
+	}
+
+	// One of them ends: a new one takes its place.
+	h.r.ImagePulls = refusing(append(names[1:], "a00", "a01")...)
+	h.step(time.Minute)
+	w, _ = h.reconcile()
+	events := h.takeEvents()
+	if countEvents(events, eventImagePullsRecovered) != 1 || countEvents(events, eventImagePullsRefused) != 1 || w.Status.ImagePulls[0].Registry != "a00.azurecr.io" {
+		t.Errorf("events %q and status beginning with %s, want r00 over and a00 in its place", events, w.Status.ImagePulls[0].Registry)
 	}
 }
