@@ -1,6 +1,6 @@
 // Command kubectl-credwatch is a kubectl plugin, in the spirit of cmctl: `kubectl credwatch status`
 // tables every watch and credential with the days it has left, `rotate` asks a watch to rotate
-// now, and `check` asks it to read Graph now. Install it by putting it on the PATH.
+// now, and `check` asks it to check its target now. Install it by putting it on the PATH.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,7 +28,7 @@ import (
 const usage = `Usage:
   kubectl credwatch status [-n NAMESPACE]          every watch and credential, with days left (all namespaces unless -n)
   kubectl credwatch rotate [-n NAMESPACE] WATCH    rotate the watch's secret now (rotation must be enabled)
-  kubectl credwatch check  [-n NAMESPACE] WATCH    read Microsoft Graph now
+  kubectl credwatch check  [-n NAMESPACE] WATCH    check the watch's target now (Microsoft Graph, or the API servers)
 
 Flags:
   --kubeconfig FILE   the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)
@@ -127,7 +128,8 @@ func connect(kubeconfig string) (client.Client, string, error) {
 	return c, ns, err
 }
 
-// status prints one row per credential, soonest expiry first, and a row for each watch with none.
+// status prints one row per credential, soonest expiry first, one per service-account issuer
+// (first when its API servers drift, as they break tokens now), and one for each other watch.
 func status(ctx context.Context, c client.Client, namespace string, out io.Writer, now time.Time) error {
 	var list v1alpha1.CredentialWatchList
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
@@ -145,8 +147,29 @@ func status(ctx context.Context, c client.Client, namespace string, out io.Write
 				ready = string(cond.Status) + " (" + cond.Reason + ")"
 			}
 		}
+		never := now.Add(100 * 365 * 24 * time.Hour)
+		if st := w.Status.ServiceAccountIssuer; st != nil {
+			r := row{end: never, cells: []any{w.Namespace, w.Name, ready, "-", "-", "SigningKeys", fmt.Sprintf("%d API servers", len(st.Endpoints)), "-", "-"}}
+			var kids []string
+			for _, k := range st.Keys {
+				kids = append(kids, k.KeyID)
+			}
+			if len(kids) > 0 {
+				r.cells[4] = strings.Join(kids, ",")
+			}
+			for _, cond := range w.Status.Conditions {
+				if cond.Type == v1alpha1.ConditionSigningKeyDrift {
+					r.cells[8] = cond.Reason
+					if cond.Status == metav1.ConditionTrue {
+						r.end = now
+					}
+				}
+			}
+			rows = append(rows, r)
+			continue
+		}
 		if len(w.Status.Credentials) == 0 {
-			rows = append(rows, row{end: now.Add(100 * 365 * 24 * time.Hour), cells: []any{w.Namespace, w.Name, ready, w.AppID(), "-", "-", "-", "-", "-"}})
+			rows = append(rows, row{end: never, cells: []any{w.Namespace, w.Name, ready, w.AppID(), "-", "-", "-", "-", "-"}})
 		}
 		for _, cr := range w.Status.Credentials {
 			appID := w.AppID()

@@ -67,6 +67,43 @@ func TestStatusNamesTheApplicationOfEachScannedCredential(t *testing.T) {
 	}
 }
 
+func TestStatusPutsDriftingIssuersFirst(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	issuer := func(name string, drift metav1.ConditionStatus, reason string) *v1alpha1.CredentialWatch {
+		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name},
+			Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{}}}}
+		w.Status.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerStatus{
+			Endpoints: []v1alpha1.IssuerEndpoint{{Endpoint: "https://10.0.0.4:6443"}, {Endpoint: "https://10.0.0.5:6443"}},
+			Keys:      []v1alpha1.ServedKey{{KeyID: "k1"}, {KeyID: "k2"}},
+		}
+		w.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionSigningKeyDrift, Status: drift, Reason: reason}}
+		return w
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		watch("a", "soon", 3*24*time.Hour), issuer("calm", metav1.ConditionFalse, v1alpha1.ReasonKeysAgree),
+		issuer("drifting", metav1.ConditionTrue, v1alpha1.ReasonSigningKeyNotShared),
+	).Build()
+	var out bytes.Buffer
+	if err := status(context.Background(), c, "", &out, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("status =\n%s", out.String())
+	}
+	for i, want := range []string{"drifting", "soon", "calm"} {
+		if !strings.Contains(lines[i+1], want) {
+			t.Errorf("row %d = %q, want %s there", i+1, lines[i+1], want)
+		}
+	}
+	for _, want := range []string{"k1,k2", "2 API servers", v1alpha1.ReasonSigningKeyNotShared} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("row %q does not say %s", lines[1], want)
+		}
+	}
+}
+
 func TestRotateNeedsRotationEnabled(t *testing.T) {
 	s := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(s)
