@@ -80,7 +80,7 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 	}
 	var incidents []pullauth.Incident
 	for _, in := range r.ImagePulls.Incidents(now) {
-		if pullauth.Matches(spec.Registries, in.Registry) {
+		if covers(spec, in) {
 			incidents = append(incidents, in)
 		}
 	}
@@ -125,8 +125,12 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 	}
 
 	if len(obj.Status.ImagePulls) == 0 {
+		covered := strings.Join(spec.Registries, ", ")
+		if spec.CoversPodRegistries() {
+			covered += ", or by any registry pods pull from with the node's credential"
+		}
 		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
-			"No pull refused for want of credentials by "+strings.Join(spec.Registries, ", "), now)
+			"No pull refused for want of credentials by "+covered, now)
 		return next
 	}
 	worst := obj.Status.ImagePulls[0]
@@ -137,6 +141,11 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 	}
 	setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], pullProblem(obj, worst, now), now)
 	return next
+}
+
+// covers says whether a watch of spec hears of incident.
+func covers(spec *v1alpha1.ImagePulls, in pullauth.Incident) bool {
+	return pullauth.Matches(spec.Registries, in.Registry) || (spec.CoversPodRegistries() && in.NodeCredential)
 }
 
 // maxPullIncidents bounds status.imagePulls, as the CRD does.
@@ -232,7 +241,8 @@ func watchesOfRegistry(c client.Reader) func(ctx context.Context, registry strin
 		var out []reconcile.Request
 		for i := range list.Items {
 			w := &list.Items[i]
-			if w.Spec.ImagePulls != nil && pullauth.Matches(w.Spec.ImagePulls.Registries, registry) {
+			// A registry that turned into a pods' registry may concern any watch that covers them.
+			if p := w.Spec.ImagePulls; p != nil && (p.CoversPodRegistries() || pullauth.Matches(p.Registries, registry)) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -78,7 +79,8 @@ func (p *pulls) node(name string) string { return p.ns + "-" + name }
 func (p *pulls) cover(h *harness) {
 	p.t.Helper()
 	w := h.get()
-	w.Spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{p.registry}}
+	// Not the registries of pods: those of other tests' pods would count.
+	w.Spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{p.registry}, PodRegistries: ptr.To(false)}
 	if err := k8s.Update(context.Background(), w); err != nil {
 		p.t.Fatal(err)
 	}
@@ -116,6 +118,32 @@ func (p *pulls) refused(node string, at time.Time) {
 
 func (p *pulls) pulled(node string, at time.Time) {
 	p.event(node, "Pulled", fmt.Sprintf(`Successfully pulled image "%s/shop/api:1.4" in 1.2s (1.2s including waiting)`, p.registry), at)
+}
+
+// stuckPod creates a pod on node whose image registry refuses, with a pull secret of its own or
+// not, and deletes it when the test ends: a pending pod is listed by every watcher after.
+func (p *pulls) stuckPod(name, node, image string, pullSecret bool) {
+	p.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns},
+		Spec:       corev1.PodSpec{NodeName: p.node(node), Containers: []corev1.Container{{Name: "api", Image: image}}},
+	}
+	if pullSecret {
+		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	}
+	ctx := context.Background()
+	if err := k8s.Create(ctx, pod); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _ = k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "api", Image: image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+			Message: fmt.Sprintf(`Back-off pulling image "%s": ErrImagePull: unauthorized: authentication required`, image)}},
+	}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 // waitFor waits until the tracker's incident of the test's registry is as want says.
@@ -169,7 +197,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: h.key.Namespace},
 		Spec: v1alpha1.CredentialWatchSpec{
 			Target:     v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: s.appID}},
-			ImagePulls: &v1alpha1.ImagePulls{Registries: []string{"registry.internal.example"}},
+			ImagePulls: &v1alpha1.ImagePulls{Registries: []string{"registry.internal.example"}, PodRegistries: ptr.To(false)},
 		},
 	}
 	if err := k8s.Create(context.Background(), other); err != nil {
@@ -322,21 +350,7 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:9.9": rpc error: code = NotFound desc = failed to resolve reference "%s/shop/api:9.9": not found`, p.registry, p.registry), t0)
 	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": 429 Too Many Requests - Server message: toomanyrequests: retry later`, p.registry), t0)
 	// A pod stuck on node d, whose kubelet reports the refusal in the pod's status.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "api-1", Namespace: p.ns},
-		Spec:       corev1.PodSpec{NodeName: p.node("d"), Containers: []corev1.Container{{Name: "api", Image: p.registry + "/shop/api:1.4"}}},
-	}
-	if err := k8s.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "api", Image: p.registry + "/shop/api:1.4",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
-			Message: fmt.Sprintf(`Back-off pulling image "%s/shop/api:1.4": ErrImagePull: unauthorized: authentication required`, p.registry)}},
-	}}}
-	if err := k8s.Status().Update(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
+	p.stuckPod("api-1", "d", p.registry+"/shop/api:1.4", false)
 	p.waitFor(h, "a node-local incident on d", func(in *pullauth.Incident) bool {
 		return in != nil && in.Scope == v1alpha1.PullScopeNodeLocal && len(in.Failing) == 1 && in.Failing[0] == p.node("d")
 	})
@@ -418,5 +432,56 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 	events := h.takeEvents()
 	if countEvents(events, eventImagePullsRecovered) != 1 || countEvents(events, eventImagePullsRefused) != 1 || w.Status.ImagePulls[0].Registry != "a00.azurecr.io" {
 		t.Errorf("events %q and status beginning with %s, want r00 over and a00 in its place", events, w.Status.ImagePulls[0].Registry)
+	}
+}
+
+// By default a watch also hears of any registry that refuses pods pulling with the node's
+// credential, whatever its name; not of one refusing pods that bring their own pull secret.
+func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })
+	p := newPulls(t, h)
+	p.createNodes("a", "b", "c")
+	internal, private := "registry."+p.ns+".example", "private."+p.ns+".example"
+	for _, n := range []string{"a", "b", "c"} {
+		p.stuckPod("api-"+n, n, internal+"/shop/api:1.4", false)
+		p.stuckPod("job-"+n, n, private+"/batch/job:2", true)
+	}
+	eventually(t, 20*time.Second, "both registries' incidents", func() bool {
+		n := 0
+		for _, in := range p.tracker.Incidents(h.clock.Now()) {
+			if (in.Registry == internal || in.Registry == private) && in.Scope == v1alpha1.PullScopeClusterWide {
+				n++
+			}
+		}
+		return n == 2
+	})
+	// The default covers every *.azurecr.io, where other tests' pulls were refused too.
+	ours := func(w *v1alpha1.CredentialWatch) []string {
+		var out []string
+		for _, in := range w.Status.ImagePulls {
+			if strings.Contains(in.Registry, p.ns) {
+				out = append(out, in.Registry)
+			}
+		}
+		return out
+	}
+	w, _ := h.reconcile()
+	if got := ours(w); len(got) != 1 || got[0] != internal {
+		t.Errorf("incidents %v, want %s's only", got, internal)
+	}
+	if got := w.Spec.ImagePulls; len(got.Registries) != 1 || got.Registries[0] != "*.azurecr.io" || !got.CoversPodRegistries() {
+		t.Errorf("spec.imagePulls defaulted to %+v", got)
+	}
+
+	// Told to keep to its registries, it hears of neither.
+	w.Spec.ImagePulls.PodRegistries = ptr.To(false)
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = h.reconcile()
+	if got := ours(w); len(got) != 0 {
+		t.Errorf("incidents %v, want none of this test's registries", got)
 	}
 }

@@ -17,6 +17,18 @@ type ImagePulls struct {
 	// +listType=set
 	// +optional
 	Registries []string `json:"registries,omitempty"`
+	// PodRegistries adds every registry that refuses pods pulling with the node's credential:
+	// pods without imagePullSecrets, whose kubelet signs in with the cluster's identity. A pod
+	// with its own pull secret is refused for that secret, which this watch does not hold.
+	// +kubebuilder:default=true
+	// +optional
+	PodRegistries *bool `json:"podRegistries,omitempty"`
+}
+
+// CoversPodRegistries says whether the watch takes the registries its pods pull from with the
+// node's credential, as it does unless told not to.
+func (p *ImagePulls) CoversPodRegistries() bool {
+	return p.PodRegistries == nil || *p.PodRegistries
 }
 
 // PullScope says what image-pull authentication failures point at.

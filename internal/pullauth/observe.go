@@ -17,6 +17,9 @@ type Observation struct {
 	Refused  bool
 	// FromStatus: read from a pod's status, which repeats the pull its kubelet's event reports.
 	FromStatus bool
+	// NodeCredential: the pod has no imagePullSecrets, so its kubelet pulled with the node's
+	// credential. Known of pods' statuses only: an event does not say.
+	NodeCredential bool
 }
 
 // Messages of kubelet's pull events (pkg/kubelet/images): "Failed to pull image "x": <error>" and
@@ -123,7 +126,8 @@ func FromPod(p *corev1.Pod, now time.Time) []Observation {
 				continue
 			}
 			if registry, ok := registryOf(cs.Image); ok {
-				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true, FromStatus: true})
+				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true, FromStatus: true,
+					NodeCredential: len(p.Spec.ImagePullSecrets) == 0})
 			}
 		}
 	}

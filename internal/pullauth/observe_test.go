@@ -41,13 +41,13 @@ func TestFromEvent(t *testing.T) {
 		want Observation
 		ok   bool
 	}{
-		{"containerd refusal", pullEvent("Failed", containerd401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false}, true},
-		{"docker refusal", pullEvent("Failed", docker401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false}, true},
-		{"events.k8s.io series, node from the reporting instance", series, Observation{"myacr.azurecr.io", "aks-pool-2", t0.Add(time.Minute), true, false}, true},
+		{"containerd refusal", pullEvent("Failed", containerd401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false, false}, true},
+		{"docker refusal", pullEvent("Failed", docker401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false, false}, true},
+		{"events.k8s.io series, node from the reporting instance", series, Observation{"myacr.azurecr.io", "aks-pool-2", t0.Add(time.Minute), true, false, false}, true},
 		{"successful pull", pullEvent("Pulled", `Successfully pulled image "myacr.azurecr.io/shop/api:1.4" in 1.2s (1.2s including waiting). Image size: 1234 bytes.`, "aks-pool-3", t0),
-			Observation{"myacr.azurecr.io", "aks-pool-3", t0, false, false}, true},
-		{"docker hub image", pullEvent("Failed", `Failed to pull image "nginx": no basic auth credentials`, "n", t0), Observation{"docker.io", "n", t0, true, false}, true},
-		{"no time: now", pullEvent("Failed", docker401, "n", time.Time{}), Observation{"myacr.azurecr.io", "n", t0.Add(time.Hour), true, false}, true},
+			Observation{"myacr.azurecr.io", "aks-pool-3", t0, false, false, false}, true},
+		{"docker hub image", pullEvent("Failed", `Failed to pull image "nginx": no basic auth credentials`, "n", t0), Observation{"docker.io", "n", t0, true, false, false}, true},
+		{"no time: now", pullEvent("Failed", docker401, "n", time.Time{}), Observation{"myacr.azurecr.io", "n", t0.Add(time.Hour), true, false, false}, true},
 		{"image not found", pullEvent("Failed", notFound, "aks-pool-1", t0), Observation{}, false},
 		{"rate limited", pullEvent("Failed", rateLimited, "aks-pool-1", t0), Observation{}, false},
 		{"registry firewall", pullEvent("Failed", firewall, "aks-pool-1", t0), Observation{}, false},
@@ -84,9 +84,14 @@ func TestFromPod(t *testing.T) {
 		},
 	}
 	got := FromPod(p, t0)
-	want := []Observation{{"myacr.azurecr.io", "aks-pool-1", t0, true, true}, {"other.azurecr.io", "aks-pool-1", t0, true, true}}
+	want := []Observation{{"myacr.azurecr.io", "aks-pool-1", t0, true, true, true}, {"other.azurecr.io", "aks-pool-1", t0, true, true, true}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("FromPod = %+v, want %+v", got, want)
+	}
+	// A pod with its own pull secret is refused for that secret, not the node's credential.
+	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	if got := FromPod(p, t0); len(got) != 2 || got[0].NodeCredential || got[1].NodeCredential {
+		t.Errorf("FromPod of a pod with a pull secret = %+v, want refusals not of the node's credential", got)
 	}
 	p.Spec.NodeName = ""
 	if got := FromPod(p, t0); len(got) != 0 {

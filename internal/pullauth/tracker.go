@@ -65,6 +65,8 @@ type Incident struct {
 	Since time.Time
 	// Changes is when a refusal leaves the window, which may change the incident or end it.
 	Changes time.Time
+	// NodeCredential: the registry refused a pod that pulls with the node's credential.
+	NodeCredential bool
 }
 
 // Tracker keeps, per registry and node, the latest refused and successful pull. It is safe for
@@ -85,6 +87,8 @@ type registry struct {
 	seen time.Time
 	// last is what Observe last reported, to report only changes.
 	last summary
+	// nodeCredential: the current incident refused a pod pulling with the node's credential.
+	nodeCredential bool
 	// refusals counts refused pulls by the scope they fell in, once each.
 	refusals map[v1alpha1.PullScope]uint64
 }
@@ -96,6 +100,7 @@ type pulls struct{ refused, pulled, counted time.Time }
 type summary struct {
 	scope            v1alpha1.PullScope
 	failing, pulling int
+	nodeCredential   bool // which brings the registry into the watches that cover pods' registries
 }
 
 // NewTracker returns a Tracker; nodes counts the cluster's nodes, 0 when unknown.
@@ -132,16 +137,17 @@ func (t *Tracker) Observe(o Observation, now time.Time) bool {
 	}
 	if o.Refused {
 		if failing, _ := r.count(cutoff); failing == 0 {
-			r.since = o.Time
+			r.since, r.nodeCredential = o.Time, false
 		} else if o.Time.Before(r.since) {
 			r.since = o.Time
 		}
+		r.nodeCredential = r.nodeCredential || o.NodeCredential
 		p.refused = laterOf(p.refused, o.Time)
 	} else {
 		p.pulled = laterOf(p.pulled, o.Time)
 	}
 	failing, pulling := r.count(cutoff)
-	current := summary{Scope(failing, pulling, nodes, t.th), failing, pulling}
+	current := summary{Scope(failing, pulling, nodes, t.th), failing, pulling, r.nodeCredential}
 	if o.Refused && !o.FromStatus && o.Time.After(p.counted) {
 		p.counted = o.Time
 		r.refusals[current.scope]++
@@ -164,7 +170,8 @@ func (t *Tracker) Incidents(now time.Time) []Incident {
 			continue
 		}
 		_, pulling := r.count(cutoff)
-		in := Incident{Registry: name, Scope: Scope(len(failing), pulling, nodes, t.th), Failing: failing, Pulling: pulling, Since: r.since}
+		in := Incident{Registry: name, Scope: Scope(len(failing), pulling, nodes, t.th), Failing: failing, Pulling: pulling, Since: r.since,
+			NodeCredential: r.nodeCredential}
 		for _, n := range failing {
 			if c := r.nodes[n].refused.Add(t.th.Window); in.Changes.IsZero() || c.Before(in.Changes) {
 				in.Changes = c

@@ -109,6 +109,33 @@ func TestTrackerTellsTheIncidentsApartAndSaysWhenTheyChange(t *testing.T) {
 	}
 }
 
+// A registry becomes one of pods pulling with the node's credential when it refuses one of them,
+// and stays so until its incident ends.
+func TestTrackerTellsTheNodeCredentialsRegistries(t *testing.T) {
+	tr := NewTracker(DefaultThresholds, func() int { return 5 })
+	now := t0.Add(time.Minute)
+	if !tr.Observe(refused("n1", 0), now) {
+		t.Fatal("the first refusal did not count as a change")
+	}
+	if in := tr.Incidents(now); len(in) != 1 || in[0].NodeCredential {
+		t.Fatalf("incidents = %+v, want one not known to concern the node's credential", in)
+	}
+	pod := refused("n1", 10*time.Second)
+	pod.FromStatus, pod.NodeCredential = true, true
+	if !tr.Observe(pod, now) {
+		t.Error("a refusal of the node's credential did not count as a change")
+	}
+	if in := tr.Incidents(now); len(in) != 1 || !in[0].NodeCredential {
+		t.Errorf("incidents = %+v, want one of the node's credential", in)
+	}
+	// Over, then a new incident of a pod with its own pull secret.
+	later := t0.Add(time.Hour)
+	tr.Observe(refused("n2", time.Hour), later)
+	if in := tr.Incidents(later); len(in) != 1 || in[0].NodeCredential {
+		t.Errorf("incidents = %+v, want a new one, not of the node's credential", in)
+	}
+}
+
 // A flood of events, many registries and many nodes, keeps the tracker within its bounds.
 func TestTrackerMemoryIsBounded(t *testing.T) {
 	tr := NewTracker(DefaultThresholds, func() int { return 0 })
