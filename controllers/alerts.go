@@ -291,15 +291,20 @@ func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
 
 // checkFixes says what a person can do about each reason checks fail.
 var checkFixes = map[string]string{
-	v1alpha1.ReasonServicePrincipalNotFound: "Check spec.target: no application or service principal in the tenant has this appId.",
-	v1alpha1.ReasonAccessDenied:             "Grant the identity credwatch signs in with Application.Read.All, or make it an owner of the application.",
-	v1alpha1.ReasonAuthenticationFailed:     "Check the identity credwatch signs in with: the Secret in azureCredentialRef, or the operator's workload identity.",
-	v1alpha1.ReasonCredentialSecretInvalid:  "Create or fix the Secret named by azureCredentialRef, with keys clientID and clientSecret.",
-	v1alpha1.ReasonThrottled:                "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
-	v1alpha1.ReasonGraphUnreachable:         "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
-	v1alpha1.ReasonGraphError:               "See the Ready condition of the CredentialWatch for Graph's answer.",
-	v1alpha1.ReasonEndpointUnreachable:      "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
-	v1alpha1.ReasonCanaryUnavailable:        "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
+	v1alpha1.ReasonServicePrincipalNotFound:   "Check spec.target: no application or service principal in the tenant has this appId.",
+	v1alpha1.ReasonAccessDenied:               "Grant the identity credwatch signs in with Application.Read.All, or make it an owner of the application.",
+	v1alpha1.ReasonAuthenticationFailed:       "Check the identity credwatch signs in with: the Secret in azureCredentialRef, or the operator's workload identity.",
+	v1alpha1.ReasonCredentialSecretInvalid:    "Create or fix the Secret named by azureCredentialRef, with keys clientID and clientSecret.",
+	v1alpha1.ReasonThrottled:                  "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
+	v1alpha1.ReasonGraphUnreachable:           "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
+	v1alpha1.ReasonGraphError:                 "See the Ready condition of the CredentialWatch for Graph's answer.",
+	v1alpha1.ReasonClusterNotFound:            "Check spec.target.aksCluster: Resource Manager has no such cluster in that subscription and resource group, or the operator's identity cannot see it.",
+	v1alpha1.ReasonResourceManagerUnreachable: "Check that the operator can reach Azure Resource Manager (egress, proxy, DNS); credwatch retries with backoff.",
+	v1alpha1.ReasonFilterRejected:             "Fix spec.target.tenantScan.filter: Microsoft Graph refused it (see the Ready condition for why).",
+	v1alpha1.ReasonEndpointUnreachable:        "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
+	v1alpha1.ReasonCanaryUnavailable:          "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
+	// A watch that cannot do its job is a failing one: someone asked for it, and must hear.
+	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true and --operator-namespace (chart: serviceAccountIssuer.enabled=true), or delete the watch.",
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
