@@ -22,9 +22,9 @@ import (
 )
 
 // PullIncidents gives the registries refusing the cluster's image pulls now, once it has read what
-// the cluster holds.
+// the cluster holds; until then, why it cannot, if it cannot.
 type PullIncidents interface {
-	Synced() bool
+	Synced() (bool, error)
 	Incidents(now time.Time) []pullauth.Incident
 }
 
@@ -35,14 +35,20 @@ const (
 )
 
 // reasonPullsNotWatched: the watch asks for image pulls, and this operator does not watch them.
-// reasonPullsListing: the operator has not listed the cluster's pulls yet.
+// reasonPullsListing: the operator has not listed the cluster's pulls yet; reasonPullsListFailed:
+// it cannot.
 const (
 	reasonPullsNotWatched = "NotWatched"
 	reasonPullsListing    = "Listing"
+	reasonPullsListFailed = "ListFailed"
 )
 
-// listingRetry is how soon a watch looks again while the operator lists the cluster's pulls.
-const listingRetry = 5 * time.Second
+// listingRetry is how soon a watch looks again while the operator lists the cluster's pulls, and
+// listFailedRetry while listing fails, which its reflectors retry with their own backoff.
+const (
+	listingRetry    = 5 * time.Second
+	listFailedRetry = time.Minute
+)
 
 // maxListedNodes is how many refused nodes an incident names; it counts them all.
 const maxListedNodes = 10
@@ -64,10 +70,17 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		return time.Time{}
 	}
 
-	if !r.ImagePulls.Synced() {
-		// What status says stays true until the cluster's pulls are read again.
+	if synced, listErr := r.ImagePulls.Synced(); !synced {
+		// The incidents in status stay as last seen until the cluster's pulls are read again.
 		obj.Status.ImagePulls = previous
-		if meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized) == nil {
+		if listErr != nil {
+			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed,
+				oneLine(fmt.Sprintf("The operator cannot list the cluster's pull events, pending pods and nodes (it needs list and watch on them cluster-wide), "+
+					"so image pulls are as last seen: %v", listErr)), now)
+			return now.Add(listFailedRetry)
+		}
+		// A condition from before is left for the few seconds listing takes: it is likely still true.
+		if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized); c == nil || c.Reason == reasonPullsNotWatched {
 			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListing,
 				"The operator is listing the cluster's pull events, pending pods and nodes", now)
 		}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,7 +70,7 @@ func (p *pulls) start() {
 	p.stop = cancel
 	p.t.Cleanup(cancel)
 	go func() { _ = p.watcher.Start(ctx) }()
-	eventually(p.t, 20*time.Second, "the watcher's first lists", p.watcher.Synced)
+	eventually(p.t, 20*time.Second, "the watcher's first lists", func() bool { ok, _ := p.watcher.Synced(); return ok })
 }
 
 func (p *pulls) node(name string) string { return p.ns + "-" + name }
@@ -383,7 +384,7 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 // incidents stands in for the watcher, for what only the number of incidents tests.
 type incidents []pullauth.Incident
 
-func (in incidents) Synced() bool                            { return true }
+func (in incidents) Synced() (bool, error)                   { return true, nil }
 func (in incidents) Incidents(time.Time) []pullauth.Incident { return in }
 
 // More registries refuse than status holds: the ones already told of stay until they end, and
@@ -483,5 +484,44 @@ func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
 	w, _ = h.reconcile()
 	if got := ours(w); len(got) != 0 {
 		t.Errorf("incidents %v, want none of this test's registries", got)
+	}
+}
+
+// An operator that may not list pulls says so on the watch, and keeps the incidents it knew.
+func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })
+	known := h.get()
+	known.Status.ImagePulls = []v1alpha1.PullIncident{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide,
+		Nodes: []string{"a", "b", "c"}, FailingNodes: 3, Since: metav1.NewTime(h.clock.Now().Add(-time.Hour))}}
+	if err := k8s.Status().Update(context.Background(), known); err != nil {
+		t.Fatal(err)
+	}
+
+	nobody := rest.CopyConfig(cfg)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + h.key.Namespace + ":nobody"}
+	c, err := client.NewWithWatch(nobody, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &NodeSet{}
+	watcher := &PullWatcher{Client: c, Tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), Clock: h.clock, Nodes: nodes}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = watcher.Start(ctx) }()
+	h.r.ImagePulls = watcher
+	eventually(t, 20*time.Second, "a refused list", func() bool { _, err := watcher.Synced(); return err != nil })
+
+	w, res := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
+	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
+		t.Errorf("condition message %q does not say why listing fails", msg)
+	}
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listFailedRetry {
+		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, listFailedRetry)
+	}
+	if events := h.takeEvents(); countEvents(events, eventImagePullsRecovered) != 0 {
+		t.Errorf("events %q, want no recovery", events)
 	}
 }

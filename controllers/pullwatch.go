@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,56 +38,98 @@ type PullWatcher struct {
 	// Nodes is kept to the cluster's nodes, which the tracker counts.
 	Nodes *NodeSet
 
-	listed atomic.Int32 // reflectors that have listed once
+	reflectors atomic.Int32 // how many Start runs, known before any lists
+	listed     atomic.Int32 // how many have listed once
+
+	mu       sync.Mutex
+	failures map[string]error // by reflector, while its lists fail
 }
 
-// reflectors is how many Start runs: Failed and Pulled events, pending pods, nodes.
-const reflectors = 4
+// Synced says whether every reflector has listed once, and if not, why listing fails, if it
+// does. Before that the tracker knows of no incident, which is not the same as there being none:
+// a restarted operator would otherwise announce the end of every incident, then its start again.
+func (w *PullWatcher) Synced() (bool, error) {
+	if n := w.reflectors.Load(); n > 0 && w.listed.Load() >= n {
+		return true, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(w.failures)) {
+		return false, fmt.Errorf("listing %s: %w", name, w.failures[name])
+	}
+	return false, nil
+}
 
-// Synced says whether every reflector has listed once. Before that the tracker knows of no
-// incident, which is not the same as there being none: a restarted operator would otherwise
-// announce the end of every incident, then its start again.
-func (w *PullWatcher) Synced() bool { return w.listed.Load() == reflectors }
-
-// Incidents are the tracker's incidents.
+// Incidents implements PullIncidents with the tracker's incidents.
 func (w *PullWatcher) Incidents(now time.Time) []pullauth.Incident { return w.Tracker.Incidents(now) }
+
+// reflected is what one reflector lists and watches.
+type reflected struct {
+	name     string
+	list     client.ObjectList
+	obj      runtime.Object
+	selector fields.Selector
+	store    toolscache.ReflectorStore
+}
 
 // Start runs the reflectors until ctx ends.
 func (w *PullWatcher) Start(ctx context.Context) error {
 	events := func(reason string) fields.Selector {
 		return fields.Set{"involvedObject.kind": "Pod", "reason": reason}.AsSelector()
 	}
-	w.run(ctx, "pull-failed-events", &corev1.EventList{}, &corev1.Event{}, events("Failed"), observer{ctx, w, w.fromEvent})
-	w.run(ctx, "pulled-events", &corev1.EventList{}, &corev1.Event{}, events("Pulled"), observer{ctx, w, w.fromEvent})
-	w.run(ctx, "pending-pods", &corev1.PodList{}, &corev1.Pod{}, fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)), observer{ctx, w, w.fromPod})
 	// Names only, through the metadata API: a Node lists every image it holds.
 	nodes := &metav1.PartialObjectMetadataList{}
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	node := &metav1.PartialObjectMetadata{}
 	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	w.run(ctx, "nodes", nodes, node, fields.Everything(), w.Nodes)
+	all := []reflected{
+		{"pull-failed-events", &corev1.EventList{}, &corev1.Event{}, events("Failed"), observer{ctx, w, w.fromEvent}},
+		{"pulled-events", &corev1.EventList{}, &corev1.Event{}, events("Pulled"), observer{ctx, w, w.fromEvent}},
+		{"pending-pods", &corev1.PodList{}, &corev1.Pod{}, fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)), observer{ctx, w, w.fromPod}},
+		{"nodes", nodes, node, fields.Everything(), w.Nodes},
+	}
+	w.reflectors.Store(int32(len(all)))
+	for _, r := range all {
+		w.run(ctx, r)
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// noteList keeps why a reflector's list failed, until one succeeds.
+func (w *PullWatcher) noteList(name string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		delete(w.failures, name)
+		return
+	}
+	if w.failures == nil {
+		w.failures = map[string]error{}
+	}
+	w.failures[name] = err
 }
 
 // NeedLeaderElection: only the leader alerts, so only it needs to know.
 func (w *PullWatcher) NeedLeaderElection() bool { return true }
 
-func (w *PullWatcher) run(ctx context.Context, name string, list client.ObjectList, obj runtime.Object, selector fields.Selector, store toolscache.ReflectorStore) {
+func (w *PullWatcher) run(ctx context.Context, r reflected) {
+	name, list, selector := r.name, r.list, r.selector
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector.String()
 			l := list.DeepCopyObject().(client.ObjectList)
-			return l, w.Client.List(ctx, l, &client.ListOptions{Raw: &o})
+			err := w.Client.List(ctx, l, &client.ListOptions{Raw: &o})
+			w.noteList(name, err)
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector.String()
 			return w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
 		},
 	}
-	store = listedOnce{ReflectorStore: store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
-	r := toolscache.NewReflectorWithOptions(lw, obj, store, toolscache.ReflectorOptions{Name: name})
-	go r.RunWithContext(ctx)
+	store := listedOnce{ReflectorStore: r.store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
+	go toolscache.NewReflectorWithOptions(lw, r.obj, store, toolscache.ReflectorOptions{Name: name}).RunWithContext(ctx)
 }
 
 func (w *PullWatcher) fromEvent(obj any, now time.Time) []pullauth.Observation {
