@@ -87,57 +87,67 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		return now.Add(listingRetry)
 	}
 
-	was := map[string]v1alpha1.PullScope{}
+	was := map[string]v1alpha1.PullIncident{}
 	for _, p := range previous {
-		was[p.Registry] = p.Scope
+		was[p.Registry] = p
 	}
-	var incidents []pullauth.Incident
-	for _, in := range r.ImagePulls.Incidents(now) {
-		if covers(spec, in) {
-			incidents = append(incidents, in)
-		}
-	}
-	if len(incidents) > maxPullIncidents {
-		// The incidents status holds already stay: one told of must not seem to end because
-		// others began. Status lists them by registry, as the tracker does.
-		var told, fresh []pullauth.Incident
-		for _, in := range incidents {
-			if _, ok := was[in.Registry]; ok {
-				told = append(told, in)
-			} else {
-				fresh = append(fresh, in)
-			}
-		}
-		incidents = append(told, fresh...)[:maxPullIncidents]
-		slices.SortFunc(incidents, func(a, b pullauth.Incident) int { return cmp.Compare(a.Registry, b.Registry) })
-	}
-
+	var all []v1alpha1.PullIncident
 	var next time.Time
-	for _, in := range incidents {
-		obj.Status.ImagePulls = append(obj.Status.ImagePulls, v1alpha1.PullIncident{
+	for _, in := range r.ImagePulls.Incidents(now) {
+		if !covers(spec, in) {
+			continue
+		}
+		p := v1alpha1.PullIncident{
 			Registry:     in.Registry,
 			Scope:        in.Scope,
 			Nodes:        in.Failing[:min(len(in.Failing), maxListedNodes)],
 			FailingNodes: int32(len(in.Failing)),
 			PullingNodes: int32(in.Pulling),
 			Since:        metav1.NewTime(in.Since),
-		})
+		}
+		// A restarted operator knows only the refusals still in the window.
+		if before, ok := was[in.Registry]; ok && before.Since.Before(&p.Since) {
+			p.Since = before.Since
+		}
+		all = append(all, p)
 		if next.IsZero() || in.Changes.Before(next) {
 			next = in.Changes
 		}
 	}
+	obj.Status.ImagePulls = all
+	if len(all) > maxPullIncidents {
+		// The incidents told of already stay: one must not seem to end because others began.
+		// The rest fill what is left, the most serious first. Status lists them by registry.
+		kept := slices.Clone(all)
+		slices.SortStableFunc(kept, func(a, b v1alpha1.PullIncident) int {
+			_, aTold := was[a.Registry]
+			_, bTold := was[b.Registry]
+			if aTold != bTold {
+				if aTold {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(scopeRank[b.Scope], scopeRank[a.Scope])
+		})
+		kept = kept[:maxPullIncidents]
+		slices.SortFunc(kept, func(a, b v1alpha1.PullIncident) int { return cmp.Compare(a.Registry, b.Registry) })
+		obj.Status.ImagePulls = kept
+	}
 
 	for _, p := range obj.Status.ImagePulls {
-		if scope, ok := was[p.Registry]; !ok || scope != p.Scope {
+		if before, ok := was[p.Registry]; !ok || before.Scope != p.Scope {
 			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, pullProblem(obj, p, now))
 		}
+	}
+	for _, p := range all {
 		delete(was, p.Registry)
 	}
 	for registry := range was {
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventImagePullsRecovered, "%s refuses no image pull any more", registry)
 	}
 
-	if len(obj.Status.ImagePulls) == 0 {
+	if len(all) == 0 {
 		covered := strings.Join(spec.Registries, ", ")
 		if spec.CoversPodRegistries() {
 			covered += ", or by any registry pods pull from with the node's credential"
@@ -146,8 +156,9 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 			"No pull refused for want of credentials by "+covered, now)
 		return next
 	}
-	worst := obj.Status.ImagePulls[0]
-	for _, p := range obj.Status.ImagePulls[1:] {
+	// The condition tells the worst of all, also of one status has no room for.
+	worst := all[0]
+	for _, p := range all[1:] {
 		if scopeRank[p.Scope] > scopeRank[worst.Scope] {
 			worst = p
 		}

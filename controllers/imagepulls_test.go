@@ -387,48 +387,57 @@ type incidents []pullauth.Incident
 func (in incidents) Synced() (bool, error)                   { return true, nil }
 func (in incidents) Incidents(time.Time) []pullauth.Incident { return in }
 
-// More registries refuse than status holds: the ones already told of stay until they end, and
-// none seems to recover because others began.
+// More registries refuse than status holds: the ones already told of stay until they end, with
+// their start, and none seems to recover because others began; the condition tells the worst.
 func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 	h := newHarness(t)
-	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 200*day, 400*day, 200*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"*.azurecr.io"}}
 	})
-	refusing := func(names ...string) incidents {
+	// refusing gives incidents that started now, as a tracker that has just listed them would.
+	refusing := func(scope v1alpha1.PullScope, names ...string) incidents {
 		var out incidents
 		for _, n := range names {
-			out = append(out, pullauth.Incident{Registry: n + ".azurecr.io", Scope: v1alpha1.PullScopeClusterWide,
-				Failing: []string{"a", "b", "c"}, Since: h.clock.Now(), Changes: h.clock.Now().Add(10 * time.Minute)})
+			out = append(out, pullauth.Incident{Registry: n + ".azurecr.io", Scope: scope,
+				Failing: []string{"a"}, Since: h.clock.Now(), Changes: h.clock.Now().Add(10 * time.Minute)})
 		}
-		slices.SortFunc(out, func(a, b pullauth.Incident) int { return strings.Compare(a.Registry, b.Registry) })
 		return out
+	}
+	sorted := func(in incidents) incidents {
+		slices.SortFunc(in, func(a, b pullauth.Incident) int { return strings.Compare(a.Registry, b.Registry) })
+		return in
 	}
 	var names []string
 	for i := range maxPullIncidents {
 		names = append(names, fmt.Sprintf("r%02d", i))
 	}
-	h.r.ImagePulls = refusing(names...)
+	h.r.ImagePulls = refusing(v1alpha1.PullScopeNodeLocal, names...)
 	w, _ := h.reconcile()
 	if len(w.Status.ImagePulls) != maxPullIncidents {
 		t.Fatalf("%d incidents in status, want %d", len(w.Status.ImagePulls), maxPullIncidents)
 	}
 	h.takeEvents()
 
-	// Two more registries, first by name.
-	h.r.ImagePulls = refusing(append(names, "a00", "a01")...)
+	// Two more registries, first by name, one of them refusing every node.
 	h.step(time.Minute)
+	h.r.ImagePulls = sorted(append(refusing(v1alpha1.PullScopeNodeLocal, append(names, "a01")...), refusing(v1alpha1.PullScopeClusterWide, "a00")...))
 	w, _ = h.reconcile()
-	if len(w.Status.ImagePulls) != maxPullIncidents || w.Status.ImagePulls[0].Registry != "r00.azurecr.io" {
-		t.Errorf("status.imagePulls begins with %s, want the incidents told of before", w.Status.ImagePulls[0].Registry)
+	if first := w.Status.ImagePulls[0]; len(w.Status.ImagePulls) != maxPullIncidents || first.Registry != "r00.azurecr.io" || !first.Since.Time.Equal(t0) {
+		t.Errorf("status.imagePulls begins with %+v, want the incidents told of before, since %v", first, t0)
 	}
 	if events := h.takeEvents(); len(events) != 0 {
 		t.Errorf("events %q, want none", events)
 	}
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
+	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.HasPrefix(msg, "a00.azurecr.io") {
+		t.Errorf("condition message %q, want the cluster-wide incident status has no room for", msg)
+	}
 
-	// One of them ends: a new one takes its place.
-	h.r.ImagePulls = refusing(append(names[1:], "a00", "a01")...)
+	// One of them ends: the most serious of the others takes its place.
 	h.step(time.Minute)
+	h.r.ImagePulls = sorted(append(refusing(v1alpha1.PullScopeNodeLocal, append(names[1:], "a01")...), refusing(v1alpha1.PullScopeClusterWide, "a00")...))
 	w, _ = h.reconcile()
 	events := h.takeEvents()
 	if countEvents(events, eventImagePullsRecovered) != 1 || countEvents(events, eventImagePullsRefused) != 1 || w.Status.ImagePulls[0].Registry != "a00.azurecr.io" {
