@@ -106,9 +106,9 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 	}
 
 	obj.Status.ConsecutiveFailures = 0
-	checked := metav1.NewTime(now)
+	last := metav1.NewTime(now)
 	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
-	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &checked, &next
+	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &last, &next
 	if wasFailing {
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", what)
 	}

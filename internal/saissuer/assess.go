@@ -1,6 +1,7 @@
 package saissuer
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -142,7 +143,10 @@ func remember(obs Observation, served []v1alpha1.ServedKey, serving map[string]b
 		}
 	}
 	if len(keys) > maxKeys {
-		slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int { return y.LastServed.Compare(x.LastServed.Time) })
+		// By key ID among those served as recently, so that the same keys stay from check to check.
+		slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int {
+			return cmp.Or(y.LastServed.Compare(x.LastServed.Time), strings.Compare(x.KeyID, y.KeyID))
+		})
 		keys = keys[:maxKeys]
 	}
 	slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int { return strings.Compare(x.KeyID, y.KeyID) })

@@ -131,6 +131,19 @@ func TestAssessKeepsTheServedKeys(t *testing.T) {
 	if last := a.Keys[len(a.Keys)-2:]; last[0].KeyID != "z1" || last[1].KeyID != "z2" {
 		t.Errorf("the keys served now were dropped: %v", last)
 	}
+
+	// More keys served than the status holds: the same ones are kept at every check.
+	var many []string
+	for i := range maxKeys + 8 {
+		many = append(many, fmt.Sprintf("k%02d", i))
+	}
+	first := Assess(Observation{Endpoints: []Endpoint{{URL: "https://a", KeyIDs: many, SigningKeyID: "k00"}}}, nil, time.Hour, now)
+	for range 5 {
+		again := Assess(Observation{Endpoints: []Endpoint{{URL: "https://a", KeyIDs: many, SigningKeyID: "k00"}}}, nil, time.Hour, now)
+		if len(again.Keys) != maxKeys || again.Keys[maxKeys-1].KeyID != first.Keys[maxKeys-1].KeyID {
+			t.Fatalf("kept %v, then %v", first.Keys[maxKeys-1], again.Keys[maxKeys-1])
+		}
+	}
 }
 
 func TestKeyID(t *testing.T) {

@@ -191,10 +191,15 @@ func (p *Prober) mint(ctx context.Context, c *http.Client, endpoint string) (str
 	return resp.Status.Token, nil
 }
 
-// review asks endpoint whether it accepts token; why is empty when it does.
+// review asks endpoint whether it accepts token; why is empty when it does. Neither says the
+// token, even if something on the way echoes what it was sent.
 func review(ctx context.Context, c *http.Client, endpoint, token string) (why string, err error) {
 	var resp authenticationv1.TokenReview
 	if err := postJSON(ctx, c, endpoint+"/apis/authentication.k8s.io/v1/tokenreviews", authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, &resp); err != nil {
+		var he *httpError
+		if errors.As(err, &he) {
+			he.body = bytes.ReplaceAll(he.body, []byte(token), []byte(redactedToken))
+		}
 		return "", err
 	}
 	if resp.Status.Authenticated {
@@ -203,8 +208,10 @@ func review(ctx context.Context, c *http.Client, endpoint, token string) (why st
 	if resp.Status.Error == "" {
 		return "not authenticated", nil
 	}
-	return resp.Status.Error, nil
+	return strings.ReplaceAll(resp.Status.Error, token, redactedToken), nil
 }
+
+const redactedToken = "[the canary token]"
 
 // keyID reads the kid of a JWT's header; the token itself goes nowhere else.
 func keyID(token string) (string, error) {
@@ -227,20 +234,22 @@ func keyID(token string) (string, error) {
 
 type httpError struct {
 	status int
-	body   string
+	body   []byte
 }
 
-func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
+func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, explain(e.body)) }
 
-// explain says what a failed answer says: an API server's Status message, else the start of the body.
+// explain says what a failed answer says: an API server's Status message, else the body; its
+// start only, on one line.
 func explain(body []byte) string {
+	text := string(body)
 	var st metav1.Status
 	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
-		return st.Message
+		text = st.Message
 	}
-	text := strings.Join(strings.Fields(string(body)), " ")
-	if len(text) > maxExplained {
-		text = text[:maxExplained] + "…"
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > maxExplained {
+		text = string(r[:maxExplained]) + "…"
 	}
 	return text
 }
@@ -285,7 +294,7 @@ func do(c *http.Client, req *http.Request, out any) error {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return &httpError{status: resp.StatusCode, body: explain(body)}
+		return &httpError{status: resp.StatusCode, body: body}
 	}
 	return json.Unmarshal(body, out)
 }

@@ -2,10 +2,15 @@ package saissuer
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,9 +62,40 @@ func TestExplain(t *testing.T) {
 		{"a proxy's page", "<html>\n  <body>Bad   Gateway</body>\n</html>", "<html> <body>Bad Gateway</body> </html>"},
 		{"JSON that is not a Status", `{"error":"nope"}`, `{"error":"nope"}`},
 		{"a long body", long, long[:maxExplained] + "…"},
+		{"a long Status message", `{"kind":"Status","message":"` + long + `"}`, long[:maxExplained] + "…"},
+		{"characters of several bytes", strings.Repeat("é", 300), strings.Repeat("é", maxExplained) + "…"},
 	} {
 		if got := explain([]byte(tc.body)); got != tc.want {
 			t.Errorf("%s: explain = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Something between the operator and an API server that echoes the review it was sent does not
+// get the canary token into conditions and events.
+func TestReviewNeverSaysTheToken(t *testing.T) {
+	const token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2lnbmF0dXJl"
+	for name, status := range map[string]int{"an error echoing the request": http.StatusBadGateway, "a review echoing it": http.StatusOK} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				w.WriteHeader(status)
+				if status != http.StatusOK {
+					// Long enough that the token straddles where an error is cut.
+					_, _ = w.Write(append([]byte(strings.Repeat("x", maxExplained-100)), body...))
+					return
+				}
+				_ = json.NewEncoder(w).Encode(authenticationv1.TokenReview{Status: authenticationv1.TokenReviewStatus{Error: "cannot verify " + string(body)}})
+			}))
+			defer srv.Close()
+			why, err := review(context.Background(), srv.Client(), srv.URL, token)
+			said := why
+			if err != nil {
+				said = err.Error()
+			}
+			if said == "" || strings.Contains(said, token) || !strings.Contains(said, redactedToken) {
+				t.Errorf("review said %q", said)
+			}
+		})
 	}
 }
