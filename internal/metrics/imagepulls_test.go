@@ -15,11 +15,11 @@ func TestImagePulls(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	tr := pullauth.NewTracker(pullauth.DefaultThresholds, func() int { return 10 })
 	for _, o := range []pullauth.Observation{
-		{Registry: "a.azurecr.io", Node: "n1", Time: t0, Refused: true},
+		{Registry: "a.azurecr.io", Node: "n1", Time: t0, Refused: true, Event: "e0", Times: 1},
 		{Registry: "a.azurecr.io", Node: "n2", Time: t0},
-		{Registry: "b.azurecr.io", Node: "n1", Time: t0, Refused: true},
-		{Registry: "b.azurecr.io", Node: "n2", Time: t0, Refused: true},
-		{Registry: "b.azurecr.io", Node: "n3", Time: t0, Refused: true},
+		{Registry: "b.azurecr.io", Node: "n1", Time: t0, Refused: true, Event: "e1", Times: 1},
+		{Registry: "b.azurecr.io", Node: "n2", Time: t0, Refused: true, Event: "e2", Times: 1},
+		{Registry: "b.azurecr.io", Node: "n3", Time: t0, Refused: true, Event: "e3", Times: 1},
 	} {
 		tr.Observe(o, t0)
 	}

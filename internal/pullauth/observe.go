@@ -15,8 +15,11 @@ type Observation struct {
 	Node     string
 	Time     time.Time
 	Refused  bool
-	// FromStatus: read from a pod's status, which repeats the pull its kubelet's event reports.
-	FromStatus bool
+	// Event and Times identify a kubelet's event and how many times it has reported the pull so
+	// far, to count each refused pull once however often the event is listed again. A pod's
+	// status, which repeats what the event reports, has neither.
+	Event string
+	Times int32
 	// NodeCredential: the pod has no imagePullSecrets, so its kubelet pulled with the node's
 	// credential. Known of pods' statuses only: an event does not say.
 	NodeCredential bool
@@ -91,7 +94,16 @@ func FromEvent(e *corev1.Event, now time.Time) (Observation, bool) {
 	if !ok || node == "" {
 		return Observation{}, false
 	}
-	return Observation{Registry: registry, Node: node, Time: eventTime(e, now), Refused: refused}, true
+	return Observation{Registry: registry, Node: node, Time: eventTime(e, now), Refused: refused, Event: string(e.UID), Times: eventCount(e)}, true
+}
+
+// eventCount is how many times an event has happened: kubelets repeat one by bumping its count.
+func eventCount(e *corev1.Event) int32 {
+	n := max(e.Count, 1)
+	if e.Series != nil {
+		n = max(n, e.Series.Count)
+	}
+	return n
 }
 
 // eventTime is when the event last happened: events repeat by bumping a count and a timestamp.
@@ -126,7 +138,7 @@ func FromPod(p *corev1.Pod, now time.Time) []Observation {
 				continue
 			}
 			if registry, ok := registryOf(cs.Image); ok {
-				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true, FromStatus: true,
+				out = append(out, Observation{Registry: registry, Node: p.Spec.NodeName, Time: now, Refused: true,
 					NodeCredential: len(p.Spec.ImagePullSecrets) == 0})
 			}
 		}

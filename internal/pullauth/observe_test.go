@@ -41,13 +41,13 @@ func TestFromEvent(t *testing.T) {
 		want Observation
 		ok   bool
 	}{
-		{"containerd refusal", pullEvent("Failed", containerd401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false, false}, true},
-		{"docker refusal", pullEvent("Failed", docker401, "aks-pool-1", t0), Observation{"myacr.azurecr.io", "aks-pool-1", t0, true, false, false}, true},
-		{"events.k8s.io series, node from the reporting instance", series, Observation{"myacr.azurecr.io", "aks-pool-2", t0.Add(time.Minute), true, false, false}, true},
+		{"containerd refusal", pullEvent("Failed", containerd401, "aks-pool-1", t0), Observation{Registry: "myacr.azurecr.io", Node: "aks-pool-1", Time: t0, Refused: true, Times: 1}, true},
+		{"docker refusal", pullEvent("Failed", docker401, "aks-pool-1", t0), Observation{Registry: "myacr.azurecr.io", Node: "aks-pool-1", Time: t0, Refused: true, Times: 1}, true},
+		{"events.k8s.io series, node from the reporting instance", series, Observation{Registry: "myacr.azurecr.io", Node: "aks-pool-2", Time: t0.Add(time.Minute), Refused: true, Times: 40}, true},
 		{"successful pull", pullEvent("Pulled", `Successfully pulled image "myacr.azurecr.io/shop/api:1.4" in 1.2s (1.2s including waiting). Image size: 1234 bytes.`, "aks-pool-3", t0),
-			Observation{"myacr.azurecr.io", "aks-pool-3", t0, false, false, false}, true},
-		{"docker hub image", pullEvent("Failed", `Failed to pull image "nginx": no basic auth credentials`, "n", t0), Observation{"docker.io", "n", t0, true, false, false}, true},
-		{"no time: now", pullEvent("Failed", docker401, "n", time.Time{}), Observation{"myacr.azurecr.io", "n", t0.Add(time.Hour), true, false, false}, true},
+			Observation{Registry: "myacr.azurecr.io", Node: "aks-pool-3", Time: t0, Refused: false, Times: 1}, true},
+		{"docker hub image", pullEvent("Failed", `Failed to pull image "nginx": no basic auth credentials`, "n", t0), Observation{Registry: "docker.io", Node: "n", Time: t0, Refused: true, Times: 1}, true},
+		{"no time: now", pullEvent("Failed", docker401, "n", time.Time{}), Observation{Registry: "myacr.azurecr.io", Node: "n", Time: t0.Add(time.Hour), Refused: true, Times: 1}, true},
 		{"image not found", pullEvent("Failed", notFound, "aks-pool-1", t0), Observation{}, false},
 		{"rate limited", pullEvent("Failed", rateLimited, "aks-pool-1", t0), Observation{}, false},
 		{"registry firewall", pullEvent("Failed", firewall, "aks-pool-1", t0), Observation{}, false},
@@ -84,7 +84,8 @@ func TestFromPod(t *testing.T) {
 		},
 	}
 	got := FromPod(p, t0)
-	want := []Observation{{"myacr.azurecr.io", "aks-pool-1", t0, true, true, true}, {"other.azurecr.io", "aks-pool-1", t0, true, true, true}}
+	want := []Observation{{Registry: "myacr.azurecr.io", Node: "aks-pool-1", Time: t0, Refused: true, NodeCredential: true},
+		{Registry: "other.azurecr.io", Node: "aks-pool-1", Time: t0, Refused: true, NodeCredential: true}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("FromPod = %+v, want %+v", got, want)
 	}

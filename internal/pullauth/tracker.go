@@ -3,6 +3,7 @@ package pullauth
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -77,6 +78,7 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	registries map[string]*registry
+	events     map[string]reported // by event UID
 }
 
 type registry struct {
@@ -93,9 +95,17 @@ type registry struct {
 	refusals map[v1alpha1.PullScope]uint64
 }
 
-// pulls are a node's latest refused and successful pulls, and its latest refusal counted, which
-// only an event reports: a pod's status repeats it, a relist repeats both.
-type pulls struct{ refused, pulled, counted time.Time }
+type pulls struct{ refused, pulled time.Time }
+
+// reported is how many times an event had reported a refused pull when last seen, and when.
+type reported struct {
+	times int32
+	at    time.Time
+}
+
+// MaxEvents bounds the events remembered to count refusals once; beyond it, the ones out of the
+// window go, or if none is, all.
+const MaxEvents = 8192
 
 type summary struct {
 	scope            v1alpha1.PullScope
@@ -105,7 +115,7 @@ type summary struct {
 
 // NewTracker returns a Tracker; nodes counts the cluster's nodes, 0 when unknown.
 func NewTracker(th Thresholds, nodes func() int) *Tracker {
-	return &Tracker{th: th, nodes: nodes, registries: map[string]*registry{}}
+	return &Tracker{th: th, nodes: nodes, registries: map[string]*registry{}, events: map[string]reported{}}
 }
 
 // Observe records o, as of now, and reports whether its registry's incident opened, closed,
@@ -148,13 +158,27 @@ func (t *Tracker) Observe(o Observation, now time.Time) bool {
 	}
 	failing, pulling := r.count(cutoff)
 	current := summary{Scope(failing, pulling, nodes, t.th), failing, pulling, r.nodeCredential}
-	if o.Refused && !o.FromStatus && o.Time.After(p.counted) {
-		p.counted = o.Time
-		r.refusals[current.scope]++
+	if o.Refused && o.Event != "" {
+		if n := o.Times - t.events[o.Event].times; n > 0 {
+			r.refusals[current.scope] += uint64(n)
+			t.remember(o.Event, reported{o.Times, o.Time}, cutoff)
+		}
 	}
 	changed := current != r.last
 	r.last = current
 	return changed
+}
+
+// remember keeps how many times an event has reported its refusal.
+func (t *Tracker) remember(uid string, r reported, cutoff time.Time) {
+	if _, ok := t.events[uid]; !ok && len(t.events) >= MaxEvents {
+		maps.DeleteFunc(t.events, func(_ string, e reported) bool { return !e.at.After(cutoff) })
+		if len(t.events) >= MaxEvents {
+			// A flood within the window: what is forgotten may be counted again once.
+			clear(t.events)
+		}
+	}
+	t.events[uid] = r
 }
 
 // Incidents are the registries refusing pulls at now, by registry name.

@@ -11,8 +11,9 @@ import (
 
 const acr = "myacr.azurecr.io"
 
+// refused is a kubelet's event, seen for the first time.
 func refused(node string, at time.Duration) Observation {
-	return Observation{Registry: acr, Node: node, Time: t0.Add(at), Refused: true}
+	return Observation{Registry: acr, Node: node, Time: t0.Add(at), Refused: true, Event: fmt.Sprintf("%s@%v", node, at), Times: 1}
 }
 
 func pulled(node string, at time.Duration) Observation {
@@ -97,14 +98,18 @@ func TestTrackerTellsTheIncidentsApartAndSaysWhenTheyChange(t *testing.T) {
 		t.Errorf("incidents = %+v, want a new undetermined one since 20:00", in)
 	}
 
-	// The same event listed again, and the stuck pod's status, are the same refused pull.
+	// The same event listed again, and the stuck pod's status, are the same refused pull; the
+	// event repeated twice more is two more.
 	tr.Observe(refused("n3", 20*time.Minute), much)
-	fromStatus := refused("n3", 20*time.Minute+time.Second)
-	fromStatus.FromStatus = true
-	tr.Observe(fromStatus, much)
+	status := refused("n3", 20*time.Minute+time.Second)
+	status.Event, status.Times = "", 0
+	tr.Observe(status, much)
+	repeated := refused("n3", 20*time.Minute)
+	repeated.Times = 3
+	tr.Observe(repeated, much)
 
 	refusals := tr.Refusals()[acr]
-	if refusals[v1alpha1.PullScopeNodeLocal] != 3 || refusals[v1alpha1.PullScopeClusterWide] != 1 || refusals[v1alpha1.PullScopeUndetermined] != 1 {
+	if refusals[v1alpha1.PullScopeNodeLocal] != 3 || refusals[v1alpha1.PullScopeClusterWide] != 1 || refusals[v1alpha1.PullScopeUndetermined] != 3 {
 		t.Errorf("refusals by scope = %v", refusals)
 	}
 }
@@ -121,7 +126,7 @@ func TestTrackerTellsTheNodeCredentialsRegistries(t *testing.T) {
 		t.Fatalf("incidents = %+v, want one not known to concern the node's credential", in)
 	}
 	pod := refused("n1", 10*time.Second)
-	pod.FromStatus, pod.NodeCredential = true, true
+	pod.Event, pod.Times, pod.NodeCredential = "", 0, true
 	if !tr.Observe(pod, now) {
 		t.Error("a refusal of the node's credential did not count as a change")
 	}
@@ -140,12 +145,13 @@ func TestTrackerTellsTheNodeCredentialsRegistries(t *testing.T) {
 func TestTrackerMemoryIsBounded(t *testing.T) {
 	tr := NewTracker(DefaultThresholds, func() int { return 0 })
 	for i := range 200_000 {
-		// Each of 100 registries hears from 2,000 nodes.
-		o := Observation{Registry: fmt.Sprintf("r%d.azurecr.io", i%100), Node: fmt.Sprintf("node-%d", i/100), Time: t0, Refused: i%2 == 0}
+		// Each of 100 registries hears from 2,000 nodes, each event new.
+		o := Observation{Registry: fmt.Sprintf("r%d.azurecr.io", i%100), Node: fmt.Sprintf("node-%d", i/100), Time: t0, Refused: i%2 == 0,
+			Event: fmt.Sprintf("e%d", i), Times: 1}
 		tr.Observe(o, t0)
 	}
-	if len(tr.registries) > MaxRegistries {
-		t.Errorf("tracker holds %d registries, beyond %d", len(tr.registries), MaxRegistries)
+	if len(tr.registries) > MaxRegistries || len(tr.events) > MaxEvents {
+		t.Errorf("tracker holds %d registries and %d events, beyond %d and %d", len(tr.registries), len(tr.events), MaxRegistries, MaxEvents)
 	}
 	for name, r := range tr.registries {
 		if len(r.nodes) > MaxNodesPerRegistry {
