@@ -518,11 +518,19 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	watcher := &PullWatcher{Client: c, Tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), Clock: h.clock, Nodes: nodes}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = watcher.Start(ctx) }()
 	h.r.ImagePulls = watcher
+
+	// Not started yet: listing.
+	w, res := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListing)
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listingRetry {
+		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, listingRetry)
+	}
+
+	go func() { _ = watcher.Start(ctx) }()
 	eventually(t, 20*time.Second, "a refused list", func() bool { _, err := watcher.Synced(); return err != nil })
 
-	w, res := h.reconcile()
+	w, res = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
 	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
 		t.Errorf("condition message %q does not say why listing fails", msg)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -366,6 +367,11 @@ func TestIssuerStatusIsBoundedAndStable(t *testing.T) {
 	want := "rejected by https://a: invalid bearer token; rejected by https://b: invalid bearer token; rejected by https://c: invalid bearer token; rejected by https://d: invalid bearer token"
 	if ep.Problem != want {
 		t.Errorf("problem = %q, want %q", ep.Problem, want)
+	}
+	h.clock.SetTime(w.Status.NextCheckTime.Time)
+	again, _ := h.reconcile()
+	if !equality.Semantic.DeepEqual(again.Status.ServiceAccountIssuer.Endpoints, w.Status.ServiceAccountIssuer.Endpoints) {
+		t.Errorf("the endpoints' status changed with nothing new:\n%+v\n%+v", w.Status.ServiceAccountIssuer.Endpoints, again.Status.ServiceAccountIssuer.Endpoints)
 	}
 }
 

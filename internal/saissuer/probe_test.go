@@ -3,6 +3,7 @@ package saissuer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,11 @@ func TestServiceEndpoints(t *testing.T) {
 	empty := fake.NewClientBuilder().WithScheme(s).Build()
 	if _, err := (&Prober{Reader: empty}).serviceEndpoints(context.Background()); err == nil {
 		t.Error("no EndpointSlice gave no error")
+	}
+	// Not finding the API servers is not reaching them.
+	var ee *EndpointError
+	if _, err := (&Prober{Reader: empty}).Probe(context.Background(), nil); !errors.As(err, &ee) {
+		t.Errorf("probing without endpoints to find: %v, want an EndpointError", err)
 	}
 }
 
