@@ -18,8 +18,8 @@ import (
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create,resourceNames=credwatch-canary
-// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+// +kubebuilder:rbac:groups="",namespace=credwatch-system,resources=serviceaccounts/token,verbs=create,resourceNames=credwatch-canary
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=list
 // +kubebuilder:rbac:urls=/.well-known/openid-configuration;/openid/v1/jwks,verbs=get
 
 // IssuerProbe reads what each API server serves of the service-account issuer, and has each
