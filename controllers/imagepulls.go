@@ -186,7 +186,7 @@ var scopeReasons = map[v1alpha1.PullScope]string{
 // pullProblem says what an incident is and, for the whole cluster, what the watched service
 // principal's credentials have to do with it.
 func pullProblem(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident, now time.Time) string {
-	nodes := nodeList(p)
+	nodes := notify.Some(p.Nodes, int(p.FailingNodes))
 	switch p.Scope {
 	case v1alpha1.PullScopeClusterWide:
 		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s): the cluster's credential. %s",
@@ -234,7 +234,7 @@ func pullFix(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident) string {
 	if p.Scope == v1alpha1.PullScopeNodeLocal {
 		node := p.Nodes[0]
 		return fmt.Sprintf("Restart kubelet on %s (kubectl debug node/%s -it --image=mcr.microsoft.com/azurelinux/busybox:1.36 -- chroot /host systemctl restart kubelet), "+
-			"or reimage the node; make kubelet start after network-online.target and cloud-init so it does not happen again.", nodeList(p), node)
+			"or reimage the node; make kubelet start after network-online.target and cloud-init so it does not happen again.", notify.Some(p.Nodes, int(p.FailingNodes)), node)
 	}
 	cmd := "az ad app credential reset --id " + obj.AppID() + " --append"
 	if c := obj.Spec.Target.AKSCluster; c != nil {
@@ -242,14 +242,6 @@ func pullFix(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident) string {
 			c.ResourceGroup, c.Name, obj.AppID())
 	}
 	return cmd
-}
-
-func nodeList(p v1alpha1.PullIncident) string {
-	s := strings.Join(p.Nodes, ", ")
-	if more := int(p.FailingNodes) - len(p.Nodes); more > 0 {
-		s += fmt.Sprintf(" and %d more", more)
-	}
-	return s
 }
 
 // watchesOfRegistry maps a registry whose incident changed to the watches whose spec.imagePulls

@@ -199,11 +199,7 @@ func (a Alert) Lines() [][2]string {
 	if p := a.Pulls; p != nil {
 		add("Registry", p.Registry)
 		if p.Failing > 0 {
-			nodes := strings.Join(p.Nodes, ", ")
-			if more := p.Failing - len(p.Nodes); more > 0 {
-				nodes += fmt.Sprintf(" and %d more", more)
-			}
-			add("Refused on", nodes)
+			add("Refused on", Some(p.Nodes, p.Failing))
 			if p.Pulling > 0 {
 				add("Pulling fine", Plural(p.Pulling, "other node"))
 			}
@@ -242,6 +238,15 @@ func (c Credential) describe() string {
 		return fmt.Sprintf("%s %q", noun, c.DisplayName)
 	}
 	return noun
+}
+
+// Some lists the names of some of total things: "a, b and 3 more".
+func Some(names []string, total int) string {
+	s := strings.Join(names, ", ")
+	if more := total - len(names); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // Plural counts things as people do: "1 node", "3 nodes".

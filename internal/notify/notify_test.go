@@ -91,3 +91,19 @@ func TestRedact(t *testing.T) {
 		t.Error("Redact wrapped an error with nothing to hide")
 	}
 }
+
+func TestSome(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		total int
+		want  string
+	}{
+		{[]string{"a"}, 1, "a"},
+		{[]string{"a", "b"}, 5, "a, b and 3 more"},
+		{nil, 0, ""},
+	} {
+		if got := Some(tc.names, tc.total); got != tc.want {
+			t.Errorf("Some(%q, %d) = %q, want %q", tc.names, tc.total, got, tc.want)
+		}
+	}
+}
