@@ -22,7 +22,7 @@ import (
 )
 
 // PullIncidents gives the registries refusing the cluster's image pulls now, once it has read what
-// the cluster holds; until then, why it cannot, if it cannot.
+// the cluster holds, and why it cannot read it, while it cannot.
 type PullIncidents interface {
 	Synced() (bool, error)
 	Incidents(now time.Time) []pullauth.Incident
@@ -70,7 +70,7 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		return time.Time{}
 	}
 
-	if synced, listErr := r.ImagePulls.Synced(); !synced {
+	if synced, listErr := r.ImagePulls.Synced(); !synced || listErr != nil {
 		// The incidents in status stay as last seen until the cluster's pulls are read again.
 		obj.Status.ImagePulls = previous
 		if listErr != nil {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -540,5 +541,34 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	}
 	if events := h.takeEvents(); countEvents(events, eventImagePullsRecovered) != 0 {
 		t.Errorf("events %q, want no recovery", events)
+	}
+}
+
+// stale is a watcher that listed once and cannot list again.
+type stale struct{ err error }
+
+func (s stale) Synced() (bool, error)                   { return true, s.err }
+func (s stale) Incidents(time.Time) []pullauth.Incident { return nil }
+
+// A watcher whose relists fail knows less and less: the watch keeps its incidents as last seen
+// rather than announcing their end.
+func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })
+	h.r.ImagePulls = incidents{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide, Failing: []string{"a", "b", "c"},
+		Since: h.clock.Now(), Changes: h.clock.Now().Add(10 * time.Minute)}}
+	h.reconcile()
+	h.takeEvents()
+
+	h.r.ImagePulls = stale{errors.New(`events is forbidden: User "system:serviceaccount:credwatch-system:credwatch" cannot list resource "events"`)}
+	h.step(20 * time.Minute)
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
+	if len(w.Status.ImagePulls) != 1 {
+		t.Errorf("status.imagePulls = %+v, want the incident as last seen", w.Status.ImagePulls)
+	}
+	if events := h.takeEvents(); len(events) != 0 {
+		t.Errorf("events %q, want none", events)
 	}
 }

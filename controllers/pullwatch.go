@@ -45,19 +45,21 @@ type PullWatcher struct {
 	failures map[string]error // by reflector, while its lists fail
 }
 
-// Synced says whether every reflector has listed once, and if not, why listing fails, if it
-// does. Before that the tracker knows of no incident, which is not the same as there being none:
-// a restarted operator would otherwise announce the end of every incident, then its start again.
+// Synced says whether every reflector has listed once, and why listing fails, if it does now.
+// Before the first lists the tracker knows of no incident, which is not the same as there being
+// none: a restarted operator would otherwise announce the end of every incident, then its start
+// again. A reflector relists when its watch breaks; while that fails, what it knew goes stale.
 func (w *PullWatcher) Synced() (bool, error) {
+	synced := false
 	if n := w.reflectors.Load(); n > 0 && w.listed.Load() >= n {
-		return true, nil
+		synced = true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(w.failures)) {
-		return false, fmt.Errorf("listing %s: %w", name, w.failures[name])
+		return synced, fmt.Errorf("listing %s: %w", name, w.failures[name])
 	}
-	return false, nil
+	return synced, nil
 }
 
 // Incidents implements PullIncidents with the tracker's incidents.
