@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,9 +75,13 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 		// The incidents in status stay as last seen until the cluster's pulls are read again.
 		obj.Status.ImagePulls = previous
 		if listErr != nil {
+			hint := ""
+			if apierrors.IsForbidden(listErr) {
+				hint = " (it needs list and watch on them cluster-wide)"
+			}
 			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed,
-				oneLine(fmt.Sprintf("The operator cannot list the cluster's pull events, pending pods and nodes (it needs list and watch on them cluster-wide), "+
-					"so image pulls are as last seen: %v", listErr)), now)
+				oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pending pods and nodes%s, "+
+					"so image pulls are as last seen: %v", hint, listErr)), now)
 			return now.Add(listFailedRetry)
 		}
 		// A condition from before is left for the few seconds listing takes: it is likely still true.

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -529,7 +531,12 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	}
 
 	go func() { _ = watcher.Start(ctx) }()
-	eventually(t, 20*time.Second, "a refused list", func() bool { _, err := watcher.Synced(); return err != nil })
+	eventually(t, 20*time.Second, "a refused list", func() bool {
+		watcher.mu.Lock()
+		defer watcher.mu.Unlock()
+		return len(watcher.failures) > 0
+	})
+	h.step(failureGrace)
 
 	w, res = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
@@ -571,4 +578,31 @@ func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
 	if events := h.takeEvents(); len(events) != 0 {
 		t.Errorf("events %q, want none", events)
 	}
+}
+
+// Failures are told once they last; a resource version too old is none, and a success ends one.
+func TestPullWatcherSynced(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
+	w := &PullWatcher{Clock: clock}
+	w.reflectors.Store(2)
+	check := func(what string, wantSynced bool, wantErr string) {
+		t.Helper()
+		synced, err := w.Synced()
+		if synced != wantSynced || (err == nil) != (wantErr == "") || (err != nil && !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("%s: Synced() = %v, %v; want %v, %q", what, synced, err, wantSynced, wantErr)
+		}
+	}
+	check("before any list", false, "")
+	forbidden := apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("RBAC: no"))
+	w.note("pull-failed-events", forbidden)
+	check("a refusal just now", false, "")
+	clock.SetTime(clock.Now().Add(failureGrace))
+	check("a refusal that lasted", false, "pull-failed-events: events is forbidden")
+	w.listed.Store(2)
+	check("listed, then refused again", true, "forbidden")
+	w.note("pull-failed-events", nil)
+	check("listed again", true, "")
+	w.note("nodes", apierrors.NewResourceExpired("too old resource version"))
+	clock.SetTime(clock.Now().Add(time.Hour))
+	check("a resource version too old", true, "")
 }

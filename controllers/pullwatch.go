@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,22 +43,36 @@ type PullWatcher struct {
 	listed     atomic.Int32 // how many have listed once
 
 	mu       sync.Mutex
-	failures map[string]error // by reflector, while its lists fail
+	failures map[string]failure // by reflector, while it can neither list nor watch
 }
 
-// Synced says whether every reflector has listed once, and why listing fails, if it does now.
-// Before the first lists the tracker knows of no incident, which is not the same as there being
-// none: a restarted operator would otherwise announce the end of every incident, then its start
-// again. A reflector relists when its watch breaks; while that fails, what it knew goes stale.
+// failure is why a reflector's lists or watches fail, since when.
+type failure struct {
+	err   error
+	since time.Time
+}
+
+// failureGrace is how long a reflector may fail before the watches say so: its own retries
+// mend most failures (a timeout, an API server restarting) within seconds.
+const failureGrace = 30 * time.Second
+
+// Synced says whether every reflector has listed once, and why one cannot list or watch, if it
+// has not for failureGrace. Before the first lists the tracker knows of no incident, which is not
+// the same as there being none: a restarted operator would otherwise announce the end of every
+// incident, then its start again. A reflector that can no longer list or watch hears nothing, and
+// what it knew goes stale the same way.
 func (w *PullWatcher) Synced() (bool, error) {
 	synced := false
 	if n := w.reflectors.Load(); n > 0 && w.listed.Load() >= n {
 		synced = true
 	}
+	now := w.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(w.failures)) {
-		return synced, fmt.Errorf("listing %s: %w", name, w.failures[name])
+		if f := w.failures[name]; now.Sub(f.since) >= failureGrace {
+			return synced, fmt.Errorf("%s: %w", name, f.err)
+		}
 	}
 	return synced, nil
 }
@@ -98,8 +113,13 @@ func (w *PullWatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// noteList keeps why a reflector's list failed, until one succeeds.
-func (w *PullWatcher) noteList(name string, err error) {
+// note keeps why a reflector's list or watch failed, until one succeeds. A resource version or
+// continue token too old is no failure: the reflector lists afresh at once.
+func (w *PullWatcher) note(name string, err error) {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return
+	}
+	now := w.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {
@@ -107,9 +127,14 @@ func (w *PullWatcher) noteList(name string, err error) {
 		return
 	}
 	if w.failures == nil {
-		w.failures = map[string]error{}
+		w.failures = map[string]failure{}
 	}
-	w.failures[name] = err
+	f, failing := w.failures[name]
+	if !failing {
+		f.since = now
+	}
+	f.err = err
+	w.failures[name] = f
 }
 
 // NeedLeaderElection: only the leader alerts, so only it needs to know.
@@ -122,12 +147,14 @@ func (w *PullWatcher) run(ctx context.Context, r reflected) {
 			o.FieldSelector = selector.String()
 			l := list.DeepCopyObject().(client.ObjectList)
 			err := w.Client.List(ctx, l, &client.ListOptions{Raw: &o})
-			w.noteList(name, err)
+			w.note(name, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector.String()
-			return w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
+			wi, err := w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
+			w.note(name, err)
+			return wi, err
 		},
 	}
 	store := listedOnce{ReflectorStore: r.store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
