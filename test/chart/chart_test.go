@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -168,6 +169,9 @@ func TestKustomizeIsAcceptedToo(t *testing.T) {
 	c := apiServer(t)
 	ctx := context.Background()
 	kinds := map[string]bool{}
+	accounts := map[string]bool{}     // namespace/name
+	bindings := map[string][]string{} // namespace/name of each RoleBinding: its subjects
+	var canaryRole []string           // the names the token Role limits to
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(doc), &m); err != nil || len(m) == 0 {
@@ -175,6 +179,29 @@ func TestKustomizeIsAcceptedToo(t *testing.T) {
 		}
 		obj := &unstructured.Unstructured{Object: m}
 		kinds[obj.GetKind()] = true
+		key := obj.GetNamespace() + "/" + obj.GetName()
+		switch obj.GetKind() {
+		case "ServiceAccount":
+			accounts[key] = true
+		case "RoleBinding", "ClusterRoleBinding":
+			var b rbacv1.RoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Subjects {
+				bindings[obj.GetKind()+" "+key] = append(bindings[obj.GetKind()+" "+key], s.Namespace+"/"+s.Name)
+			}
+		case "Role":
+			var r rbacv1.Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, rule := range r.Rules {
+				if slices.Contains(rule.Resources, "serviceaccounts/token") {
+					canaryRole = append(canaryRole, rule.ResourceNames...)
+				}
+			}
+		}
 		if obj.GetKind() == "ClusterRole" {
 			// The issuer checks' rights hold in one namespace each, as in the chart.
 			rules, _ := json.Marshal(obj.Object["rules"])
@@ -196,6 +223,22 @@ func TestKustomizeIsAcceptedToo(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("config/default renders no %s", k)
 		}
+	}
+	// Dry runs do not check that a binding's subjects exist.
+	for _, b := range []string{"RoleBinding credwatch-system/credwatch-manager-rolebinding", "RoleBinding default/credwatch-manager-rolebinding"} {
+		if _, ok := bindings[b]; !ok {
+			t.Errorf("config/default renders no %s", b)
+		}
+	}
+	for b, subjects := range bindings {
+		for _, s := range subjects {
+			if !accounts[s] {
+				t.Errorf("%s binds %s, which config/default does not create", b, s)
+			}
+		}
+	}
+	if len(canaryRole) != 1 || !accounts["credwatch-system/"+canaryRole[0]] {
+		t.Errorf("the token Role limits to %v, want the canary ServiceAccount config/default creates", canaryRole)
 	}
 }
 
@@ -288,16 +331,16 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A ClusterRole, and a Role in each namespace markers name.
-	var generated rbacv1.ClusterRole
+	// A ClusterRole, and a Role in each namespace markers name: rules compare with where they hold.
+	var want []string
 	for _, doc := range strings.Split(string(data), "\n---") {
 		var role rbacv1.ClusterRole
 		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
 			t.Fatal(err)
 		}
-		generated.Rules = append(generated.Rules, role.Rules...)
+		want = append(want, ruleSet(where(role.Kind, role.Namespace), role.Rules)...)
 	}
-	var rules []rbacv1.PolicyRule
+	var got []string
 	roles := 0
 	names := map[string]bool{"credwatch-manager": true, "credwatch-image-pulls": true, "credwatch-issuer": true, "credwatch-canary": true, "credwatch-kubernetes-endpoints": true}
 	for _, obj := range render(t) {
@@ -308,20 +351,30 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &chart); err != nil {
 			t.Fatal(err)
 		}
-		rules = append(rules, chart.Rules...)
+		got = append(got, ruleSet(where(obj.GetKind(), obj.GetNamespace()), chart.Rules)...)
 		roles++
 	}
 	if roles != len(names) {
 		t.Fatalf("rendered %d of the roles %v, want all", roles, names)
 	}
-	if got, want := ruleSet(rules), ruleSet(generated.Rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("chart's manager and image-pull rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
+// where a role's rules hold: the cluster, or a namespace.
+func where(kind, namespace string) string {
+	if kind == "ClusterRole" {
+		return "cluster"
+	}
+	return namespace
+}
+
 // ruleSet flattens rules to group/resource:verb (@names when they are limited to some) and
 // url:verb, so that rules grouped differently compare equal, and a limit to names counts.
-func ruleSet(rules []rbacv1.PolicyRule) []string {
+func ruleSet(where string, rules []rbacv1.PolicyRule) []string {
 	var out []string
 	for _, r := range rules {
 		names := ""
@@ -331,13 +384,13 @@ func ruleSet(rules []rbacv1.PolicyRule) []string {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					out = append(out, g+"/"+res+":"+v+names)
+					out = append(out, where+" "+g+"/"+res+":"+v+names)
 				}
 			}
 		}
 		for _, u := range r.NonResourceURLs {
 			for _, v := range r.Verbs {
-				out = append(out, u+":"+v)
+				out = append(out, where+" "+u+":"+v)
 			}
 		}
 	}
