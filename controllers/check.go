@@ -55,11 +55,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
 		obj.Status.ConsecutiveFailures = 0
 	}
-	// A copy: setCondition rewrites the condition in place.
-	var before metav1.Condition
-	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-		before = *c
-	}
+	before := condition(obj, v1alpha1.ConditionReady)
 	wasFailing := before.Status == metav1.ConditionFalse
 
 	timeout := r.CheckTimeout

@@ -240,6 +240,15 @@ func setCondition(obj *v1alpha1.CredentialWatch, condType string, status metav1.
 	})
 }
 
+// condition is a copy of the watch's condition of type t, empty when it has none. A copy, because
+// setCondition rewrites conditions in place: a pointer kept across it would read the new one.
+func condition(w *v1alpha1.CredentialWatch, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(w.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
 // writeNow writes a part of status at once, with an optimistic lock, where the deferred patch
 // would come too late: a claim before an alert is sent, a rotation step before the next begins.
 // mutate changes that part; it is applied to the object, to the write, and to stored, the base

@@ -130,13 +130,6 @@ func (h *harness) takeEvents() []string {
 
 func (h *harness) step(d time.Duration) { h.clock.Step(d) }
 
-func condition(w *v1alpha1.CredentialWatch, t string) metav1.Condition {
-	if c := meta.FindStatusCondition(w.Status.Conditions, t); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
-}
-
 func assertCondition(t *testing.T, w *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	c := condition(w, condType)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -74,11 +73,7 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
 		fmt.Sprintf("Read the service-account issuer of %d API servers", len(obs.Endpoints)), now)
 
-	// A copy: setCondition rewrites the condition in place.
-	var was metav1.Condition
-	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
-		was = *c
-	}
+	was := condition(obj, v1alpha1.ConditionSigningKeyDrift)
 	wasDrifting := was.Status == metav1.ConditionTrue
 	if a.Drift == "" {
 		setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
