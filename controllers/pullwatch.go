@@ -62,10 +62,8 @@ const failureGrace = 30 * time.Second
 // incident, then its start again. A reflector that can no longer list or watch hears nothing, and
 // what it knew goes stale the same way.
 func (w *PullWatcher) Synced() (bool, error) {
-	synced := false
-	if n := w.reflectors.Load(); n > 0 && w.listed.Load() >= n {
-		synced = true
-	}
+	n := w.reflectors.Load()
+	synced := n > 0 && w.listed.Load() >= n
 	now := w.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -141,24 +139,23 @@ func (w *PullWatcher) note(name string, err error) {
 func (w *PullWatcher) NeedLeaderElection() bool { return true }
 
 func (w *PullWatcher) run(ctx context.Context, r reflected) {
-	name, list, selector := r.name, r.list, r.selector
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector.String()
-			l := list.DeepCopyObject().(client.ObjectList)
+			o.FieldSelector = r.selector.String()
+			l := r.list.DeepCopyObject().(client.ObjectList)
 			err := w.Client.List(ctx, l, &client.ListOptions{Raw: &o})
-			w.note(name, err)
+			w.note(r.name, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector.String()
-			wi, err := w.Client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
-			w.note(name, err)
+			o.FieldSelector = r.selector.String()
+			wi, err := w.Client.Watch(ctx, r.list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &o})
+			w.note(r.name, err)
 			return wi, err
 		},
 	}
 	store := listedOnce{ReflectorStore: r.store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
-	go toolscache.NewReflectorWithOptions(lw, r.obj, store, toolscache.ReflectorOptions{Name: name}).RunWithContext(ctx)
+	go toolscache.NewReflectorWithOptions(lw, r.obj, store, toolscache.ReflectorOptions{Name: r.name}).RunWithContext(ctx)
 }
 
 func (w *PullWatcher) fromEvent(obj any, now time.Time) []pullauth.Observation {

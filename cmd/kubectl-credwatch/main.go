@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,10 +143,8 @@ func status(ctx context.Context, c client.Client, namespace string, out io.Write
 	var rows []row
 	for _, w := range list.Items {
 		ready := "Unknown"
-		for _, cond := range w.Status.Conditions {
-			if cond.Type == v1alpha1.ConditionReady {
-				ready = string(cond.Status) + " (" + cond.Reason + ")"
-			}
+		if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			ready = string(c.Status) + " (" + c.Reason + ")"
 		}
 		never := now.Add(100 * 365 * 24 * time.Hour)
 		if st := w.Status.ServiceAccountIssuer; st != nil {
@@ -157,12 +156,10 @@ func status(ctx context.Context, c client.Client, namespace string, out io.Write
 			if len(kids) > 0 {
 				r.cells[4] = strings.Join(kids, ",")
 			}
-			for _, cond := range w.Status.Conditions {
-				if cond.Type == v1alpha1.ConditionSigningKeyDrift {
-					r.cells[8] = cond.Reason
-					if cond.Status == metav1.ConditionTrue {
-						r.end = now
-					}
+			if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
+				r.cells[8] = c.Reason
+				if c.Status == metav1.ConditionTrue {
+					r.end = now
 				}
 			}
 			rows = append(rows, r)
