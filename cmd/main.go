@@ -272,10 +272,10 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		nodes := &controllers.NodeSet{}
+		nodes := &pullauth.NodeSet{}
 		tracker := pullauth.NewTracker(o.pullThresholds, nodes.Count)
 		pullsChanged = make(chan event.TypedGenericEvent[string], 64)
-		watcher := &controllers.PullWatcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}
+		watcher := &pullauth.Watcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}
 		if err := mgr.Add(watcher); err != nil {
 			return err
 		}

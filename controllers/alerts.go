@@ -15,6 +15,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -46,7 +47,11 @@ const (
 //
 // stored is the watch as the API server holds it, the base of the reconcile's deferred status
 // patch; claims are written into it too, so that patch does not mistake them for its own.
-func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, s settings, now time.Time) (time.Time, error) {
+func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
+	if w.obj.Spec.Target.TenantScan != nil { // a scan reports through status, events and metrics; see the CRD's rules
+		return time.Time{}, nil
+	}
+	obj, stored, s, now := w.obj, w.stored, w.settings, w.now
 	set, cfgErr := r.Channels.For(ctx, obj)
 	// A copy: claims are written from the difference between the watch and the ledger.
 	ledger := obj.Status.Alerts.DeepCopy()
@@ -142,7 +147,7 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 		return false, fmt.Errorf("claiming the %s alert on %s before sending it: %w", p.Step.Name, p.Channel, err)
 	}
 
-	a := r.alertFor(obj, p, now)
+	a := compose.Alert(obj, p, now)
 	// Claimed, the alert must go out or be given back: a stopping operator still sends it.
 	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	err := ch.Notifier.Send(sendCtx, a)
@@ -191,97 +196,6 @@ func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr err
 	return conditionValue{metav1.ConditionTrue, v1alpha1.ReasonDelivered, "Alerts go to " + strings.Join(set.IDs(), ", ")}
 }
 
-// alertFor words a planned alert for people.
-func (r *CredentialWatchReconciler) alertFor(obj *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
-	a := notify.Alert{
-		ID:        notify.AlertID(string(obj.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
-		Kind:      p.Kind,
-		Severity:  notify.SeverityInfo,
-		Namespace: obj.Namespace,
-		Name:      obj.Name,
-		AppID:     obj.AppID(),
-		TenantID:  obj.Spec.Target.TenantID(),
-		At:        now,
-	}
-	if obj.Status.ServicePrincipal != nil {
-		a.DisplayName = obj.Status.ServicePrincipal.DisplayName
-	}
-	if c := obj.Spec.Target.AKSCluster; c != nil {
-		a.Cluster = c.ResourceGroup + "/" + c.Name
-	}
-	switch p.Kind {
-	case notify.KindReminder, notify.KindExpired:
-		c := p.Credential
-		a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
-			DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
-		a.Severity = severities[c.State]
-		a.Fix = renewCommand(obj, *c)
-		if r := obj.Spec.Rotation; r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword {
-			a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(obj) + "."
-		}
-	case notify.KindResolved:
-		source, keyID, _ := strings.Cut(p.Subject, "/")
-		a.Credential = &notify.Credential{KeyID: keyID, Source: source}
-		a.Fix = "Nothing: the credential no longer exists on the " + source + " object."
-	case notify.KindCheckFailing:
-		a.Severity = notify.SeverityWarning
-		if ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
-			a.Problem = ready.Reason + ": " + ready.Message
-			a.Fix = checkFixes[ready.Reason]
-		}
-	case notify.KindCheckRecovered:
-		a.Fix = "Nothing: checks work again."
-	case notify.KindRotated:
-		if r := obj.Status.LastRotation; r != nil {
-			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
-		}
-		a.Fix = "Nothing: the new secret is in Secret " + obj.Namespace + "/" + obj.Spec.Rotation.SecretRef.Name + " and, for an AKS target, in the cluster."
-	case notify.KindRotationFailing:
-		a.Severity = notify.SeverityCritical
-		if r := obj.Status.Rotation; r != nil {
-			a.Problem = "step " + string(r.Step) + ": " + r.Message
-		}
-		a.Fix = "See the Rotating condition of the CredentialWatch; credwatch goes on retrying with backoff."
-	case notify.KindPullsRefused:
-		p := *p.Pull
-		a.Severity = notify.SeverityWarning
-		if p.Scope == v1alpha1.PullScopeClusterWide {
-			a.Severity = notify.SeverityCritical
-		}
-		a.Pulls = &notify.Pulls{Registry: p.Registry, Scope: string(p.Scope), Nodes: p.Nodes, Failing: int(p.FailingNodes), Pulling: int(p.PullingNodes)}
-		a.Problem = pullProblem(obj, p, now)
-		a.Fix = pullFix(obj, p)
-	case notify.KindPullsRecovered:
-		registry, _ := policy.PullRegistry(p.Subject)
-		a.Pulls = &notify.Pulls{Registry: registry}
-		a.Fix = "Nothing: the registry refuses no pull any more."
-	case notify.KindSigningKeyDrift:
-		a.Severity = notify.SeverityCritical
-		if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
-			a.Problem = c.Reason + ": " + c.Message
-		}
-		a.Fix = "Give every API server the same --service-account-key-file keys (every key any of them signs with, and old keys for a token lifetime after they stop signing) " +
-			"before switching --service-account-signing-key-file; status.serviceAccountIssuer.endpoints shows what each serves and signs with."
-	case notify.KindSigningKeysAgree:
-		a.Fix = "Nothing: every API server accepts the tokens the others sign."
-	case notify.KindIssuerChanged:
-		a.Severity = notify.SeverityWarning
-		if st := obj.Status.ServiceAccountIssuer; st != nil {
-			a.Problem = fmt.Sprintf("The issuer changed from %s to %s", st.PreviousIssuer, st.Issuer)
-			a.Fix = "Update the issuer of every federated identity credential that trusts this cluster's service accounts " +
-				"(az identity federated-credential update --issuer " + st.Issuer + "), or workload identity stops getting tokens."
-		}
-	}
-	return a
-}
-
-var severities = map[v1alpha1.CredentialState]notify.Severity{
-	v1alpha1.StateValid:    notify.SeverityInfo,
-	v1alpha1.StateWarning:  notify.SeverityWarning,
-	v1alpha1.StateCritical: notify.SeverityCritical,
-	v1alpha1.StateExpired:  notify.SeverityCritical,
-}
-
 func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
 	if st := obj.Status.ServiceAccountIssuer; st != nil {
 		return st.IssuerChangeTime
@@ -289,34 +203,4 @@ func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
 	return nil
 }
 
-// checkFixes says what a person can do about each reason checks fail.
-var checkFixes = map[string]string{
-	v1alpha1.ReasonServicePrincipalNotFound:   "Check spec.target: no application or service principal in the tenant has this appId.",
-	v1alpha1.ReasonAccessDenied:               "Grant the identity credwatch signs in with Application.Read.All, or make it an owner of the application.",
-	v1alpha1.ReasonAuthenticationFailed:       "Check the identity credwatch signs in with: the Secret in azureCredentialRef, or the operator's workload identity.",
-	v1alpha1.ReasonCredentialSecretInvalid:    "Create or fix the Secret named by azureCredentialRef, with keys clientID and clientSecret.",
-	v1alpha1.ReasonThrottled:                  "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
-	v1alpha1.ReasonGraphUnreachable:           "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
-	v1alpha1.ReasonGraphError:                 "See the Ready condition of the CredentialWatch for Graph's answer.",
-	v1alpha1.ReasonClusterNotFound:            "Check spec.target.aksCluster: Resource Manager has no such cluster in that subscription and resource group, or the operator's identity cannot see it.",
-	v1alpha1.ReasonResourceManagerUnreachable: "Check that the operator can reach Azure Resource Manager (egress, proxy, DNS); credwatch retries with backoff.",
-	v1alpha1.ReasonFilterRejected:             "Fix spec.target.tenantScan.filter: Microsoft Graph refused it (see the Ready condition for why).",
-	v1alpha1.ReasonEndpointUnreachable:        "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
-	v1alpha1.ReasonCanaryUnavailable:          "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
-	// A watch that cannot do its job is a failing one: someone asked for it, and must hear.
-	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true and --operator-namespace (chart: serviceAccountIssuer.enabled=true), or delete the watch.",
-}
-
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// rotationWhen says when a rotation comes, for reminders: from the moment it falls due.
-func rotationWhen(obj *v1alpha1.CredentialWatch) string {
-	if obj.Status.Rotation != nil {
-		return "now (step " + string(obj.Status.Rotation.Step) + ")"
-	}
-	rs, err := policy.RotationSettingsOf(*obj.Spec.Rotation)
-	if err != nil {
-		return "when it falls due"
-	}
-	return "from " + policy.RotationDueAt(obj.Status.Credentials, rs.RotateBefore, time.Time{}).UTC().Format(time.RFC3339)
-}

@@ -519,17 +519,3 @@ func TestAnOperatorThatDiesRightAfterSendingDoesNotSendAgain(t *testing.T) {
 		t.Errorf("received %d after the restart, want still 2: the claim written before sending must stop a resend", n)
 	}
 }
-
-// Every way a check fails comes with what to do about it, in the CheckFailing alert.
-func TestEveryCheckFailureHasAFix(t *testing.T) {
-	for _, reason := range []string{
-		v1alpha1.ReasonClusterNotFound, v1alpha1.ReasonResourceManagerUnreachable, v1alpha1.ReasonServicePrincipalNotFound,
-		v1alpha1.ReasonAccessDenied, v1alpha1.ReasonAuthenticationFailed, v1alpha1.ReasonCredentialSecretInvalid,
-		v1alpha1.ReasonThrottled, v1alpha1.ReasonGraphUnreachable, v1alpha1.ReasonGraphError, v1alpha1.ReasonFilterRejected,
-		v1alpha1.ReasonEndpointUnreachable, v1alpha1.ReasonCanaryUnavailable, v1alpha1.ReasonIssuerNotChecked,
-	} {
-		if checkFixes[reason] == "" {
-			t.Errorf("no fix for %s", reason)
-		}
-	}
-}

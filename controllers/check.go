@@ -46,82 +46,105 @@ const defaultCheckTimeout = time.Minute
 // long in a large tenant.
 const scanTimeout = 10 * time.Minute
 
-// reconcileCheck reads the target's credentials from Graph into status, or records why it could
-// not and when it will try again. It returns an error only for failures that are not the
-// check's (the API server, a cancelled reconcile), which controller-runtime retries.
-func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1alpha1.CredentialWatch, s settings, now time.Time) error {
-	log := ctrl.LoggerFrom(ctx)
+// reconcileCheck reads the target's credentials into status when a check is due, or records why
+// it could not and when it will try again. It returns an error only for failures that are not
+// the check's (the API server, a cancelled reconcile), which controller-runtime retries.
+func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watchState) (time.Time, error) {
+	obj := w.obj
+	if !policy.CheckDue(policy.CheckStateOf(obj, w.scanned), w.now) {
+		return time.Time{}, nil
+	}
+	obj.Status.CheckRequest = obj.Annotations[v1alpha1.CheckAnnotation]
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
 		obj.Status.ConsecutiveFailures = 0
 	}
 	before := condition(obj, v1alpha1.ConditionReady)
-	wasFailing := before.Status == metav1.ConditionFalse
 
-	timeout := r.CheckTimeout
-	switch {
-	case timeout != 0:
-	case obj.Spec.Target.TenantScan != nil:
-		timeout = scanTimeout
-	default:
-		timeout = defaultCheckTimeout
-	}
-	checkCtx, cancel := context.WithTimeout(ctx, timeout)
+	checkCtx, cancel := context.WithTimeout(ctx, r.checkTimeout(obj.Spec.Target))
 	defer cancel()
-	what := checked(obj.Spec.Target)
-	log.V(1).Info("Reading " + what)
+	ctrl.LoggerFrom(ctx).V(1).Info("Reading " + checked(obj.Spec.Target))
 	res, err := r.read(checkCtx, obj)
 	if ctx.Err() != nil {
 		// The operator is stopping: this is not the check failing.
-		return ctx.Err()
+		return time.Time{}, ctx.Err()
 	}
 	var apiErr *kubernetesError
 	if errors.As(err, &apiErr) {
-		return apiErr
+		return time.Time{}, apiErr
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-
 	if err != nil {
-		obj.Status.ConsecutiveFailures++
-		wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), s.interval), checkJitter, r.Rand)
-		next := metav1.NewTime(now.Add(wait))
-		obj.Status.NextCheckTime = &next
-		reason := reasonFor(err)
-		log.Info("Checking "+what+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
-		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
-			fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), now)
-		if !wasFailing || before.Reason != reason {
-			// Once per kind of failure: retries would differ only in ports and times, which the
-			// recorder cannot fold into one event.
-			r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking %s failed: %v", what, err)
-		}
-		if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
-			forgetCredentials(obj)
-		}
-		return nil
+		r.checkFailed(ctx, w, before, err)
+		return time.Time{}, nil
 	}
+	r.checkSucceeded(w, before)
+	r.record(checkCtx, w, res)
+	return time.Time{}, nil
+}
 
-	obj.Status.ConsecutiveFailures = 0
-	last := metav1.NewTime(now)
-	next := metav1.NewTime(now.Add(policy.Jitter(s.interval, checkJitter, r.Rand)))
-	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &last, &next
-	if wasFailing {
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", what)
+func (r *CredentialWatchReconciler) checkTimeout(t v1alpha1.Target) time.Duration {
+	switch {
+	case r.CheckTimeout != 0:
+		return r.CheckTimeout
+	case t.TenantScan != nil:
+		return scanTimeout
+	default:
+		return defaultCheckTimeout
 	}
+}
+
+// checkFailed counts a failed check, schedules the next with backoff, and says why in the Ready
+// condition, and in an event when the check starts failing or fails for another reason.
+func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchState, before metav1.Condition, err error) {
+	obj, what := w.obj, checked(w.obj.Spec.Target)
+	obj.Status.ConsecutiveFailures++
+	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), w.settings.interval), checkJitter, r.Rand)
+	next := metav1.NewTime(w.now.Add(wait))
+	obj.Status.NextCheckTime = &next
+	reason := reasonFor(err)
+	ctrl.LoggerFrom(ctx).Info("Checking "+what+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
+		fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), w.now)
+	if before.Status != metav1.ConditionFalse || before.Reason != reason {
+		// Once per kind of failure: retries would differ only in ports and times, which the
+		// recorder cannot fold into one event.
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking %s failed: %v", what, err)
+	}
+	if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
+		forgetCredentials(obj)
+	}
+}
+
+// checkSucceeded schedules the next check, and tells when checks work again.
+func (r *CredentialWatchReconciler) checkSucceeded(w *watchState, before metav1.Condition) {
+	obj := w.obj
+	obj.Status.ConsecutiveFailures = 0
+	last := metav1.NewTime(w.now)
+	next := metav1.NewTime(w.now.Add(policy.Jitter(w.settings.interval, checkJitter, r.Rand)))
+	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &last, &next
+	if before.Status == metav1.ConditionFalse {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", checked(obj.Spec.Target))
+	}
+}
+
+// record puts what a check found into status.
+func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, res checkResult) {
+	obj, now := w.obj, w.now
 	if res.issuer != nil {
 		r.recordIssuer(obj, *res.issuer, now)
-		return nil
+		return
 	}
 	if res.tenant {
 		r.recordScan(obj, res.scan, now)
-		return nil
+		return
 	}
 	obj.Status.TenantScan = nil // a watch that scanned a tenant before its spec changed
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
 		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,
 			"The AKS cluster signs in with a managed identity: it has no secret to expire", now)
-		return nil
+		return
 	}
 	snap := res.snap
 	var owners []string
@@ -133,12 +156,11 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, obj *v1a
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
-		OwnerEmails:              r.ownerEmails(checkCtx, obj, snap, owners),
+		OwnerEmails:              r.ownerEmails(ctx, obj, snap, owners),
 	}
 	obj.Status.Credentials = credentialsOf(snap)
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
-	log.V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", next.UTC().Format(time.RFC3339))
-	return nil
+	ctrl.LoggerFrom(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
 }
 
 // ownerEmails reads the application's owners when the watch mails them, keeping what was known

@@ -106,8 +106,8 @@ type CredentialWatchReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconcile reads Graph when a check is due, re-evaluates every credential against the clock,
-// writes status once, and comes back at the next check or state change, whichever is first.
+// Reconcile runs the steps of a watch in order, writes status once, and comes back at the
+// earliest moment a step has something new to do.
 func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	obj := &v1alpha1.CredentialWatch{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -116,59 +116,67 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	tenantScan := obj.Spec.Target.TenantScan != nil
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
 	}
-	_, scanned := r.Scans.Get(req.NamespacedName)
-	before := obj.DeepCopy()
+	stored := obj.DeepCopy()
 	defer func() {
 		// Written even when the operator is stopping: it records what was done, sent or claimed.
 		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 		defer cancel()
-		if err := r.patchStatus(patchCtx, before, obj); err != nil {
+		if err := r.patchStatus(patchCtx, stored, obj); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
 
-	settings, err := settingsOf(obj.Spec)
+	s, err := settingsOf(obj.Spec)
 	if err != nil {
 		// The API server validates the spec; getting here means it did not, and retrying won't help.
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	now := r.Clock.Now()
-
-	ready := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
-	throttled := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled
-	request := obj.Annotations[v1alpha1.CheckAnnotation]
-	// A scan's credentials live in this process only: one that started since the last scan
-	// scans again, unless that scan failed and its backoff still runs.
-	rescan := tenantScan && !scanned && obj.Status.ConsecutiveFailures == 0
-	if rescan || policy.CheckDue(obj.Generation, obj.Status.ObservedGeneration, obj.Status.NextCheckTime, throttled, request != obj.Status.CheckRequest, now) {
-		obj.Status.CheckRequest = request
-		if err := r.reconcileCheck(ctx, obj, settings, now); err != nil {
-			return ctrl.Result{}, err
+	_, scanned := r.Scans.Get(req.NamespacedName)
+	w := &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
+	var moments []time.Time
+	for _, st := range r.steps() {
+		next, err := st.run(ctx, w)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("%s: %w", st.name, err)
 		}
+		moments = append(moments, next)
 	}
-	var summary policy.Summary
-	if obj.Spec.Target.ServiceAccountIssuer == nil { // an issuer has keys, not credentials that expire
-		summary = r.reconcileExpiry(obj, before, settings, now)
-	}
-	nextRotation, err := r.reconcileRotation(ctx, obj, before, now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	nextPull := r.reconcileImagePulls(obj, now)
-	var nextAlert time.Time
-	if !tenantScan { // a scan reports through status, events and metrics; see the CRD's rules
-		if nextAlert, err = r.reconcileAlerts(ctx, obj, before, settings, now); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
+	return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, obj.Status.NextCheckTime.Time, moments...)}, nil
+}
 
-	return ctrl.Result{RequeueAfter: policy.RequeueAfter(now, obj.Status.NextCheckTime.Time,
-		summary.NextTransition, summary.NextDisplayChange, nextRotation, nextAlert, nextPull)}, nil
+// watchState is what the steps of one reconcile share.
+type watchState struct {
+	obj *v1alpha1.CredentialWatch
+	// stored is the watch as the API server holds it, the base of the deferred status patch;
+	// steps that must write before they act (a claimed alert, a rotation step) update it too.
+	stored   *v1alpha1.CredentialWatch
+	settings settings
+	now      time.Time
+	// scanned is true when this process holds the watch's last tenant scan.
+	scanned bool
+}
+
+// step is one named part of a reconcile. It changes the watch's status in memory and returns
+// when it next has something to do, zero for never; an error is the reconcile's, not the
+// watch's (the API server, a cancelled reconcile), and controller-runtime retries it.
+type step struct {
+	name string
+	run  func(context.Context, *watchState) (time.Time, error)
+}
+
+// steps are a reconcile's steps, in order: each reads what the ones before it wrote.
+func (r *CredentialWatchReconciler) steps() []step {
+	return []step{
+		{"check", r.reconcileCheck},
+		{"expiry", r.reconcileExpiry},
+		{"rotation", r.reconcileRotation},
+		{"imagePulls", r.reconcileImagePulls},
+		{"alerts", r.reconcileAlerts},
+	}
 }
 
 // settings are a spec's durations, parsed once.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -24,7 +26,16 @@ var stateEventReasons = map[v1alpha1.CredentialState]string{
 // conditions and the summary fields, and raises an event for each credential that got worse
 // since the status was last written. It runs whether or not Graph was read: expiry is a matter
 // of the clock, so a watch whose Graph is unreachable still turns Expired on time.
-func (r *CredentialWatchReconciler) reconcileExpiry(obj *v1alpha1.CredentialWatch, before *v1alpha1.CredentialWatch, s settings, now time.Time) policy.Summary {
+func (r *CredentialWatchReconciler) reconcileExpiry(_ context.Context, w *watchState) (time.Time, error) {
+	if w.obj.Spec.Target.ServiceAccountIssuer != nil { // an issuer has keys, not credentials that expire
+		return time.Time{}, nil
+	}
+	summary := r.evaluateExpiry(w.obj, w.stored, w.settings, w.now)
+	return policy.Earliest(summary.NextTransition, summary.NextDisplayChange), nil
+}
+
+// evaluateExpiry sets the states, conditions and summary fields, and raises the events.
+func (r *CredentialWatchReconciler) evaluateExpiry(obj *v1alpha1.CredentialWatch, before *v1alpha1.CredentialWatch, s settings, now time.Time) policy.Summary {
 	st := &obj.Status
 	var summary policy.Summary
 	var groups expiryGroups
@@ -163,7 +174,7 @@ func stateMessage(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time
 	if c.AppID == "" { // a tenant scan's credentials name their application themselves
 		subject += " of " + targetName(obj)
 	}
-	return fmt.Sprintf("%s; renew with: %s", capitalise(expiryPhrase(subject, c, now)), renewCommand(obj, c))
+	return fmt.Sprintf("%s; renew with: %s", capitalise(expiryPhrase(subject, c, now)), compose.RenewCommand(obj, c))
 }
 
 func targetName(obj *v1alpha1.CredentialWatch) string {
@@ -171,23 +182,6 @@ func targetName(obj *v1alpha1.CredentialWatch) string {
 		return appName(sp.DisplayName, obj.AppID())
 	}
 	return obj.AppID()
-}
-
-// renewCommand adds a new credential beside the old one; --append keeps the old one working
-// until every consumer has moved to the new.
-func renewCommand(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
-	appID := obj.AppID()
-	if c.AppID != "" {
-		appID = c.AppID
-	}
-	object := "app"
-	if c.Source == v1alpha1.SourceServicePrincipal {
-		object = "sp"
-	}
-	if c.Type == v1alpha1.CredentialTypeCertificate {
-		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, appID)
-	}
-	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, appID)
 }
 
 func capitalise(s string) string {

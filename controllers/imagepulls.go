@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -17,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/pullauth"
 )
@@ -35,15 +34,6 @@ const (
 	eventImagePullsRecovered = "ImagePullsRecovered"
 )
 
-// reasonPullsNotWatched: the watch asks for image pulls, and this operator does not watch them.
-// reasonPullsListing: the operator has not listed the cluster's pulls yet; reasonPullsListFailed:
-// it cannot.
-const (
-	reasonPullsNotWatched = "NotWatched"
-	reasonPullsListing    = "Listing"
-	reasonPullsListFailed = "ListFailed"
-)
-
 // listingRetry is how soon a watch looks again while the operator lists the cluster's pulls, and
 // listFailedRetry while listing fails, which its reflectors retry with their own backoff.
 const (
@@ -57,48 +47,72 @@ const maxListedNodes = 10
 // reconcileImagePulls records the incidents of the registries spec.imagePulls covers, raises an
 // event for each that opens, changes scope or ends, and returns when one may change next (a
 // refusal leaving the window), zero for never. The alerts follow from status.imagePulls.
-func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.CredentialWatch, now time.Time) time.Time {
+func (r *CredentialWatchReconciler) reconcileImagePulls(_ context.Context, w *watchState) (time.Time, error) {
+	obj, now := w.obj, w.now
 	spec := obj.Spec.ImagePulls
 	previous := obj.Status.ImagePulls
 	obj.Status.ImagePulls = nil
 	if spec == nil {
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized)
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	if r.ImagePulls == nil {
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsNotWatched,
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsNotWatched,
 			"The operator does not watch image pulls: it runs with --image-pulls=false", now)
-		return time.Time{}
+		return time.Time{}, nil
 	}
-
 	if synced, listErr := r.ImagePulls.Synced(); !synced || listErr != nil {
 		// The incidents in status stay as last seen until the cluster's pulls are read again.
 		obj.Status.ImagePulls = previous
-		if listErr != nil {
-			hint := ""
-			if apierrors.IsForbidden(listErr) {
-				hint = " (it needs list and watch on them cluster-wide)"
-			}
-			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed,
-				oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pending pods and nodes%s, "+
-					"so image pulls are as last seen: %v", hint, listErr)), now)
-			return now.Add(listFailedRetry)
-		}
-		// A condition from before is left for the few seconds listing takes: it is likely still true.
-		if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized); c == nil || c.Reason == reasonPullsNotWatched {
-			setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListing,
-				"The operator is listing the cluster's pull events, pending pods and nodes", now)
-		}
-		return now.Add(listingRetry)
+		return pullsNotListed(obj, listErr, now), nil
 	}
 
-	was := map[string]v1alpha1.PullIncident{}
-	for _, p := range previous {
-		was[p.Registry] = p
+	all, next := coveredIncidents(spec, previous, r.ImagePulls.Incidents(now))
+	obj.Status.ImagePulls = policy.KeepIncidents(all, previous, maxPullIncidents)
+	r.tellPullChanges(obj, previous, all, now)
+	if len(all) == 0 {
+		covered := strings.Join(spec.Registries, ", ")
+		if spec.CoversPodRegistries() {
+			covered += ", or by any registry pods pull from with the node's credential"
+		}
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
+			"No pull refused for want of credentials by "+covered, now)
+		return next, nil
 	}
+	// The condition tells the worst of all, also of one status has no room for.
+	worst := policy.WorstIncident(all)
+	setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], compose.PullProblem(obj, worst, now), now)
+	return next, nil
+}
+
+// pullsNotListed says, while the operator has not listed the cluster's pulls or cannot, that the
+// incidents are as last seen, and returns when to look again.
+func pullsNotListed(obj *v1alpha1.CredentialWatch, listErr error, now time.Time) time.Time {
+	if listErr != nil {
+		hint := ""
+		if apierrors.IsForbidden(listErr) {
+			hint = " (it needs list and watch on them cluster-wide)"
+		}
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed,
+			oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pending pods and nodes%s, "+
+				"so image pulls are as last seen: %v", hint, listErr)), now)
+		return now.Add(listFailedRetry)
+	}
+	// A condition from before is left for the few seconds listing takes: it is likely still true.
+	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized); c == nil || c.Reason == v1alpha1.ReasonPullsNotWatched {
+		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing,
+			"The operator is listing the cluster's pull events, pending pods and nodes", now)
+	}
+	return now.Add(listingRetry)
+}
+
+// coveredIncidents are the incidents a watch of spec hears of, as status records them, and when
+// one may change next. An incident known before keeps its start: a restarted operator knows
+// only the refusals still in the window.
+func coveredIncidents(spec *v1alpha1.ImagePulls, previous []v1alpha1.PullIncident, incidents []pullauth.Incident) ([]v1alpha1.PullIncident, time.Time) {
 	var all []v1alpha1.PullIncident
 	var next time.Time
-	for _, in := range r.ImagePulls.Incidents(now) {
+	for _, in := range incidents {
 		if !covers(spec, in) {
 			continue
 		}
@@ -110,39 +124,25 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 			PullingNodes: int32(in.Pulling),
 			Since:        metav1.NewTime(in.Since),
 		}
-		// A restarted operator knows only the refusals still in the window.
-		if before, ok := was[in.Registry]; ok && before.Since.Before(&p.Since) {
-			p.Since = before.Since
+		if i := slices.IndexFunc(previous, func(b v1alpha1.PullIncident) bool { return b.Registry == in.Registry }); i >= 0 && previous[i].Since.Before(&p.Since) {
+			p.Since = previous[i].Since
 		}
 		all = append(all, p)
-		if next.IsZero() || in.Changes.Before(next) {
-			next = in.Changes
-		}
+		next = policy.Earliest(next, in.Changes)
 	}
-	obj.Status.ImagePulls = all
-	if len(all) > maxPullIncidents {
-		// The incidents told of already stay: one must not seem to end because others began.
-		// The rest fill what is left, the most serious first. Status lists them by registry.
-		kept := slices.Clone(all)
-		slices.SortStableFunc(kept, func(a, b v1alpha1.PullIncident) int {
-			_, aTold := was[a.Registry]
-			_, bTold := was[b.Registry]
-			if aTold != bTold {
-				if aTold {
-					return -1
-				}
-				return 1
-			}
-			return cmp.Compare(scopeRank[b.Scope], scopeRank[a.Scope])
-		})
-		kept = kept[:maxPullIncidents]
-		slices.SortFunc(kept, func(a, b v1alpha1.PullIncident) int { return cmp.Compare(a.Registry, b.Registry) })
-		obj.Status.ImagePulls = kept
-	}
+	return all, next
+}
 
+// tellPullChanges raises an event for each incident in status that opened or changed scope, and
+// for each of previous that ended.
+func (r *CredentialWatchReconciler) tellPullChanges(obj *v1alpha1.CredentialWatch, previous, all []v1alpha1.PullIncident, now time.Time) {
+	was := map[string]v1alpha1.PullIncident{}
+	for _, p := range previous {
+		was[p.Registry] = p
+	}
 	for _, p := range obj.Status.ImagePulls {
 		if before, ok := was[p.Registry]; !ok || before.Scope != p.Scope {
-			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, pullProblem(obj, p, now))
+			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, compose.PullProblem(obj, p, now))
 		}
 	}
 	for _, p := range all {
@@ -151,25 +151,6 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(obj *v1alpha1.Credential
 	for registry := range was {
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventImagePullsRecovered, "%s refuses no image pull any more", registry)
 	}
-
-	if len(all) == 0 {
-		covered := strings.Join(spec.Registries, ", ")
-		if spec.CoversPodRegistries() {
-			covered += ", or by any registry pods pull from with the node's credential"
-		}
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
-			"No pull refused for want of credentials by "+covered, now)
-		return next
-	}
-	// The condition tells the worst of all, also of one status has no room for.
-	worst := all[0]
-	for _, p := range all[1:] {
-		if scopeRank[p.Scope] > scopeRank[worst.Scope] {
-			worst = p
-		}
-	}
-	setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], pullProblem(obj, worst, now), now)
-	return next
 }
 
 // covers says whether a watch of spec hears of incident.
@@ -180,73 +161,10 @@ func covers(spec *v1alpha1.ImagePulls, in pullauth.Incident) bool {
 // maxPullIncidents bounds status.imagePulls, as the CRD does.
 const maxPullIncidents = 16
 
-var scopeRank = map[v1alpha1.PullScope]int{v1alpha1.PullScopeUndetermined: 0, v1alpha1.PullScopeNodeLocal: 1, v1alpha1.PullScopeClusterWide: 2}
-
 var scopeReasons = map[v1alpha1.PullScope]string{
 	v1alpha1.PullScopeClusterWide:  v1alpha1.ReasonClusterWidePullFailures,
 	v1alpha1.PullScopeNodeLocal:    v1alpha1.ReasonNodeLocalPullFailures,
 	v1alpha1.PullScopeUndetermined: v1alpha1.ReasonPullFailures,
-}
-
-// pullProblem says what an incident is and, for the whole cluster, what the watched service
-// principal's credentials have to do with it.
-func pullProblem(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident, now time.Time) string {
-	nodes := notify.Some(p.Nodes, int(p.FailingNodes))
-	switch p.Scope {
-	case v1alpha1.PullScopeClusterWide:
-		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s): the cluster's credential. %s",
-			p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, credentialCause(obj, now))
-	case v1alpha1.PullScopeNodeLocal:
-		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s only (%s), while %s pull from it: "+
-			"the kubelet there presents no credential, typically because its credential provider was disabled at start-up, "+
-			"when the managed-identity endpoint was not reachable yet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, notify.Plural(int(p.PullingNodes), "other node"))
-	default:
-		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s); no other node pulled from it lately, "+
-			"so it is too early to tell the cluster's credential from a node's kubelet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes)
-	}
-}
-
-// credentialCause relates a cluster-wide refusal to the state of the watched credentials.
-func credentialCause(obj *v1alpha1.CredentialWatch, now time.Time) string {
-	if obj.Status.LastCheckTime == nil {
-		return "credwatch has not read the service principal's credentials yet."
-	}
-	var latest *v1alpha1.Credential
-	for i, c := range obj.Status.Credentials {
-		if c.Type == v1alpha1.CredentialTypePassword && !c.EndTime.After(now) && (latest == nil || c.EndTime.After(latest.EndTime.Time)) {
-			latest = &obj.Status.Credentials[i]
-		}
-	}
-	if latest != nil {
-		return fmt.Sprintf("The client secret %s of the service principal expired %s ago: this is why.",
-			describeSecret(*latest), policy.HumanDuration(now.Sub(latest.EndTime.Time)))
-	}
-	return "The service principal's credentials are all valid: look at the registry's AcrPull role assignment and at the cluster's servicePrincipalProfile."
-}
-
-func describeSecret(c v1alpha1.Credential) string {
-	switch {
-	case c.DisplayName != "":
-		return fmt.Sprintf("%q", c.DisplayName)
-	case c.Hint != "":
-		return fmt.Sprintf("%s...", c.Hint)
-	}
-	return c.KeyID
-}
-
-// pullFix says what a person should do about an incident.
-func pullFix(obj *v1alpha1.CredentialWatch, p v1alpha1.PullIncident) string {
-	if p.Scope == v1alpha1.PullScopeNodeLocal {
-		node := p.Nodes[0]
-		return fmt.Sprintf("Restart kubelet on %s (kubectl debug node/%s -it --image=mcr.microsoft.com/azurelinux/busybox:1.36 -- chroot /host systemctl restart kubelet), "+
-			"or reimage the node; make kubelet start after network-online.target and cloud-init so it does not happen again.", notify.Some(p.Nodes, int(p.FailingNodes)), node)
-	}
-	cmd := "az ad app credential reset --id " + obj.AppID() + " --append"
-	if c := obj.Spec.Target.AKSCluster; c != nil {
-		cmd += fmt.Sprintf(", then az aks update-credentials --resource-group %s --name %s --reset-service-principal --service-principal %s --client-secret <the new secret>",
-			c.ResourceGroup, c.Name, obj.AppID())
-	}
-	return cmd
 }
 
 // watchesOfRegistry maps a registry whose incident changed to the watches whose spec.imagePulls

@@ -11,11 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,10 +25,10 @@ import (
 	"github.com/credwatch/credwatch/internal/pullauth"
 )
 
-// pulls runs a PullWatcher against the real API server for one test, on the harness's clock.
+// pulls runs a pullauth.Watcher against the real API server for one test, on the harness's clock.
 type pulls struct {
 	t       *testing.T
-	watcher *PullWatcher
+	watcher *pullauth.Watcher
 	tracker *pullauth.Tracker
 	changed chan event.TypedGenericEvent[string]
 	stop    context.CancelFunc
@@ -59,10 +57,10 @@ func (p *pulls) restart(h *harness) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	nodes := &NodeSet{}
+	nodes := &pullauth.NodeSet{}
 	p.tracker = pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count)
 	p.changed = make(chan event.TypedGenericEvent[string], 1000)
-	p.watcher = &PullWatcher{Client: c, Tracker: p.tracker, Clock: h.clock, Changed: p.changed, Nodes: nodes}
+	p.watcher = &pullauth.Watcher{Client: c, Tracker: p.tracker, Clock: h.clock, Changed: p.changed, Nodes: nodes}
 	h.r.ImagePulls = p.watcher
 }
 
@@ -517,29 +515,29 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := &NodeSet{}
-	watcher := &PullWatcher{Client: c, Tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), Clock: h.clock, Nodes: nodes}
+	nodes := &pullauth.NodeSet{}
+	watcher := &pullauth.Watcher{Client: c, Tracker: pullauth.NewTracker(pullauth.DefaultThresholds, nodes.Count), Clock: h.clock, Nodes: nodes}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	h.r.ImagePulls = watcher
 
 	// Not started yet: listing.
 	w, res := h.reconcile()
-	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListing)
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing)
 	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listingRetry {
 		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, listingRetry)
 	}
 
 	go func() { _ = watcher.Start(ctx) }()
-	eventually(t, 20*time.Second, "a refused list", func() bool {
-		watcher.mu.Lock()
-		defer watcher.mu.Unlock()
-		return len(watcher.failures) > 0
+	// A refusal counts once it has lasted: the clock moves on until the first one has.
+	eventually(t, 20*time.Second, "a refused list that lasted", func() bool {
+		h.step(pullauth.FailureGrace)
+		_, err := watcher.Synced()
+		return err != nil
 	})
-	h.step(failureGrace)
 
 	w, res = h.reconcile()
-	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed)
 	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
 		t.Errorf("condition message %q does not say why listing fails", msg)
 	}
@@ -571,38 +569,11 @@ func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
 	h.r.ImagePulls = stale{errors.New(`events is forbidden: User "system:serviceaccount:credwatch-system:credwatch" cannot list resource "events"`)}
 	h.step(20 * time.Minute)
 	w, _ := h.reconcile()
-	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, reasonPullsListFailed)
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed)
 	if len(w.Status.ImagePulls) != 1 {
 		t.Errorf("status.imagePulls = %+v, want the incident as last seen", w.Status.ImagePulls)
 	}
 	if events := h.takeEvents(); len(events) != 0 {
 		t.Errorf("events %q, want none", events)
 	}
-}
-
-// Failures are told once they last; a resource version too old is none, and a success ends one.
-func TestPullWatcherSynced(t *testing.T) {
-	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
-	w := &PullWatcher{Clock: clock}
-	w.reflectors.Store(2)
-	check := func(what string, wantSynced bool, wantErr string) {
-		t.Helper()
-		synced, err := w.Synced()
-		if synced != wantSynced || (err == nil) != (wantErr == "") || (err != nil && !strings.Contains(err.Error(), wantErr)) {
-			t.Errorf("%s: Synced() = %v, %v; want %v, %q", what, synced, err, wantSynced, wantErr)
-		}
-	}
-	check("before any list", false, "")
-	forbidden := apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("RBAC: no"))
-	w.note("pull-failed-events", forbidden)
-	check("a refusal just now", false, "")
-	clock.SetTime(clock.Now().Add(failureGrace))
-	check("a refusal that lasted", false, "pull-failed-events: events is forbidden")
-	w.listed.Store(2)
-	check("listed, then refused again", true, "forbidden")
-	w.note("pull-failed-events", nil)
-	check("listed again", true, "")
-	w.note("nodes", apierrors.NewResourceExpired("too old resource version"))
-	clock.SetTime(clock.Now().Add(time.Hour))
-	check("a resource version too old", true, "")
 }

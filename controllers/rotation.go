@@ -71,7 +71,8 @@ type rotation struct {
 // begins: an operator that stops anywhere finds where it was, and one working from a stale copy
 // cannot write at all. Secret values go from Graph's answer to the target Secret and to the AKS
 // request, and nowhere else.
-func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, now time.Time) (time.Time, error) {
+func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *watchState) (time.Time, error) {
+	obj, stored, now := w.obj, w.stored, w.now
 	spec := obj.Spec.Rotation
 	if spec == nil || !spec.Enabled {
 		if obj.Status.Rotation == nil {

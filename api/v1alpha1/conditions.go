@@ -55,6 +55,13 @@ const (
 	ReasonNodeLocalPullFailures = "NodeLocalPullFailures"
 	// ReasonPullFailures: a registry refuses pulls, and there is too little to tell where the fault is.
 	ReasonPullFailures = "PullFailures"
+	// ReasonPullsNotWatched (Unknown): the watch asks for image pulls, and the operator runs with
+	// --image-pulls=false.
+	ReasonPullsNotWatched = "NotWatched"
+	// ReasonPullsListing (Unknown): the operator has not listed the cluster's pulls yet.
+	ReasonPullsListing = "Listing"
+	// ReasonPullsListFailed (Unknown): the operator cannot list or watch the cluster's pulls.
+	ReasonPullsListFailed = "ListFailed"
 )
 
 // Reasons of the Ready condition. Each failure has its own, because each needs a different fix.

@@ -88,11 +88,7 @@ const (
 // DeliveryBackoff is how long after failures consecutive failed deliveries a channel is tried
 // again; a peer's Retry-After is a floor.
 func DeliveryBackoff(failures int32, retryAfter time.Duration) time.Duration {
-	d := deliveryBase
-	for i := int32(1); i < failures && d < deliveryCap; i++ {
-		d *= 2
-	}
-	return max(min(d, deliveryCap), retryAfter)
+	return max(Doubling(deliveryBase, deliveryCap, failures), retryAfter)
 }
 
 // RemindBefore parses a watch's reminder schedule, latest-first; empty means the default.
@@ -142,7 +138,18 @@ const (
 // credentialSubject reports whether subject is a credential's (see SubjectOf), not a check's, a
 // rotation's, a registry's or an issuer's.
 func credentialSubject(subject string) bool {
-	return strings.HasPrefix(subject, string(v1alpha1.SourceApplication)+"/") || strings.HasPrefix(subject, string(v1alpha1.SourceServicePrincipal)+"/")
+	_, _, ok := SubjectCredential(subject)
+	return ok
+}
+
+// SubjectCredential is the object and keyId of a credential's subject (see SubjectOf); ok is
+// false for other subjects.
+func SubjectCredential(subject string) (source v1alpha1.CredentialSource, keyID string, ok bool) {
+	src, keyID, _ := strings.Cut(subject, "/")
+	if source = v1alpha1.CredentialSource(src); source != v1alpha1.SourceApplication && source != v1alpha1.SourceServicePrincipal {
+		return "", "", false
+	}
+	return source, keyID, true
 }
 
 // SubjectOf is the ledger subject of a credential's alerts.

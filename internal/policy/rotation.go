@@ -119,19 +119,11 @@ const (
 
 // PropagationBackoff is the wait before asking again whether a new secret is accepted.
 func PropagationBackoff(failures int32) time.Duration {
-	return doubling(propagationBase, propagationCap, failures)
+	return Doubling(propagationBase, propagationCap, failures)
 }
 
 // ClusterBackoff is the wait before trying again to move a cluster onto the new secret.
-func ClusterBackoff(failures int32) time.Duration { return doubling(clusterBase, clusterCap, failures) }
-
-func doubling(base, limit time.Duration, n int32) time.Duration {
-	d := base
-	for i := int32(1); i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
-}
+func ClusterBackoff(failures int32) time.Duration { return Doubling(clusterBase, clusterCap, failures) }
 
 var weekdays = map[v1alpha1.Weekday]time.Weekday{
 	"Sunday": time.Sunday, "Monday": time.Monday, "Tuesday": time.Tuesday, "Wednesday": time.Wednesday,

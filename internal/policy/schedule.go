@@ -3,19 +3,58 @@ package policy
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-// CheckDue reports whether Graph should be read now: the spec changed since the last check, a
-// person asked for a check (the check annotation), no check is scheduled, or the scheduled time
+// CheckState is what decides whether a watch's target is read now: all of it from the watch,
+// but Scanned, which only this process knows.
+type CheckState struct {
+	Generation, ObservedGeneration int64
+	// NextCheck is when the next check is scheduled; nil when none is.
+	NextCheck *metav1.Time
+	// Throttled is true when the last check was throttled: its Retry-After holds.
+	Throttled bool
+	// Requested is true when the check annotation holds a request not yet answered.
+	Requested bool
+	// TenantScan is true for a tenant scan, whose credentials live in this process only;
+	// Scanned is true when this process holds them.
+	TenantScan, Scanned bool
+	// Failures counts the consecutive failed checks.
+	Failures int32
+}
+
+// CheckStateOf is w's CheckState; scanned says whether this process holds its tenant scan.
+func CheckStateOf(w *v1alpha1.CredentialWatch, scanned bool) CheckState {
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	return CheckState{
+		Generation:         w.Generation,
+		ObservedGeneration: w.Status.ObservedGeneration,
+		NextCheck:          w.Status.NextCheckTime,
+		Throttled:          ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled,
+		Requested:          w.Annotations[v1alpha1.CheckAnnotation] != w.Status.CheckRequest,
+		TenantScan:         w.Spec.Target.TenantScan != nil,
+		Scanned:            scanned,
+		Failures:           w.Status.ConsecutiveFailures,
+	}
+}
+
+// CheckDue reports whether the target should be read now: the spec changed since the last check,
+// a person asked for a check (the check annotation), no check is scheduled, or the scheduled time
 // has come. A restarted operator therefore does not re-read Graph for watches checked a moment
-// ago. While Graph throttles the watch, its Retry-After holds even against a spec change or a
-// request: reading sooner would only be throttled again.
-func CheckDue(generation, observedGeneration int64, nextCheck *metav1.Time, throttled, requested bool, now time.Time) bool {
-	if nextCheck == nil || !now.Before(nextCheck.Time) {
+// ago, except for a tenant scan, whose credentials it lost: it scans again, unless that scan
+// failed and its backoff still runs. While Graph throttles the watch, its Retry-After holds even
+// against a spec change or a request: reading sooner would only be throttled again.
+func CheckDue(s CheckState, now time.Time) bool {
+	if s.TenantScan && !s.Scanned && s.Failures == 0 {
 		return true
 	}
-	return (generation != observedGeneration || requested) && !throttled
+	if s.NextCheck == nil || !now.Before(s.NextCheck.Time) {
+		return true
+	}
+	return (s.Generation != s.ObservedGeneration || s.Requested) && !s.Throttled
 }
 
 // Jitter lengthens d by up to frac of itself, so that watches created together spread their
@@ -34,12 +73,18 @@ const (
 // RetryAfterFailure is how long to wait before the next check after failures consecutive failed
 // checks. A Retry-After from Graph is a floor: waiting less would only be throttled again.
 func RetryAfterFailure(failures int32, retryAfter, checkInterval time.Duration) time.Duration {
-	d := retryBase
-	for i := int32(1); i < failures && d < retryCap; i++ {
+	return max(min(Doubling(retryBase, retryCap, failures), checkInterval), retryAfter)
+}
+
+// Doubling is the one backoff of credwatch: base after the first failure, doubling with each
+// further one, at most limit. Every retry schedule (checks, alert channels, rotation steps) is
+// this with its own base and limit.
+func Doubling(base, limit time.Duration, failures int32) time.Duration {
+	d := base
+	for i := int32(1); i < failures && d < limit; i++ {
 		d *= 2
 	}
-	d = min(d, retryCap, checkInterval)
-	return max(d, retryAfter)
+	return min(d, limit)
 }
 
 // RequeueAfter is how long from now until the earliest of the next check and the given moments
@@ -47,11 +92,16 @@ func RetryAfterFailure(failures int32, retryAfter, checkInterval time.Duration) 
 // moments are ignored. The result is at least a second: controller-runtime reads zero as "do
 // not come back".
 func RequeueAfter(now, nextCheck time.Time, moments ...time.Time) time.Duration {
-	at := nextCheck
+	return max(Earliest(nextCheck, Earliest(moments...)).Sub(now), time.Second)
+}
+
+// Earliest is the earliest of moments, ignoring zero ones, which mean never; zero when all are.
+func Earliest(moments ...time.Time) time.Time {
+	var at time.Time
 	for _, m := range moments {
-		if !m.IsZero() && m.Before(at) {
+		if !m.IsZero() && (at.IsZero() || m.Before(at)) {
 			at = m
 		}
 	}
-	return max(at.Sub(now), time.Second)
+	return at
 }

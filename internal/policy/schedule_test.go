@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
 func TestCheckDue(t *testing.T) {
@@ -12,28 +14,68 @@ func TestCheckDue(t *testing.T) {
 	earlier := metav1.NewTime(now.Add(-time.Second))
 	exactly := metav1.NewTime(now)
 	tests := map[string]struct {
-		gen, observed int64
-		next          *metav1.Time
-		throttled     bool
-		requested     bool
-		want          bool
+		state CheckState
+		want  bool
 	}{
-		"a person asked for a check":             {gen: 1, observed: 1, next: &later, requested: true, want: true},
-		"asked while throttled":                  {gen: 1, observed: 1, next: &later, requested: true, throttled: true, want: false},
-		"never checked":                          {gen: 1, observed: 0, next: nil, want: true},
-		"spec changed before schedule":           {gen: 2, observed: 1, next: &later, want: true},
-		"spec changed while throttled":           {gen: 2, observed: 1, next: &later, throttled: true, want: false},
-		"throttling over, spec changed":          {gen: 2, observed: 1, next: &earlier, throttled: true, want: true},
-		"scheduled in the future":                {gen: 1, observed: 1, next: &later, want: false},
-		"schedule passed":                        {gen: 1, observed: 1, next: &earlier, want: true},
-		"schedule is now":                        {gen: 1, observed: 1, next: &exactly, want: true},
-		"no schedule recorded":                   {gen: 1, observed: 1, next: nil, want: true},
-		"no schedule recorded, throttled before": {gen: 2, observed: 1, next: nil, throttled: true, want: true},
+		"a person asked for a check":             {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true}, want: true},
+		"asked while throttled":                  {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true, Throttled: true}, want: false},
+		"never checked":                          {state: CheckState{Generation: 1, ObservedGeneration: 0}, want: true},
+		"spec changed before schedule":           {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later}, want: true},
+		"spec changed while throttled":           {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later, Throttled: true}, want: false},
+		"throttling over, spec changed":          {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &earlier, Throttled: true}, want: true},
+		"scheduled in the future":                {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later}, want: false},
+		"schedule passed":                        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &earlier}, want: true},
+		"schedule is now":                        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &exactly}, want: true},
+		"no schedule recorded":                   {state: CheckState{Generation: 1, ObservedGeneration: 1}, want: true},
+		"no schedule recorded, throttled before": {state: CheckState{Generation: 2, ObservedGeneration: 1, Throttled: true}, want: true},
+		"a scan this process has not run":        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true}, want: true},
+		"a scan this process holds":              {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Scanned: true}, want: false},
+		"a failed scan waits out its backoff":    {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Failures: 2}, want: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := CheckDue(tc.gen, tc.observed, tc.next, tc.throttled, tc.requested, now); got != tc.want {
-				t.Errorf("CheckDue = %v, want %v", got, tc.want)
+			if got := CheckDue(tc.state, now); got != tc.want {
+				t.Errorf("CheckDue(%+v) = %v, want %v", tc.state, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckStateOf(t *testing.T) {
+	next := metav1.NewTime(now)
+	w := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Generation: 3, Annotations: map[string]string{v1alpha1.CheckAnnotation: "2026-12-03T10:00:00Z"}},
+		Spec:       v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{}}},
+		Status: v1alpha1.CredentialWatchStatus{ObservedGeneration: 2, NextCheckTime: &next, ConsecutiveFailures: 4, CheckRequest: "earlier",
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonThrottled}}},
+	}
+	want := CheckState{Generation: 3, ObservedGeneration: 2, NextCheck: &next, Throttled: true, Requested: true, TenantScan: true, Scanned: true, Failures: 4}
+	if got := CheckStateOf(w, true); got != want {
+		t.Errorf("CheckStateOf = %+v, want %+v", got, want)
+	}
+	w.Status.CheckRequest = w.Annotations[v1alpha1.CheckAnnotation]
+	w.Status.Conditions[0].Reason = v1alpha1.ReasonGraphUnreachable
+	if got := CheckStateOf(w, false); got.Requested || got.Throttled || got.Scanned {
+		t.Errorf("CheckStateOf = %+v: an answered request, another failure and no scan held read as requested, throttled or scanned", got)
+	}
+}
+
+func TestDoubling(t *testing.T) {
+	tests := map[string]struct {
+		failures int32
+		want     time.Duration
+	}{
+		"no failure yet waits the base":  {failures: 0, want: time.Second},
+		"first failure":                  {failures: 1, want: time.Second},
+		"third doubles twice":            {failures: 3, want: 4 * time.Second},
+		"at the limit":                   {failures: 4, want: 8 * time.Second},
+		"past the limit stays there":     {failures: 5, want: 10 * time.Second},
+		"a huge count does not overflow": {failures: 1 << 30, want: 10 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Doubling(time.Second, 10*time.Second, tc.failures); got != tc.want {
+				t.Errorf("Doubling(1s, 10s, %d) = %v, want %v", tc.failures, got, tc.want)
 			}
 		})
 	}
@@ -59,6 +101,25 @@ func TestRetryAfterFailure(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := RetryAfterFailure(tc.failures, tc.retryAfter, tc.interval); got != tc.want {
 				t.Errorf("RetryAfterFailure = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEarliest(t *testing.T) {
+	tests := map[string]struct {
+		moments []time.Time
+		want    time.Time
+	}{
+		"none":                    {want: time.Time{}},
+		"all never":               {moments: []time.Time{{}, {}}, want: time.Time{}},
+		"never is not earliest":   {moments: []time.Time{{}, now.Add(time.Hour)}, want: now.Add(time.Hour)},
+		"the earliest of several": {moments: []time.Time{now.Add(time.Hour), now.Add(-time.Minute), now}, want: now.Add(-time.Minute)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Earliest(tc.moments...); !got.Equal(tc.want) {
+				t.Errorf("Earliest = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package email
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +8,8 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
@@ -79,6 +77,16 @@ func TestRenderGolden(t *testing.T) {
 			golden(t, name+".html", html)
 		})
 	}
+	// The text of composed alerts is compose's golden; the HTML is this channel's.
+	for name, a := range notifytest.Composed() {
+		t.Run(name, func(t *testing.T) {
+			html, err := renderHTML(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name+".html", html)
+		})
+	}
 }
 
 func TestHTMLEscapesTheAlert(t *testing.T) {
@@ -101,7 +109,7 @@ func TestHTMLEscapesTheAlert(t *testing.T) {
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *update {
+	if notifytest.Updating() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}

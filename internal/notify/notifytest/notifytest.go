@@ -76,3 +76,6 @@ func Golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from the rendering (run go test -update if the change is meant):\ngot:\n%s", path, got)
 	}
 }
+
+// Updating reports whether the tests run with -update, for golden files of other names.
+func Updating() bool { return *update }

@@ -22,7 +22,7 @@ import (
 const token = "xoxb-1234-5678-SECRETTOKEN"
 
 func TestMessageGolden(t *testing.T) {
-	for name, a := range notifytest.Alerts() {
+	for name, a := range notifytest.Every() {
 		t.Run(name, func(t *testing.T) {
 			body, err := json.MarshalIndent(message(a), "", "  ")
 			if err != nil {
@@ -128,7 +128,7 @@ func TestSendPostsToTheChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, a := range notifytest.Alerts() {
+	for name, a := range notifytest.Every() {
 		t.Run(name, func(t *testing.T) {
 			if err := ch.Send(context.Background(), a); err != nil {
 				t.Fatalf("Send: %v", err)

@@ -18,7 +18,7 @@ import (
 )
 
 func TestCardGolden(t *testing.T) {
-	for name, a := range notifytest.Alerts() {
+	for name, a := range notifytest.Every() {
 		t.Run(name, func(t *testing.T) {
 			body, err := json.MarshalIndent(render(a), "", "  ")
 			if err != nil {
@@ -90,7 +90,7 @@ func checkSchema(body []byte, gotFacts *[][2]string) error {
 }
 
 func TestSendPostsTheCard(t *testing.T) {
-	for name, a := range notifytest.Alerts() {
+	for name, a := range notifytest.Every() {
 		t.Run(name, func(t *testing.T) {
 			var facts [][2]string
 			srv := httptest.NewServer(workflow(t, &facts))

@@ -17,7 +17,7 @@ import (
 )
 
 func TestPayloadGolden(t *testing.T) {
-	for name, a := range notifytest.Alerts() {
+	for name, a := range notifytest.Every() {
 		t.Run(name, func(t *testing.T) {
 			body, err := json.Marshal(NewPayload(a))
 			if err != nil {

@@ -1,4 +1,4 @@
-package controllers
+package pullauth
 
 import (
 	"context"
@@ -19,21 +19,19 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/credwatch/credwatch/internal/pullauth"
 )
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
-// PullWatcher feeds kubelets' pull events and the statuses of pending pods to a tracker, and
+// Watcher feeds kubelets' pull events and the statuses of pending pods to a tracker, and
 // names on Changed the registries whose incident changed. It lists and watches through
 // reflectors that keep nothing: an informer would hold every event of the cluster, and events
 // come by the thousand a minute when pulls fail. The API server filters by reason and phase.
-type PullWatcher struct {
+type Watcher struct {
 	Client  client.WithWatch
-	Tracker *pullauth.Tracker
+	Tracker *Tracker
 	Clock   clock.PassiveClock
 	Changed chan<- event.TypedGenericEvent[string]
 	// Nodes is kept to the cluster's nodes, which the tracker counts.
@@ -52,31 +50,31 @@ type failure struct {
 	since time.Time
 }
 
-// failureGrace is how long a reflector may fail before the watches say so: its own retries
+// FailureGrace is how long a reflector may fail before the watches say so: its own retries
 // mend most failures (a timeout, an API server restarting) within seconds.
-const failureGrace = 30 * time.Second
+const FailureGrace = 30 * time.Second
 
 // Synced says whether every reflector has listed once, and why one cannot list or watch, if it
-// has not for failureGrace. Before the first lists the tracker knows of no incident, which is not
+// has not for FailureGrace. Before the first lists the tracker knows of no incident, which is not
 // the same as there being none: a restarted operator would otherwise announce the end of every
 // incident, then its start again. A reflector that can no longer list or watch hears nothing, and
 // what it knew goes stale the same way.
-func (w *PullWatcher) Synced() (bool, error) {
+func (w *Watcher) Synced() (bool, error) {
 	n := w.reflectors.Load()
 	synced := n > 0 && w.listed.Load() >= n
 	now := w.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(w.failures)) {
-		if f := w.failures[name]; now.Sub(f.since) >= failureGrace {
+		if f := w.failures[name]; now.Sub(f.since) >= FailureGrace {
 			return synced, fmt.Errorf("%s: %w", name, f.err)
 		}
 	}
 	return synced, nil
 }
 
-// Incidents implements PullIncidents with the tracker's incidents.
-func (w *PullWatcher) Incidents(now time.Time) []pullauth.Incident { return w.Tracker.Incidents(now) }
+// Incidents are the tracker's incidents at now.
+func (w *Watcher) Incidents(now time.Time) []Incident { return w.Tracker.Incidents(now) }
 
 // reflected is what one reflector lists and watches.
 type reflected struct {
@@ -88,7 +86,7 @@ type reflected struct {
 }
 
 // Start runs the reflectors until ctx ends.
-func (w *PullWatcher) Start(ctx context.Context) error {
+func (w *Watcher) Start(ctx context.Context) error {
 	events := func(reason string) fields.Selector {
 		return fields.Set{"involvedObject.kind": "Pod", "reason": reason}.AsSelector()
 	}
@@ -113,7 +111,7 @@ func (w *PullWatcher) Start(ctx context.Context) error {
 
 // note keeps why a reflector's list or watch failed, until one succeeds. A resource version or
 // continue token too old is no failure: the reflector lists afresh at once.
-func (w *PullWatcher) note(name string, err error) {
+func (w *Watcher) note(name string, err error) {
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return
 	}
@@ -136,9 +134,9 @@ func (w *PullWatcher) note(name string, err error) {
 }
 
 // NeedLeaderElection: only the leader alerts, so only it needs to know.
-func (w *PullWatcher) NeedLeaderElection() bool { return true }
+func (w *Watcher) NeedLeaderElection() bool { return true }
 
-func (w *PullWatcher) run(ctx context.Context, r reflected) {
+func (w *Watcher) run(ctx context.Context, r reflected) {
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = r.selector.String()
@@ -158,18 +156,18 @@ func (w *PullWatcher) run(ctx context.Context, r reflected) {
 	go toolscache.NewReflectorWithOptions(lw, r.obj, store, toolscache.ReflectorOptions{Name: r.name}).RunWithContext(ctx)
 }
 
-func (w *PullWatcher) fromEvent(obj any, now time.Time) []pullauth.Observation {
+func (w *Watcher) fromEvent(obj any, now time.Time) []Observation {
 	if e, ok := obj.(*corev1.Event); ok {
-		if o, ok := pullauth.FromEvent(e, now); ok {
-			return []pullauth.Observation{o}
+		if o, ok := FromEvent(e, now); ok {
+			return []Observation{o}
 		}
 	}
 	return nil
 }
 
-func (w *PullWatcher) fromPod(obj any, now time.Time) []pullauth.Observation {
+func (w *Watcher) fromPod(obj any, now time.Time) []Observation {
 	if p, ok := obj.(*corev1.Pod); ok {
-		return pullauth.FromPod(p, now)
+		return FromPod(p, now)
 	}
 	return nil
 }
@@ -178,8 +176,8 @@ func (w *PullWatcher) fromPod(obj any, now time.Time) []pullauth.Observation {
 // dropped.
 type observer struct {
 	ctx     context.Context
-	w       *PullWatcher
-	observe func(any, time.Time) []pullauth.Observation
+	w       *Watcher
+	observe func(any, time.Time) []Observation
 }
 
 func (o observer) take(obj any) {

@@ -1,0 +1,177 @@
+package compose
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Alert words an alert policy planned for the watch w, as of now.
+func Alert(w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
+	a := notify.Alert{
+		ID:        notify.AlertID(string(w.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
+		Kind:      p.Kind,
+		Severity:  notify.SeverityInfo,
+		Namespace: w.Namespace,
+		Name:      w.Name,
+		AppID:     w.AppID(),
+		TenantID:  w.Spec.Target.TenantID(),
+		At:        now,
+	}
+	if sp := w.Status.ServicePrincipal; sp != nil {
+		a.DisplayName = sp.DisplayName
+	}
+	if c := w.Spec.Target.AKSCluster; c != nil {
+		a.Cluster = c.ResourceGroup + "/" + c.Name
+	}
+	switch p.Kind {
+	case notify.KindReminder, notify.KindExpired:
+		credentialAlert(&a, w, *p.Credential)
+	case notify.KindResolved:
+		source, keyID, _ := policy.SubjectCredential(p.Subject)
+		a.Credential = &notify.Credential{KeyID: keyID, Source: string(source)}
+		a.Fix = "Nothing: the credential no longer exists on the " + string(source) + " object."
+	case notify.KindCheckFailing:
+		a.Severity = notify.SeverityWarning
+		if ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
+			a.Problem = ready.Reason + ": " + ready.Message
+			a.Fix = CheckFix(ready.Reason)
+		}
+	case notify.KindCheckRecovered:
+		a.Fix = "Nothing: checks work again."
+	case notify.KindRotated, notify.KindRotationFailing:
+		rotationAlert(&a, w)
+	case notify.KindPullsRefused, notify.KindPullsRecovered:
+		pullsAlert(&a, w, p, now)
+	case notify.KindSigningKeyDrift, notify.KindSigningKeysAgree, notify.KindIssuerChanged:
+		issuerAlert(&a, w)
+	}
+	return a
+}
+
+var severities = map[v1alpha1.CredentialState]notify.Severity{
+	v1alpha1.StateValid:    notify.SeverityInfo,
+	v1alpha1.StateWarning:  notify.SeverityWarning,
+	v1alpha1.StateCritical: notify.SeverityCritical,
+	v1alpha1.StateExpired:  notify.SeverityCritical,
+}
+
+func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential) {
+	a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
+		DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
+	a.Severity = severities[c.State]
+	a.Fix = RenewCommand(w, c)
+	if r := w.Spec.Rotation; r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun &&
+		c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword {
+		a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(w) + "."
+	}
+}
+
+// rotationWhen says when a rotation comes, for reminders: from the moment it falls due.
+func rotationWhen(w *v1alpha1.CredentialWatch) string {
+	if w.Status.Rotation != nil {
+		return "now (step " + string(w.Status.Rotation.Step) + ")"
+	}
+	rs, err := policy.RotationSettingsOf(*w.Spec.Rotation)
+	if err != nil {
+		return "when it falls due"
+	}
+	return "from " + policy.RotationDueAt(w.Status.Credentials, rs.RotateBefore, time.Time{}).UTC().Format(time.RFC3339)
+}
+
+func rotationAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
+	if a.Kind == notify.KindRotated {
+		if r := w.Status.LastRotation; r != nil {
+			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
+		}
+		a.Fix = "Nothing: the new secret is in Secret " + w.Namespace + "/" + w.Spec.Rotation.SecretRef.Name + " and, for an AKS target, in the cluster."
+		return
+	}
+	a.Severity = notify.SeverityCritical
+	if r := w.Status.Rotation; r != nil {
+		a.Problem = "step " + string(r.Step) + ": " + r.Message
+	}
+	a.Fix = "See the Rotating condition of the CredentialWatch; credwatch goes on retrying with backoff."
+}
+
+func pullsAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) {
+	if a.Kind == notify.KindPullsRecovered {
+		registry, _ := policy.PullRegistry(p.Subject)
+		a.Pulls = &notify.Pulls{Registry: registry}
+		a.Fix = "Nothing: the registry refuses no pull any more."
+		return
+	}
+	in := *p.Pull
+	a.Severity = notify.SeverityWarning
+	if in.Scope == v1alpha1.PullScopeClusterWide {
+		a.Severity = notify.SeverityCritical
+	}
+	a.Pulls = &notify.Pulls{Registry: in.Registry, Scope: string(in.Scope), Nodes: in.Nodes, Failing: int(in.FailingNodes), Pulling: int(in.PullingNodes)}
+	a.Problem = PullProblem(w, in, now)
+	a.Fix = pullFix(w, in)
+}
+
+func issuerAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
+	switch a.Kind {
+	case notify.KindSigningKeyDrift:
+		a.Severity = notify.SeverityCritical
+		if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
+			a.Problem = c.Reason + ": " + c.Message
+		}
+		a.Fix = "Give every API server the same --service-account-key-file keys (every key any of them signs with, and old keys for a token lifetime after they stop signing) " +
+			"before switching --service-account-signing-key-file; status.serviceAccountIssuer.endpoints shows what each serves and signs with."
+	case notify.KindSigningKeysAgree:
+		a.Fix = "Nothing: every API server accepts the tokens the others sign."
+	case notify.KindIssuerChanged:
+		a.Severity = notify.SeverityWarning
+		if st := w.Status.ServiceAccountIssuer; st != nil {
+			a.Problem = fmt.Sprintf("The issuer changed from %s to %s", st.PreviousIssuer, st.Issuer)
+			a.Fix = "Update the issuer of every federated identity credential that trusts this cluster's service accounts " +
+				"(az identity federated-credential update --issuer " + st.Issuer + "), or workload identity stops getting tokens."
+		}
+	}
+}
+
+// checkFixes says what a person can do about each reason checks fail.
+var checkFixes = map[string]string{
+	v1alpha1.ReasonServicePrincipalNotFound:   "Check spec.target: no application or service principal in the tenant has this appId.",
+	v1alpha1.ReasonAccessDenied:               "Grant the identity credwatch signs in with Application.Read.All, or make it an owner of the application.",
+	v1alpha1.ReasonAuthenticationFailed:       "Check the identity credwatch signs in with: the Secret in azureCredentialRef, or the operator's workload identity.",
+	v1alpha1.ReasonCredentialSecretInvalid:    "Create or fix the Secret named by azureCredentialRef, with keys clientID and clientSecret.",
+	v1alpha1.ReasonThrottled:                  "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
+	v1alpha1.ReasonGraphUnreachable:           "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
+	v1alpha1.ReasonGraphError:                 "See the Ready condition of the CredentialWatch for Graph's answer.",
+	v1alpha1.ReasonClusterNotFound:            "Check spec.target.aksCluster: Resource Manager has no such cluster in that subscription and resource group, or the operator's identity cannot see it.",
+	v1alpha1.ReasonResourceManagerUnreachable: "Check that the operator can reach Azure Resource Manager (egress, proxy, DNS); credwatch retries with backoff.",
+	v1alpha1.ReasonFilterRejected:             "Fix spec.target.tenantScan.filter: Microsoft Graph refused it (see the Ready condition for why).",
+	v1alpha1.ReasonEndpointUnreachable:        "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
+	v1alpha1.ReasonCanaryUnavailable:          "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
+	// A watch that cannot do its job is a failing one: someone asked for it, and must hear.
+	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true and --operator-namespace (chart: serviceAccountIssuer.enabled=true), or delete the watch.",
+}
+
+// CheckFix says what a person can do about checks failing for reason; empty for a reason that
+// is not a failure.
+func CheckFix(reason string) string { return checkFixes[reason] }
+
+// RenewCommand adds a new credential beside c; --append keeps the old one working until every
+// consumer has moved to the new.
+func RenewCommand(w *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
+	appID := w.AppID()
+	if c.AppID != "" {
+		appID = c.AppID
+	}
+	object := "app"
+	if c.Source == v1alpha1.SourceServicePrincipal {
+		object = "sp"
+	}
+	if c.Type == v1alpha1.CredentialTypeCertificate {
+		return fmt.Sprintf("az ad %s credential reset --id %s --append --cert <new certificate>", object, appID)
+	}
+	return fmt.Sprintf("az ad %s credential reset --id %s --append", object, appID)
+}

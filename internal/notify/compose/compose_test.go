@@ -1,0 +1,104 @@
+package compose_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/compose"
+	"github.com/credwatch/credwatch/internal/notify/notifytest"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// The words of every kind of alert, as every channel shows them; each channel's own golden
+// files show its rendering of the same alerts.
+func TestAlertWordsGolden(t *testing.T) {
+	all := notifytest.Composed()
+	kinds := map[notify.Kind]bool{}
+	for name, a := range all {
+		kinds[a.Kind] = true
+		t.Run(name, func(t *testing.T) {
+			notifytest.Golden(t, name, []byte(notify.Text(a)))
+		})
+	}
+	for _, k := range []notify.Kind{notify.KindReminder, notify.KindExpired, notify.KindResolved, notify.KindCheckFailing,
+		notify.KindCheckRecovered, notify.KindRotated, notify.KindRotationFailing, notify.KindPullsRefused, notify.KindPullsRecovered,
+		notify.KindSigningKeyDrift, notify.KindSigningKeysAgree, notify.KindIssuerChanged} {
+		if !kinds[k] {
+			t.Errorf("no golden alert of kind %s", k)
+		}
+	}
+}
+
+// Every way a check fails comes with what to do about it, in the CheckFailing alert.
+func TestEveryCheckFailureHasAFix(t *testing.T) {
+	for _, reason := range []string{
+		v1alpha1.ReasonClusterNotFound, v1alpha1.ReasonResourceManagerUnreachable, v1alpha1.ReasonServicePrincipalNotFound,
+		v1alpha1.ReasonAccessDenied, v1alpha1.ReasonAuthenticationFailed, v1alpha1.ReasonCredentialSecretInvalid,
+		v1alpha1.ReasonThrottled, v1alpha1.ReasonGraphUnreachable, v1alpha1.ReasonGraphError, v1alpha1.ReasonFilterRejected,
+		v1alpha1.ReasonEndpointUnreachable, v1alpha1.ReasonCanaryUnavailable, v1alpha1.ReasonIssuerNotChecked,
+	} {
+		if compose.CheckFix(reason) == "" {
+			t.Errorf("no fix for %s", reason)
+		}
+	}
+}
+
+func TestRenewCommand(t *testing.T) {
+	w := notifytest.Watch()
+	tests := map[string]struct {
+		c    v1alpha1.Credential
+		want string
+	}{
+		"application secret": {c: v1alpha1.Credential{Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication},
+			want: "az ad app credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append"},
+		"service principal certificate": {c: v1alpha1.Credential{Type: v1alpha1.CredentialTypeCertificate, Source: v1alpha1.SourceServicePrincipal},
+			want: "az ad sp credential reset --id 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c --append --cert <new certificate>"},
+		"a tenant scan's credential names its own application": {c: v1alpha1.Credential{Type: v1alpha1.CredentialTypePassword,
+			Source: v1alpha1.SourceApplication, AppID: "11111111-2222-3333-4444-555555555555"},
+			want: "az ad app credential reset --id 11111111-2222-3333-4444-555555555555 --append"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := compose.RenewCommand(w, tc.c); got != tc.want {
+				t.Errorf("RenewCommand = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// An alert's ID is the same however often the same step is planned, and differs between steps,
+// so that a receiver can drop a duplicate.
+func TestAlertIDFollowsTheStep(t *testing.T) {
+	w := notifytest.Watch()
+	c := w.Status.Credentials[0]
+	plan := func(step string) policy.PlannedAlert {
+		return policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: step, Due: c.EndTime.Time}, Credential: &c}
+	}
+	a, b := compose.Alert(w, plan("7d"), notifytest.At), compose.Alert(w, plan("7d"), notifytest.At.Add(3*time.Hour))
+	if a.ID != b.ID {
+		t.Errorf("the same step planned twice has IDs %s and %s", a.ID, b.ID)
+	}
+	if d := compose.Alert(w, plan("3d"), notifytest.At); d.ID == a.ID {
+		t.Errorf("steps 7d and 3d share the ID %s", a.ID)
+	}
+}
+
+// A cluster-wide refusal names the expired secret that explains it, or says the secrets are fine.
+func TestPullProblemNamesTheCause(t *testing.T) {
+	w := notifytest.Watch()
+	in := v1alpha1.PullIncident{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide, Nodes: []string{"a", "b", "c"}, FailingNodes: 3}
+	if got := compose.PullProblem(w, in, notifytest.At); !strings.Contains(got, "credentials are all valid") {
+		t.Errorf("with valid secrets: %q", got)
+	}
+	w.Status.Credentials[0].EndTime.Time = notifytest.At.Add(-2 * time.Hour)
+	if got := compose.PullProblem(w, in, notifytest.At); !strings.Contains(got, `The client secret "rbac" of the service principal expired 2h ago: this is why.`) {
+		t.Errorf("with an expired secret: %q", got)
+	}
+	w.Status.LastCheckTime = nil
+	if got := compose.PullProblem(w, in, notifytest.At); !strings.Contains(got, "has not read") {
+		t.Errorf("before the first check: %q", got)
+	}
+}
