@@ -38,6 +38,7 @@ import (
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/coalesce"
@@ -293,9 +294,8 @@ func run(o options) error {
 		Recorder:     mgr.GetEventRecorderFor("credwatch"),
 		Clock:        clock.RealClock{},
 		Rand:         rand.Float64,
-		Identities:   azure.NewIdentities(cloud, nil, nil),
-		Graph:        coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)},
-		Clusters:     clusters,
+		Azure: clients.New(azure.NewIdentities(cloud, nil, nil),
+			coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)}, clusters),
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
 		Scans:        scanStore,
 		ImagePulls:   pullIncidents,

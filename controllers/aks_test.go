@@ -18,6 +18,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 )
 
 // armClusters are the AKS clusters Resource Manager knows, served through the SDK's own fake.
@@ -152,7 +153,7 @@ func TestAKSClusterTarget(t *testing.T) {
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 20*day, 300*day, 200*day)
 	arm := newARMClusters()
-	h.r.Clusters = arm.reader()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	arm.put("rg-prod", "aks-prod", s.appID)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
 	"github.com/credwatch/credwatch/internal/scans"
@@ -117,7 +118,7 @@ func (h *harness) restart() {
 	old := h.r
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
-		Identities: identities, Graph: graphAPI, Channels: &channels.Builder{Secrets: k8s}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
+		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
 	}
 }
 

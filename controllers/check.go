@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
@@ -169,16 +169,25 @@ func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alph
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
-	cred, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
+	owners, err := r.readOwners(ctx, obj, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
 	if err == nil {
-		var owners []string
-		if owners, err = r.Graph.ReadOwnerEmails(ctx, cred, snap.ApplicationObjectID); err == nil {
-			return owners
-		}
+		return owners
 	}
 	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
 	r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "Reading the application's owners failed, so they are not mailed: %v", err)
 	return known
+}
+
+func (r *CredentialWatchReconciler) readOwners(ctx context.Context, obj *v1alpha1.CredentialWatch, ref graph.AppRef) ([]string, error) {
+	id, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
+	if err != nil {
+		return nil, err
+	}
+	app, err := r.Azure.Application(id, ref)
+	if err != nil {
+		return nil, err
+	}
+	return app.ReadOwnerEmails(ctx)
 }
 
 // forgetCredentials drops what was known of a service principal that no longer exists, so that
@@ -212,7 +221,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 		obs, err := r.Issuer.Probe(ctx, t.Endpoints)
 		return checkResult{issuer: &obs}, err
 	}
-	cred, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
+	id, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
 	if err != nil {
 		return checkResult{}, err
 	}
@@ -221,9 +230,9 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 	case t.ServicePrincipal != nil:
 		res.appID = t.ServicePrincipal.ClientID
 	case t.AKSCluster != nil:
-		c, err := r.Clusters.ReadCluster(ctx, cred, t.AKSCluster.SubscriptionID, t.AKSCluster.ResourceGroup, t.AKSCluster.Name)
+		c, err := r.readCluster(ctx, id, clusterRef(t.AKSCluster))
 		if err != nil {
-			return checkResult{}, &clusterError{err}
+			return checkResult{}, err
 		}
 		r.recordCluster(obj, c)
 		if c.ClientID == "" {
@@ -232,17 +241,47 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 		res.appID = c.ClientID
 	case t.TenantScan != nil:
 		res.tenant = true
-		res.scan, err = r.Graph.ScanTenant(ctx, cred, t.TenantScan.Filter)
-		var ae *azerr.Error
-		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
-			err = &filterError{filter: t.TenantScan.Filter, err: err}
-		}
+		res.scan, err = r.scan(ctx, id, t.TenantScan.Filter)
 		return res, err
 	default:
 		return checkResult{}, errors.New("the target names no service principal, AKS cluster or tenant")
 	}
-	res.snap, err = r.Graph.ReadCredentials(ctx, cred, res.appID)
+	app, err := r.Azure.Application(id, graph.AppRef{AppID: res.appID})
+	if err != nil {
+		return checkResult{}, err
+	}
+	res.snap, err = app.ReadCredentials(ctx)
 	return res, err
+}
+
+func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Identity, ref aks.ClusterRef) (aks.Cluster, error) {
+	c, err := r.Azure.Cluster(id, ref)
+	if err != nil {
+		return aks.Cluster{}, err
+	}
+	cl, err := c.Read(ctx)
+	if err != nil {
+		return aks.Cluster{}, &clusterError{err}
+	}
+	return cl, nil
+}
+
+func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, filter string) ([]graph.Snapshot, error) {
+	t, err := r.Azure.Tenant(id)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := t.Scan(ctx, filter)
+	var ae *azerr.Error
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		err = &filterError{filter: filter, err: err}
+	}
+	return snaps, err
+}
+
+// clusterRef names the cluster of an aksCluster target.
+func clusterRef(t *v1alpha1.AKSClusterTarget) aks.ClusterRef {
+	return aks.ClusterRef{SubscriptionID: t.SubscriptionID, ResourceGroup: t.ResourceGroup, Name: t.Name}
 }
 
 // recordCluster notes what Resource Manager said of the cluster, and tells when the identity it
@@ -296,24 +335,26 @@ type kubernetesError struct{ err error }
 func (e *kubernetesError) Error() string { return e.err.Error() }
 func (e *kubernetesError) Unwrap() error { return e.err }
 
-func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.CredentialWatch, tenantID string) (azcore.TokenCredential, error) {
+// identity is who the watch signs in to tenantID as: the operator, or the client whose secret
+// azureCredentialRef names.
+func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.CredentialWatch, tenantID string) (azure.Identity, error) {
 	ref := obj.Spec.AzureCredentialRef
 	if ref == nil {
-		return r.Identities.Operator(tenantID)
+		return azure.Operator(tenantID), nil
 	}
 	key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
 	var secret corev1.Secret
 	if err := r.SecretReader.Get(ctx, key, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef does not exist", key)}
+			return azure.Identity{}, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef does not exist", key)}
 		}
-		return nil, &kubernetesError{fmt.Errorf("reading Secret %s: %w", key, err)}
+		return azure.Identity{}, &kubernetesError{fmt.Errorf("reading Secret %s: %w", key, err)}
 	}
 	clientID, clientSecret := string(secret.Data[secretKeyClientID]), string(secret.Data[secretKeyClientSecret])
 	if clientID == "" || clientSecret == "" {
-		return nil, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
+		return azure.Identity{}, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
 	}
-	return r.Identities.ClientSecret(tenantID, clientID, clientSecret)
+	return azure.Identity{TenantID: tenantID, ClientID: clientID, Secret: clientSecret}, nil
 }
 
 // checked names what a check of target reads, for its events and logs.

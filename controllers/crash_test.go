@@ -9,6 +9,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -105,7 +107,7 @@ func (s crashingStatus) Patch(ctx context.Context, obj client.Object, patch clie
 // dyingGraph is Graph as a mortal process sees it: a write lands, and the process may die right
 // after, before it can act on the answer.
 type dyingGraph struct {
-	GraphAPI
+	clients.Graph
 	mortal
 }
 
@@ -113,14 +115,14 @@ func (g dyingGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCreden
 	if g.dead.Load() {
 		return graph.Snapshot{}, errDied
 	}
-	return g.GraphAPI.ReadCredentials(ctx, cred, appID)
+	return g.Graph.ReadCredentials(ctx, cred, appID)
 }
 
 func (g dyingGraph) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
 	if g.diesAfter() {
 		return graph.NewSecret{}, errDied
 	}
-	s, err := g.GraphAPI.AddPassword(ctx, cred, applicationID, displayName, end)
+	s, err := g.Graph.AddPassword(ctx, cred, applicationID, displayName, end)
 	if g.dead.Load() {
 		return graph.NewSecret{}, errDied
 	}
@@ -131,7 +133,7 @@ func (g dyingGraph) RemovePassword(ctx context.Context, cred azcore.TokenCredent
 	if g.diesAfter() {
 		return errDied
 	}
-	err := g.GraphAPI.RemovePassword(ctx, cred, applicationID, keyID)
+	err := g.Graph.RemovePassword(ctx, cred, applicationID, keyID)
 	if g.dead.Load() {
 		return errDied
 	}
@@ -140,15 +142,15 @@ func (g dyingGraph) RemovePassword(ctx context.Context, cred azcore.TokenCredent
 
 // dyingClusters is Resource Manager as a mortal process sees it.
 type dyingClusters struct {
-	Clusters
+	clients.Clusters
 	mortal
 }
 
-func (c dyingClusters) StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (string, bool, error) {
+func (c dyingClusters) StartReset(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, sp aks.ServicePrincipal) (string, bool, error) {
 	if c.diesAfter() {
 		return "", false, errDied
 	}
-	token, done, err := c.Clusters.StartReset(ctx, cred, subscriptionID, resourceGroup, name, clientID, secret)
+	token, done, err := c.Clusters.StartReset(ctx, cred, ref, sp)
 	if c.dead.Load() {
 		return "", false, errDied
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,31 +24,23 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
 )
 
-// Identities gives the credential the operator signs in to Azure with.
-type Identities interface {
-	// Operator is the operator's own identity in tenantID.
-	Operator(tenantID string) (azcore.TokenCredential, error)
-	// ClientSecret is the identity clientID, authenticating with secret in tenantID.
-	ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error)
-	// VerifySecret reports whether Entra accepts secret for clientID yet.
-	VerifySecret(ctx context.Context, tenantID, clientID, secret string) error
-}
-
-// GraphAPI reads the credentials of an appId and the owners of its application from Microsoft
-// Graph, and adds and removes the application's secrets.
-type GraphAPI interface {
-	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
-	// ScanTenant reads every application and service principal of cred's tenant that filter
-	// (OData, empty for all) selects, one Snapshot per appId.
-	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error)
-	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
-	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
-	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
+// Azure gives clients of Azure, each bound to one identity and one target, so that a step can
+// touch only what it asked for, and no argument can be swapped for another.
+type Azure interface {
+	// Application is app, and its service principal, in id's tenant.
+	Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
+	// Tenant is every application and service principal of id's tenant.
+	Tenant(id azure.Identity) (graph.TenantClient, error)
+	// Cluster is the managed cluster c.
+	Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
+	// VerifySecret reports whether Entra accepts id, a client and its secret, yet.
+	VerifySecret(ctx context.Context, id azure.Identity) error
 }
 
 // statusWriteTimeout bounds the final status write of a reconcile.
@@ -59,14 +50,6 @@ const statusWriteTimeout = 15 * time.Second
 // watches share Graph $batch requests of up to ten appIds, so fewer workers than two batches'
 // worth would leave batches half empty; a worker waiting on Graph costs only a goroutine.
 const maxConcurrentReconciles = 20
-
-// Clusters reads AKS managed clusters from Azure Resource Manager and moves them onto a new
-// service principal secret, following the operation by resume token.
-type Clusters interface {
-	ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (aks.Cluster, error)
-	StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (token string, done bool, err error)
-	PollReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, token string) (bool, error)
-}
 
 // checkJitter spreads the checks of watches created together over a tenth of their interval.
 const checkJitter = 0.1
@@ -81,11 +64,9 @@ type CredentialWatchReconciler struct {
 	Recorder     record.EventRecorder
 	Clock        clock.PassiveClock
 	// Rand returns a number in [0, 1), for jitter.
-	Rand       func() float64
-	Identities Identities
-	Graph      GraphAPI
-	// Clusters reads, and rotation resets, the AKS clusters that aksCluster targets name.
-	Clusters Clusters
+	Rand func() float64
+	// Azure is Graph and Resource Manager, as the identities of watches see them.
+	Azure Azure
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -58,8 +59,7 @@ func newHarness(t *testing.T) *harness {
 		Recorder:     h.recorder,
 		Clock:        h.clock,
 		Rand:         func() float64 { return 0 },
-		Identities:   identities,
-		Graph:        graphAPI,
+		Azure:        clients.New(identities, graphAPI, nil),
 		Channels:     &channels.Builder{Secrets: k8s},
 		Scans:        scans.New(),
 		CheckTimeout: time.Second,

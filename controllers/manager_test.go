@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -67,8 +68,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Recorder:     mgr.GetEventRecorderFor("credwatch"),
 		Clock:        clock.RealClock{},
 		Rand:         rand.Float64,
-		Identities:   identities,
-		Graph:        counted,
+		Azure:        clients.New(identities, counted, nil),
 		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader()},
 		Scans:        scanStore,
 	}).SetupWithManager(mgr); err != nil {

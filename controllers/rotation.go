@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -52,13 +52,16 @@ const clusterPollInterval = 30 * time.Second
 
 // rotation carries what one reconcile's rotation steps share.
 type rotation struct {
-	r       *CredentialWatchReconciler
-	obj     *v1alpha1.CredentialWatch
-	stored  *v1alpha1.CredentialWatch
-	spec    v1alpha1.Rotation
-	rs      policy.RotationSettings
-	st      v1alpha1.RotationStatus
-	cred    azcore.TokenCredential
+	r      *CredentialWatchReconciler
+	obj    *v1alpha1.CredentialWatch
+	stored *v1alpha1.CredentialWatch
+	spec   v1alpha1.Rotation
+	rs     policy.RotationSettings
+	st     v1alpha1.RotationStatus
+	// app and aks are the application and, for an AKS target, the cluster, as the watch's
+	// identity sees them; set once the rotation acts.
+	app     graph.AppClient
+	aks     aks.ClusterClient
 	appID   string
 	appOID  string
 	tenant  string
@@ -108,7 +111,7 @@ func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *wa
 	}
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
-	if ro.cred, err = r.identity(ctx, obj, ro.tenant); err != nil {
+	if err := ro.connect(ctx); err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	return ro.advance(ctx)
@@ -160,11 +163,26 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 	ro.r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventRotationStarted, "Rotating the client secret of %s: the new one is %q", targetName(obj), ro.st.DisplayName)
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
-	var err error
-	if ro.cred, err = ro.r.identity(ctx, obj, ro.tenant); err != nil {
+	if err := ro.connect(ctx); err != nil {
 		return ro.fail(err, policy.PropagationBackoff(1))
 	}
 	return ro.advance(ctx)
+}
+
+// connect binds the rotation's clients to the watch's identity: the application by the appId and
+// object ID pinned when the rotation started, and the target's cluster.
+func (ro *rotation) connect(ctx context.Context) error {
+	id, err := ro.r.identity(ctx, ro.obj, ro.tenant)
+	if err != nil {
+		return err
+	}
+	if ro.app, err = ro.r.Azure.Application(id, graph.AppRef{AppID: ro.appID, ObjectID: ro.appOID}); err != nil {
+		return err
+	}
+	if ro.cluster != nil {
+		ro.aks, err = ro.r.Azure.Cluster(id, clusterRef(ro.cluster))
+	}
+	return err
 }
 
 // blocked says why a due rotation cannot start, empty when it can.
@@ -241,7 +259,7 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	snap, err := ro.app.ReadCredentials(ctx)
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
@@ -254,7 +272,7 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 			adopt = &c
 			continue
 		}
-		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
+		if err := ro.app.RemovePassword(ctx, c.KeyID); err != nil {
 			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 		}
 		ro.r.Recorder.Eventf(ro.obj, corev1.EventTypeNormal, eventRotationOrphanRemoved,
@@ -268,7 +286,7 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 		return ro.secretStored(ctx, held.keyID, held.expiry)
 	}
 
-	secret, err := ro.r.Graph.AddPassword(ctx, ro.cred, ro.appOID, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
+	secret, err := ro.app.AddPassword(ctx, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
@@ -282,7 +300,7 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 		if now, rerr := ro.held(ctx); rerr == nil && now.keyID == secret.KeyID {
 			return ro.secretStored(ctx, secret.KeyID, secret.End)
 		}
-		if rmErr := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, secret.KeyID); rmErr != nil {
+		if rmErr := ro.app.RemovePassword(ctx, secret.KeyID); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
 		}
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
@@ -303,7 +321,7 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
-	if err := ro.r.Identities.VerifySecret(ctx, ro.tenant, ro.appID, text); err != nil {
+	if err := ro.r.Azure.VerifySecret(ctx, azure.Identity{TenantID: ro.tenant, ClientID: ro.appID, Secret: text}); err != nil {
 		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
 			// Deleted in Graph while waiting: start over with a new secret.
 			ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
@@ -333,7 +351,7 @@ const verifyTriesBeforeRecheck = 10
 
 // secretGone reports whether the new secret is no longer among the application's secrets.
 func (ro *rotation) secretGone(ctx context.Context) bool {
-	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	snap, err := ro.app.ReadCredentials(ctx)
 	if err != nil {
 		return false
 	}
@@ -382,7 +400,7 @@ func (ro *rotation) reset(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, clusterPollInterval)
 	}
-	token, done, err := ro.r.Clusters.StartReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.appID, text)
+	token, done, err := ro.aks.StartReset(ctx, aks.ServicePrincipal{ClientID: ro.appID, Secret: text})
 	if err != nil {
 		return ro.clusterFailed(ctx, err)
 	}
@@ -412,7 +430,7 @@ func (ro *rotation) followReset(ctx context.Context) (time.Time, error) {
 		ro.st.Step, ro.st.Message = v1alpha1.StepSecretVerified, "Resetting the AKS cluster again: the first reset's outcome is not known"
 		return time.Time{}, ro.save(ctx)
 	}
-	done, err := ro.r.Clusters.PollReset(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name, ro.st.ResumeToken)
+	done, err := ro.aks.PollReset(ctx, ro.st.ResumeToken)
 	if err == nil && !done {
 		return ro.waitForCluster(aks.Cluster{ProvisioningState: "Updating"})
 	}
@@ -494,13 +512,13 @@ func (ro *rotation) retire(ctx context.Context) (time.Time, error) {
 		ro.keep()
 		return t.Time, nil
 	}
-	snap, err := ro.r.Graph.ReadCredentials(ctx, ro.cred, ro.appID)
+	snap, err := ro.app.ReadCredentials(ctx)
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	var removed []string
 	for _, c := range policy.Retirable(credentialsOf(snap), policy.WatchPrefix(string(ro.obj.UID)), ro.st.KeyID, ro.st.Expiry.Time, ro.spec.RemoveOld) {
-		if err := ro.r.Graph.RemovePassword(ctx, ro.cred, ro.appOID, c.KeyID); err != nil {
+		if err := ro.app.RemovePassword(ctx, c.KeyID); err != nil {
 			return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 		}
 		removed = append(removed, c.KeyID)
@@ -535,7 +553,7 @@ func terminalProvisioningState(s string) bool {
 }
 
 func (ro *rotation) readCluster(ctx context.Context) (aks.Cluster, error) {
-	return ro.r.Clusters.ReadCluster(ctx, ro.cred, ro.cluster.SubscriptionID, ro.cluster.ResourceGroup, ro.cluster.Name)
+	return ro.aks.Read(ctx)
 }
 
 // next records that the step moved on: failures reset, written before anything else is done.

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -213,7 +214,7 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	s := seed(t, t0, 20*day, 400*day, 200*day)
 	arm := newARMClusters()
 	arm.put("rg-prod", "aks-prod", s.appID)
-	h.r.Clusters = arm.reader()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	// The clock starts at the wall time, so the daily window is placed relative to it: a fixed
 	// "02:00" would already be open when the suite runs between 02:00 and 06:00 UTC.
 	windowOpens := t0.Truncate(time.Minute).Add(12 * time.Hour)
@@ -244,8 +245,7 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 		h.restart()
 		m := mortal{dead: &dead, budget: &budget}
 		h.r.Client = crashingClient{Client: k8s, mortal: m}
-		h.r.Graph = dyingGraph{GraphAPI: graphAPI, mortal: m}
-		h.r.Clusters = dyingClusters{Clusters: arm.reader(), mortal: m}
+		h.r.Azure = clients.New(identities, dyingGraph{Graph: graphAPI, mortal: m}, dyingClusters{Clusters: arm.reader(), mortal: m})
 		resetsBefore := arm.resets
 		_, err := h.r.Reconcile(ctrl.LoggerInto(context.Background(), h.logs.logger()), ctrl.Request{NamespacedName: h.key})
 		h.drainEvents()
@@ -326,7 +326,7 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 			arm := newARMClusters()
 			arm.put("rg-prod", "aks-prod", s.appID)
 			arm.resetOutcome = outcome
-			h.r.Clusters = arm.reader()
+			h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 			h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 				spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
 					TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}

@@ -32,6 +32,34 @@ type Cluster struct {
 	PowerState string
 }
 
+// ClusterRef names a managed cluster: a struct, so that its three names cannot be swapped.
+type ClusterRef struct {
+	SubscriptionID, ResourceGroup, Name string
+}
+
+func (r ClusterRef) String() string { return r.ResourceGroup + "/" + r.Name }
+
+// ServicePrincipal is what a reset moves a cluster onto: a client and its secret. Its String
+// method leaves the secret out.
+type ServicePrincipal struct {
+	ClientID string
+	Secret   string
+}
+
+func (s ServicePrincipal) String() string { return "service principal " + s.ClientID }
+
+// GoString keeps %#v from printing the secret too.
+func (s ServicePrincipal) GoString() string { return s.String() }
+
+// ClusterClient is one managed cluster, as one identity sees it.
+type ClusterClient interface {
+	Read(ctx context.Context) (Cluster, error)
+	// StartReset begins moving the cluster onto sp; see Client.StartReset.
+	StartReset(ctx context.Context, sp ServicePrincipal) (token string, done bool, err error)
+	// PollReset asks once how the reset behind token is doing; see Client.PollReset.
+	PollReset(ctx context.Context, token string) (done bool, err error)
+}
+
 // Client reads managed clusters from one Resource Manager endpoint.
 type Client struct {
 	options arm.ClientOptions
@@ -55,15 +83,15 @@ func New(endpoint, audience string, transport policy.Transporter) (*Client, erro
 	}}}, nil
 }
 
-// ReadCluster reads the managed cluster name in resourceGroup of subscriptionID.
-func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name string) (Cluster, error) {
-	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+// ReadCluster reads the managed cluster ref.
+func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, ref ClusterRef) (Cluster, error) {
+	client, err := armcontainerservice.NewManagedClustersClient(ref.SubscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
 	if err != nil {
 		return Cluster{}, err
 	}
-	resp, err := client.Get(ctx, resourceGroup, name, nil)
+	resp, err := client.Get(ctx, ref.ResourceGroup, ref.Name, nil)
 	if err != nil {
-		return Cluster{}, fmt.Errorf("reading AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+		return Cluster{}, fmt.Errorf("reading AKS cluster %s: %w", ref, classify(err))
 	}
 	var out Cluster
 	if p := resp.Properties; p != nil {
@@ -80,24 +108,24 @@ func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, s
 	return out, nil
 }
 
-// StartReset begins resetting the cluster's service principal profile to clientID and secret (the
+// StartReset begins resetting the cluster's service principal profile to sp (the
 // way `az aks update-credentials --reset-service-principal` does; a profile cannot be patched).
 // It returns the operation's resume token, or done when Resource Manager finished it at once. The
 // token names the operation, not the secret: it is safe to keep in status, and PollReset follows
 // the same operation after a restart instead of starting another one.
-func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, clientID, secret string) (token string, done bool, err error) {
-	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, ref ClusterRef, sp ServicePrincipal) (token string, done bool, err error) {
+	client, err := armcontainerservice.NewManagedClustersClient(ref.SubscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
 	if err != nil {
 		return "", false, err
 	}
-	poller, err := client.BeginResetServicePrincipalProfile(ctx, resourceGroup, name,
-		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &clientID, Secret: &secret}, nil)
+	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name,
+		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &sp.ClientID, Secret: &sp.Secret}, nil)
 	if err != nil {
-		return "", false, classifyReset(resourceGroup, name, err)
+		return "", false, classifyReset(ref, err)
 	}
 	if poller.Done() {
 		if _, err := poller.Result(ctx); err != nil {
-			return "", false, classifyReset(resourceGroup, name, err)
+			return "", false, classifyReset(ref, err)
 		}
 		return "", true, nil
 	}
@@ -109,33 +137,30 @@ func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, su
 // ended well. An error may mean the operation failed or only that this poll did: either way the
 // cluster, read back, says what was applied (resets have failed after applying the change). It
 // does not wait: the controller comes back later.
-func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, subscriptionID, resourceGroup, name, token string) (done bool, err error) {
-	client, err := armcontainerservice.NewManagedClustersClient(subscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
+func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref ClusterRef, token string) (done bool, err error) {
+	client, err := armcontainerservice.NewManagedClustersClient(ref.SubscriptionID, azerr.Credential{TokenCredential: cred}, &c.options)
 	if err != nil {
 		return false, err
 	}
-	poller, err := client.BeginResetServicePrincipalProfile(ctx, resourceGroup, name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
+	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
 		&armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions{ResumeToken: token})
 	if err != nil {
-		return false, fmt.Errorf("resuming the reset of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+		return false, fmt.Errorf("resuming the reset of AKS cluster %s: %w", ref, classify(err))
 	}
 	if _, err := poller.Poll(ctx); err != nil {
-		return false, classifyReset(resourceGroup, name, err)
+		return false, classifyReset(ref, err)
 	}
 	if !poller.Done() {
 		return false, nil
 	}
 	if _, err := poller.Result(ctx); err != nil {
-		return false, classifyReset(resourceGroup, name, err)
+		return false, classifyReset(ref, err)
 	}
 	return true, nil
 }
 
-func classifyReset(resourceGroup, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("resetting the service principal of AKS cluster %s/%s: %w", resourceGroup, name, classify(err))
+func classifyReset(ref ClusterRef, err error) error {
+	return fmt.Errorf("resetting the service principal of AKS cluster %s: %w", ref, classify(err))
 }
 
 // classify sorts a Resource Manager failure into an azerr.Error; sign-in failures arrive sorted

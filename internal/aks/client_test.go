@@ -3,6 +3,7 @@ package aks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -108,7 +109,7 @@ func TestReadCluster(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			got, err := c.ReadCluster(ctx, cred, "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", "rg", tc.name)
+			got, err := c.ReadCluster(ctx, cred, ClusterRef{SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg", Name: tc.name})
 			if tc.wantKind == azerr.KindOther {
 				if err != nil || got != tc.want {
 					t.Fatalf("ReadCluster = %+v, %v; want %+v", got, err, tc.want)
@@ -148,7 +149,7 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 	}{{"aks-prod", azerr.KindOther}, {"fails", azerr.KindUnavailable}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
-			token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", "nEw~SECRET")
+			token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, ClusterRef{SubscriptionID: sub, ResourceGroup: "rg", Name: tc.name}, ServicePrincipal{ClientID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", Secret: "nEw~SECRET"})
 			if err != nil || token == "" || done {
 				t.Fatalf("StartReset = %q, %v, %v; want a token for an operation under way", token, done, err)
 			}
@@ -162,7 +163,7 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 			// in an error; what it left behind is for the caller to read from the cluster.
 			for i := 0; i < 5 && !done && err == nil; i++ {
 				c, _ := New("https://management.azure.com", "https://management.core.windows.net/", transport)
-				done, err = c.PollReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", tc.name, token)
+				done, err = c.PollReset(context.Background(), &azfake.TokenCredential{}, ClusterRef{SubscriptionID: sub, ResourceGroup: "rg", Name: tc.name}, token)
 			}
 			if tc.wantErr == azerr.KindOther {
 				if !done || err != nil {
@@ -188,7 +189,17 @@ func TestResetFollowsTheOperationByResumeToken(t *testing.T) {
 		},
 	})
 	c, _ := New("https://management.azure.com", "https://management.core.windows.net/", instant)
-	if token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, sub, "rg", "quick", "id", "s"); !done || token != "" || err != nil {
+	if token, done, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, ClusterRef{SubscriptionID: sub, ResourceGroup: "rg", Name: "quick"}, ServicePrincipal{ClientID: "id", Secret: "s"}); !done || token != "" || err != nil {
 		t.Errorf("an instant reset: %q, %v, %v; want done without a token", token, done, err)
+	}
+}
+
+// A service principal a reset moves onto is printed without its secret, however it is printed.
+func TestServicePrincipalHidesItsSecret(t *testing.T) {
+	sp := ServicePrincipal{ClientID: "3f2c8a5e", Secret: "nEw~SECRET-value"}
+	for _, printed := range []string{fmt.Sprint(sp), fmt.Sprintf("%v %+v %#v %s", sp, sp, sp, sp), fmt.Sprint(&sp)} {
+		if strings.Contains(printed, sp.Secret) {
+			t.Errorf("printed %q holds the secret", printed)
+		}
 	}
 }

@@ -90,15 +90,32 @@ func TestVerifySecret(t *testing.T) {
 	fake.PutApplication(tenant, fakegraph.Object{ID: "a0000000-0000-4000-8000-000000000001", AppID: "2c3d4e5f-6071-4283-9405-b6c7d8e9f0a1"})
 	ids := NewIdentities(Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
 
-	if err := ids.VerifySecret(context.Background(), tenant, operator, "op-secret"); err != nil {
+	if err := ids.VerifySecret(context.Background(), Identity{TenantID: tenant, ClientID: operator, Secret: "op-secret"}); err != nil {
 		t.Errorf("a registered secret: %v", err)
 	}
-	err := ids.VerifySecret(context.Background(), tenant, operator, "wrong")
+	wrong := Identity{TenantID: tenant, ClientID: operator, Secret: "wrong"}
+	err := ids.VerifySecret(context.Background(), wrong)
 	var ae *azerr.Error
 	if !errors.As(err, &ae) || ae.Kind != azerr.KindUnauthenticated || ae.Code != "invalid_client AADSTS7000215" {
 		t.Errorf("a wrong secret: %v, want invalid_client AADSTS7000215", err)
 	}
 	if strings.Contains(fmt.Sprint(err), "wrong") {
 		t.Errorf("the error %q quotes the secret", err)
+	}
+	if err := ids.VerifySecret(context.Background(), Operator(tenant)); err == nil {
+		t.Error("verifying the operator's identity, which has no secret to verify: no error")
+	}
+}
+
+// An identity says whose it is, never its secret, however it is printed.
+func TestIdentityHidesItsSecret(t *testing.T) {
+	id := Identity{TenantID: "t", ClientID: "c", Secret: "s3cr3t~value"}
+	for _, printed := range []string{fmt.Sprint(id), fmt.Sprintf("%v %+v %#v %s", id, id, id, id), fmt.Sprint(&id)} {
+		if strings.Contains(printed, id.Secret) {
+			t.Errorf("printed %q holds the secret", printed)
+		}
+	}
+	if got := Operator("t").String(); got != "the operator's identity in tenant t" {
+		t.Errorf("Operator(t) = %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"sync"
 
@@ -14,6 +15,32 @@ import (
 
 	"github.com/credwatch/credwatch/internal/azerr"
 )
+
+// Identity is who credwatch signs in to Azure as, in one tenant: the operator's own identity, or
+// a client with a secret (a watch's azureCredentialRef, or a new secret being verified). It is a
+// description, not a credential: nothing signs in until Identities makes one. Its String method
+// leaves the secret out.
+type Identity struct {
+	TenantID string
+	// ClientID and Secret are empty for the operator's own identity.
+	ClientID, Secret string
+}
+
+// Operator is the operator's own identity in tenantID.
+func Operator(tenantID string) Identity { return Identity{TenantID: tenantID} }
+
+// IsOperator reports whether i is the operator's own identity.
+func (i Identity) IsOperator() bool { return i.ClientID == "" }
+
+func (i Identity) String() string {
+	if i.IsOperator() {
+		return "the operator's identity in tenant " + i.TenantID
+	}
+	return "client " + i.ClientID + " in tenant " + i.TenantID
+}
+
+// GoString keeps %#v from printing the secret too.
+func (i Identity) GoString() string { return i.String() }
 
 // Identities hands out token credentials for the operator's own identity and for identities
 // held in Kubernetes Secrets. Credentials are cached: each holds its token cache, and building
@@ -47,6 +74,14 @@ func NewIdentities(cloud Cloud, transport policy.Transporter, operator func(tena
 		i.operator = i.defaultCredential
 	}
 	return i
+}
+
+// Credential is the token credential of id.
+func (i *Identities) Credential(id Identity) (azcore.TokenCredential, error) {
+	if id.IsOperator() {
+		return i.Operator(id.TenantID)
+	}
+	return i.ClientSecret(id.TenantID, id.ClientID, id.Secret)
 }
 
 func (i *Identities) clientOptions() azcore.ClientOptions {
@@ -116,11 +151,14 @@ func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenC
 	return c, nil
 }
 
-// VerifySecret signs in to tenantID as clientID with secret and asks for a Graph token: whether
-// Entra accepts the secret yet. A new secret takes seconds to replicate; until it has, this fails
-// as a wrong secret would. The credential is not cached: it exists for this one question.
-func (i *Identities) VerifySecret(ctx context.Context, tenantID, clientID, secret string) error {
-	cred, err := azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
+// VerifySecret signs in as id, a client with a secret, and asks for a Graph token: whether Entra
+// accepts the secret yet. A new secret takes seconds to replicate; until it has, this fails as a
+// wrong secret would. The credential is not cached: it exists for this one question.
+func (i *Identities) VerifySecret(ctx context.Context, id Identity) error {
+	if id.IsOperator() {
+		return errors.New("verifying a secret needs a client and its secret, not the operator's identity")
+	}
+	cred, err := azidentity.NewClientSecretCredential(id.TenantID, id.ClientID, id.Secret, &azidentity.ClientSecretCredentialOptions{
 		ClientOptions:            i.clientOptions(),
 		DisableInstanceDiscovery: !i.cloud.Known(),
 	})

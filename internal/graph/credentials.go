@@ -1,6 +1,9 @@
 package graph
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Type tells a client secret from a certificate.
 type Type string
@@ -74,4 +77,31 @@ func FailedReads(n int, err error) []Read {
 		out[i].Err = err
 	}
 	return out
+}
+
+// AppRef names an application: by appId, which reads address, and by the object ID of its
+// application object, which writes address. A struct, so that the two cannot be swapped; the
+// object ID is empty until a read has found it.
+type AppRef struct {
+	AppID, ObjectID string
+}
+
+// AppClient is one application and its service principal in one tenant, as one identity sees
+// them.
+type AppClient interface {
+	// ReadCredentials reads the credentials of the application and of its service principal.
+	ReadCredentials(ctx context.Context) (Snapshot, error)
+	// ReadOwnerEmails reads the mail addresses of the application's owners.
+	ReadOwnerEmails(ctx context.Context) ([]string, error)
+	// AddPassword adds a client secret named displayName, valid until end, to the application.
+	AddPassword(ctx context.Context, displayName string, end time.Time) (NewSecret, error)
+	// RemovePassword removes the application's secret keyID.
+	RemovePassword(ctx context.Context, keyID string) error
+}
+
+// TenantClient is every application and service principal of one tenant, as one identity sees
+// them.
+type TenantClient interface {
+	// Scan reads those filter (OData, empty for all) selects, one Snapshot per appId.
+	Scan(ctx context.Context, filter string) ([]Snapshot, error)
 }

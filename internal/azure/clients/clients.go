@@ -1,0 +1,146 @@
+// Package clients hands out Azure clients each bound to one identity and one target: an
+// application, a tenant, a managed cluster. The controllers ask for what a watch may touch and get
+// a client that can touch nothing else; credentials, and the SDK types that carry them, stay
+// below this line.
+package clients
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// Identities makes the token credentials of identities, and verifies new secrets.
+type Identities interface {
+	Credential(id azure.Identity) (azcore.TokenCredential, error)
+	VerifySecret(ctx context.Context, id azure.Identity) error
+}
+
+// Graph is Microsoft Graph for any identity: msgraph's client, or the batches shared between
+// watches that front it.
+type Graph interface {
+	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
+	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error)
+	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
+	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
+	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
+}
+
+// Clusters is Resource Manager's managed clusters for any identity.
+type Clusters interface {
+	ReadCluster(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef) (aks.Cluster, error)
+	StartReset(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, sp aks.ServicePrincipal) (string, bool, error)
+	PollReset(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, token string) (bool, error)
+}
+
+// Clients binds identities to targets.
+type Clients struct {
+	identities Identities
+	graph      Graph
+	clusters   Clusters
+}
+
+// New returns Clients that sign in through identities and talk to graph and clusters.
+func New(identities Identities, graph Graph, clusters Clusters) *Clients {
+	return &Clients{identities: identities, graph: graph, clusters: clusters}
+}
+
+// Application is app in id's tenant, as id sees it.
+func (c *Clients) Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error) {
+	cred, err := c.identities.Credential(id)
+	if err != nil {
+		return nil, err
+	}
+	return application{graph: c.graph, cred: cred, ref: app}, nil
+}
+
+// Tenant is id's tenant, as id sees it.
+func (c *Clients) Tenant(id azure.Identity) (graph.TenantClient, error) {
+	cred, err := c.identities.Credential(id)
+	if err != nil {
+		return nil, err
+	}
+	return tenant{graph: c.graph, cred: cred}, nil
+}
+
+// Cluster is the managed cluster ref, as id sees it.
+func (c *Clients) Cluster(id azure.Identity, ref aks.ClusterRef) (aks.ClusterClient, error) {
+	cred, err := c.identities.Credential(id)
+	if err != nil {
+		return nil, err
+	}
+	return cluster{clusters: c.clusters, cred: cred, ref: ref}, nil
+}
+
+// VerifySecret reports whether Entra accepts id, a client and its secret, yet.
+func (c *Clients) VerifySecret(ctx context.Context, id azure.Identity) error {
+	return c.identities.VerifySecret(ctx, id)
+}
+
+// errNoObjectID: Graph writes an application by its object ID, which only a read finds.
+var errNoObjectID = errors.New("the application's object ID is not known: this tenant holds no application object for the appId")
+
+type application struct {
+	graph Graph
+	cred  azcore.TokenCredential
+	ref   graph.AppRef
+}
+
+func (a application) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
+	return a.graph.ReadCredentials(ctx, a.cred, a.ref.AppID)
+}
+
+func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {
+	if a.ref.ObjectID == "" {
+		return nil, errNoObjectID
+	}
+	return a.graph.ReadOwnerEmails(ctx, a.cred, a.ref.ObjectID)
+}
+
+func (a application) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {
+	if a.ref.ObjectID == "" {
+		return graph.NewSecret{}, fmt.Errorf("adding a secret to %s: %w", a.ref.AppID, errNoObjectID)
+	}
+	return a.graph.AddPassword(ctx, a.cred, a.ref.ObjectID, displayName, end)
+}
+
+func (a application) RemovePassword(ctx context.Context, keyID string) error {
+	if a.ref.ObjectID == "" {
+		return fmt.Errorf("removing secret %s of %s: %w", keyID, a.ref.AppID, errNoObjectID)
+	}
+	return a.graph.RemovePassword(ctx, a.cred, a.ref.ObjectID, keyID)
+}
+
+type tenant struct {
+	graph Graph
+	cred  azcore.TokenCredential
+}
+
+func (t tenant) Scan(ctx context.Context, filter string) ([]graph.Snapshot, error) {
+	return t.graph.ScanTenant(ctx, t.cred, filter)
+}
+
+type cluster struct {
+	clusters Clusters
+	cred     azcore.TokenCredential
+	ref      aks.ClusterRef
+}
+
+func (c cluster) Read(ctx context.Context) (aks.Cluster, error) {
+	return c.clusters.ReadCluster(ctx, c.cred, c.ref)
+}
+
+func (c cluster) StartReset(ctx context.Context, sp aks.ServicePrincipal) (string, bool, error) {
+	return c.clusters.StartReset(ctx, c.cred, c.ref, sp)
+}
+
+func (c cluster) PollReset(ctx context.Context, token string) (bool, error) {
+	return c.clusters.PollReset(ctx, c.cred, c.ref, token)
+}

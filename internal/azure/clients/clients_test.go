@@ -1,0 +1,161 @@
+package clients
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// identities signs everyone in with the same fake credential, and remembers who asked.
+type identities struct {
+	cred  azcore.TokenCredential
+	asked []azure.Identity
+	err   error
+}
+
+func (i *identities) Credential(id azure.Identity) (azcore.TokenCredential, error) {
+	i.asked = append(i.asked, id)
+	return i.cred, i.err
+}
+
+func (i *identities) VerifySecret(_ context.Context, id azure.Identity) error {
+	i.asked = append(i.asked, id)
+	return i.err
+}
+
+// calls records what the bound clients passed on, and with which credential.
+type calls struct {
+	cred azcore.TokenCredential
+	args []string
+}
+
+type fakeGraph struct{ *calls }
+
+func (g fakeGraph) note(cred azcore.TokenCredential, args ...string) {
+	g.cred, g.args = cred, append(g.args, args...)
+}
+
+func (g fakeGraph) ReadCredentials(_ context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	g.note(cred, "read", appID)
+	return graph.Snapshot{AppID: appID}, nil
+}
+
+func (g fakeGraph) ScanTenant(_ context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error) {
+	g.note(cred, "scan", filter)
+	return nil, nil
+}
+
+func (g fakeGraph) ReadOwnerEmails(_ context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
+	g.note(cred, "owners", applicationID)
+	return nil, nil
+}
+
+func (g fakeGraph) AddPassword(_ context.Context, cred azcore.TokenCredential, applicationID, displayName string, _ time.Time) (graph.NewSecret, error) {
+	g.note(cred, "add", applicationID, displayName)
+	return graph.NewSecret{}, nil
+}
+
+func (g fakeGraph) RemovePassword(_ context.Context, cred azcore.TokenCredential, applicationID, keyID string) error {
+	g.note(cred, "remove", applicationID, keyID)
+	return nil
+}
+
+type fakeClusters struct{ *calls }
+
+func (c fakeClusters) ReadCluster(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef) (aks.Cluster, error) {
+	c.cred, c.args = cred, append(c.args, "read", ref.SubscriptionID, ref.ResourceGroup, ref.Name)
+	return aks.Cluster{}, nil
+}
+
+func (c fakeClusters) StartReset(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, sp aks.ServicePrincipal) (string, bool, error) {
+	c.cred, c.args = cred, append(c.args, "reset", ref.Name, sp.ClientID)
+	return "", true, nil
+}
+
+func (c fakeClusters) PollReset(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, token string) (bool, error) {
+	c.cred, c.args = cred, append(c.args, "poll", ref.Name, token)
+	return true, nil
+}
+
+// Each client passes on the target it was bound to, with the credential of the identity it was
+// bound to, and nothing a caller could swap.
+func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
+	ids := &identities{cred: &azfake.TokenCredential{}}
+	g, cl := &calls{}, &calls{}
+	c := New(ids, fakeGraph{g}, fakeClusters{cl})
+	ctx := context.Background()
+	watchID := azure.Identity{TenantID: "t1", ClientID: "reader", Secret: "s"}
+
+	app, err := c.Application(watchID, graph.AppRef{AppID: "app-1", ObjectID: "obj-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = app.ReadCredentials(ctx)
+	_, _ = app.ReadOwnerEmails(ctx)
+	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
+	_ = app.RemovePassword(ctx, "key-1")
+	if want := []string{"read", "app-1", "owners", "obj-1", "add", "obj-1", "credwatch-x", "remove", "obj-1", "key-1"}; !slices.Equal(g.args, want) {
+		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID", g.args, want)
+	}
+	if g.cred != ids.cred {
+		t.Error("Graph was called without the identity's credential")
+	}
+
+	tenant, _ := c.Tenant(azure.Operator("t1"))
+	_, _ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')")
+	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}
+	cluster, _ := c.Cluster(watchID, ref)
+	_, _ = cluster.Read(ctx)
+	_, _, _ = cluster.StartReset(ctx, aks.ServicePrincipal{ClientID: "app-1", Secret: "new"})
+	_, _ = cluster.PollReset(ctx, "token-1")
+	if want := []string{"read", "sub", "rg", "prod", "reset", "prod", "app-1", "poll", "prod", "token-1"}; !slices.Equal(cl.args, want) {
+		t.Errorf("Resource Manager was called with %q, want %q", cl.args, want)
+	}
+	if want := []azure.Identity{watchID, azure.Operator("t1"), watchID}; len(ids.asked) != 3 || ids.asked[0] != want[0] || ids.asked[1] != want[1] || ids.asked[2] != want[2] {
+		t.Errorf("credentials were made for %v, want %v", ids.asked, want)
+	}
+}
+
+// Graph writes an application by object ID: a client bound to an appId alone refuses to write
+// rather than write to an empty address.
+func TestWritesNeedTheObjectID(t *testing.T) {
+	g := &calls{}
+	app, _ := New(&identities{}, fakeGraph{g}, nil).Application(azure.Operator("t1"), graph.AppRef{AppID: "app-1"})
+	ctx := context.Background()
+	if _, err := app.AddPassword(ctx, "n", time.Time{}); !errors.Is(err, errNoObjectID) {
+		t.Errorf("AddPassword = %v, want errNoObjectID", err)
+	}
+	if err := app.RemovePassword(ctx, "k"); !errors.Is(err, errNoObjectID) {
+		t.Errorf("RemovePassword = %v, want errNoObjectID", err)
+	}
+	if _, err := app.ReadOwnerEmails(ctx); !errors.Is(err, errNoObjectID) {
+		t.Errorf("ReadOwnerEmails = %v, want errNoObjectID", err)
+	}
+	if len(g.args) != 0 {
+		t.Errorf("Graph was called: %q", g.args)
+	}
+}
+
+// An identity that cannot be made into a credential gives no client.
+func TestNoClientWithoutACredential(t *testing.T) {
+	broken := errors.New("DefaultAzureCredential: no credential")
+	c := New(&identities{err: broken}, nil, nil)
+	if _, err := c.Application(azure.Operator("t1"), graph.AppRef{AppID: "a"}); !errors.Is(err, broken) {
+		t.Errorf("Application = %v, want %v", err, broken)
+	}
+	if _, err := c.Tenant(azure.Operator("t1")); !errors.Is(err, broken) {
+		t.Errorf("Tenant = %v, want %v", err, broken)
+	}
+	if _, err := c.Cluster(azure.Operator("t1"), aks.ClusterRef{}); !errors.Is(err, broken) {
+		t.Errorf("Cluster = %v, want %v", err, broken)
+	}
+}
