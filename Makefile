@@ -51,6 +51,10 @@ vet: ## Run go vet.
 test: verify vet envtest mailpit helm ## Run every test, against a real kube-apiserver, etcd and SMTP server.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) $(GO) test ./... -count=1
 
+.PHONY: unit
+unit: ## Run the fast tier: unit tests with fakes, no API server, SMTP server or helm (well under a minute warm).
+	$(GO) test -short ./... -count=1
+
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build the envtest control plane.
 

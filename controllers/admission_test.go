@@ -14,6 +14,7 @@ import (
 // TestAdmission checks, through the real API server, that the CRD's OpenAPI and CEL rules turn
 // nonsense away with a message a person can act on, and fill in the defaults.
 func TestAdmission(t *testing.T) {
+	needsAPIServer(t)
 	ns := newNamespace(t)
 	valid := func() v1alpha1.CredentialWatchSpec {
 		return v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{

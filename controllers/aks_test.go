@@ -150,6 +150,7 @@ func newARMClusters() *armClusters {
 }
 
 func TestAKSClusterTarget(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 20*day, 300*day, 200*day)
 	arm := newARMClusters()

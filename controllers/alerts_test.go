@@ -153,6 +153,7 @@ func (h *harness) run(span time.Duration, script []scripted) (reconciles int) {
 }
 
 func TestAlertScheduleOverFortyDays(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, 35*day+time.Hour, 400*day, 200*day)
@@ -219,6 +220,7 @@ func TestAlertScheduleOverFortyDays(t *testing.T) {
 }
 
 func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
 	h.create(s.appID, nil)
@@ -274,6 +276,7 @@ func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
 }
 
 func TestMisconfiguredChannelIsAClearConditionAndLosesNothing(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day, 400*day, 200*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
@@ -306,6 +309,7 @@ func TestMisconfiguredChannelIsAClearConditionAndLosesNothing(t *testing.T) {
 }
 
 func TestDefaultChannelsAndOptingOut(t *testing.T) {
+	needsAPIServer(t)
 	rc := newReceiver(t, nil)
 	operatorNS := newNamespace(t)
 	if err := k8s.Create(context.Background(), &corev1.Secret{
@@ -352,6 +356,7 @@ func countPrefix(events []string, prefix string) int {
 }
 
 func TestEmailReachesTheApplicationsOwners(t *testing.T) {
+	needsAPIServer(t)
 	m := mailpit.Start(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 6*day+time.Hour, 400*day, 200*day)
@@ -405,6 +410,7 @@ func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.O
 }
 
 func TestAReconcileFromAStaleCopySendsNothing(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
 	h.create(s.appID, nil)
@@ -431,6 +437,7 @@ func TestAReconcileFromAStaleCopySendsNothing(t *testing.T) {
 }
 
 func TestRenewedWithAppendIsResolvedAndGoesQuiet(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, 5*day+time.Hour, 400*day, 200*day)
@@ -459,6 +466,7 @@ func TestRenewedWithAppendIsResolvedAndGoesQuiet(t *testing.T) {
 }
 
 func TestPointingAChannelElsewhereSendsTheCurrentStepThere(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
 	h.create(s.appID, nil)
@@ -485,6 +493,7 @@ func TestPointingAChannelElsewhereSendsTheCurrentStepThere(t *testing.T) {
 }
 
 func TestAnOperatorThatDiesRightAfterSendingDoesNotSendAgain(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
 	h.create(s.appID, nil)

@@ -187,6 +187,7 @@ func seed(t *testing.T, now time.Time, appSecretLeft, spSecretLeft, certLeft tim
 }
 
 func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	end := t0.Add(40*day + 30*time.Minute)
@@ -271,6 +272,7 @@ func TestThresholdsMoveStateAsTimePasses(t *testing.T) {
 }
 
 func TestAlreadyExpiredSecretIsExpired(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 300*day, -3*day, 300*day)
 	h.create(s.appID, nil)
@@ -300,6 +302,7 @@ type failureStory struct {
 }
 
 func TestGraphFailuresShowAndRecover(t *testing.T) {
+	needsAPIServer(t)
 	var app, sp fakegraph.Object
 	stories := map[string]failureStory{
 		"unknown appId": {
@@ -380,6 +383,7 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 }
 
 func TestBackoffGrowsAndExpiryStillAdvancesWhileGraphIsDown(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 2*time.Hour, 300*day, 300*day)
 	h.create(s.appID, nil)
@@ -420,6 +424,7 @@ func TestBackoffGrowsAndExpiryStillAdvancesWhileGraphIsDown(t *testing.T) {
 }
 
 func TestDeletedServicePrincipalForgetsItsCredentials(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 3*day, 300*day, -day)
 	h.create(s.appID, nil)
@@ -451,6 +456,7 @@ func TestDeletedServicePrincipalForgetsItsCredentials(t *testing.T) {
 }
 
 func TestAzureCredentialRef(t *testing.T) {
+	needsAPIServer(t)
 	const watcherClient = "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e"
 	const watcherSecret = "wAtCh~er-SECRET-abcdefghijklmnopqrstuvwxyz0123"
 	fake.AddClient(tenantID, watcherClient, watcherSecret)
@@ -497,6 +503,7 @@ func TestAzureCredentialRef(t *testing.T) {
 }
 
 func TestGraphIsReadWithOnlyTheFieldsNeeded(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
 	h.create(s.appID, nil)

@@ -185,6 +185,7 @@ func countEvents(events []string, reason string) int {
 // principal says so, with the expiry as the cause, alerts once however many events follow, and
 // says once when it is over; a watch of another registry hears nothing.
 func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, -2*time.Hour, 400*day, 200*day)
@@ -335,6 +336,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 // the kubelet fix, ignores failures that are not about credentials, reads stuck pods too, and
 // clears when the node pulls again.
 func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, 200*day, 400*day, 200*day)
@@ -391,6 +393,7 @@ func (in incidents) Incidents(time.Time) []pullauth.Incident { return in }
 // More registries refuse than status holds: the ones already told of stay until they end, with
 // their start, and none seems to recover because others began; the condition tells the worst.
 func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, 200*day, 400*day, 200*day)
@@ -449,6 +452,7 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 // By default a watch also hears of any registry that refuses pods pulling with the node's
 // credential, whatever its name; not of one refusing pods that bring their own pull secret.
 func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })
@@ -499,6 +503,7 @@ func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
 
 // An operator that may not list pulls says so on the watch, and keeps the incidents it knew.
 func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })
@@ -558,6 +563,7 @@ func (s stale) Incidents(time.Time) []pullauth.Incident { return nil }
 // A watcher whose relists fail knows less and less: the watch keeps its incidents as last seen
 // rather than announcing their end.
 func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{} })

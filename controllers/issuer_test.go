@@ -164,6 +164,7 @@ func portOf(endpoint string) (int, error) {
 // both use the same key. A rotation done right (the new key served by all before one signs with
 // it) never alarms.
 func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
+	needsAPIServer(t)
 	cp := newControlPlane(t)
 	cp.startB("k2", "k2")
 
@@ -279,6 +280,7 @@ func countKind(rc *receiver, kind notify.Kind) int {
 // A check that cannot run says why, in the words of the issuer rather than of Graph, is retried,
 // and says once when it works again. The suite's own API server stands in for the control plane.
 func TestIssuerCheckFailuresAreRetried(t *testing.T) {
+	needsAPIServer(t)
 	self := "https://" + strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), "/")
 	h := newHarness(t)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
@@ -343,6 +345,7 @@ func (o observed) Probe(context.Context, []string) (saissuer.Observation, error)
 // More keys than the status holds, and several rejections: the status is still admitted, and says
 // the same on every check.
 func TestIssuerStatusIsBoundedAndStable(t *testing.T) {
+	needsAPIServer(t)
 	var kids []string
 	for i := range 20 {
 		kids = append(kids, fmt.Sprintf("k%02d", i))
@@ -377,6 +380,7 @@ func TestIssuerStatusIsBoundedAndStable(t *testing.T) {
 
 // A drift that changes kind is told again; the same drift found again is not.
 func TestIssuerDriftOfANewKindIsTold(t *testing.T) {
+	needsAPIServer(t)
 	ep := func(url, issuer, kid string) saissuer.Endpoint {
 		return saissuer.Endpoint{URL: url, Issuer: issuer, KeyIDs: []string{kid}, SigningKeyID: kid}
 	}

@@ -34,6 +34,7 @@ import (
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
 // clock, events sent to the API server, and metrics: a person applies a watch and reads it back.
 func TestOperatorWatchesAServicePrincipal(t *testing.T) {
+	needsAPIServer(t)
 	ns := newNamespace(t)
 	logs := &logBuffer{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

@@ -67,6 +67,7 @@ func (h *harness) targetSecret() (*corev1.Secret, error) {
 }
 
 func TestRotationOfAServicePrincipal(t *testing.T) {
+	needsAPIServer(t)
 	fake.SetPropagationDelay(300 * time.Millisecond)
 	t.Cleanup(func() { fake.SetPropagationDelay(0) })
 	h := newHarness(t)
@@ -153,6 +154,7 @@ func TestRotationOfAServicePrincipal(t *testing.T) {
 }
 
 func TestDryRunWritesNothing(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
 	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) { r.Mode = v1alpha1.RotationDryRun }))
@@ -178,6 +180,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 }
 
 func TestManualRotationRequest(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
 	h.create(s.appID, rotationSpec(nil))
@@ -207,6 +210,7 @@ func TestManualRotationRequest(t *testing.T) {
 // new secret can always be had, the cluster never runs on a deleted secret, and at most one
 // spare secret ever exists.
 func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
+	needsAPIServer(t)
 	fake.SetPropagationDelay(100 * time.Millisecond)
 	t.Cleanup(func() { fake.SetPropagationDelay(0) })
 	h := newHarness(t)
@@ -319,6 +323,7 @@ func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *a
 }
 
 func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
+	needsAPIServer(t)
 	for _, outcome := range []string{"fails-after-applying", "leaves-failed", "stuck"} {
 		t.Run(outcome, func(t *testing.T) {
 			h := newHarness(t)
@@ -374,6 +379,7 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 }
 
 func TestDryRunPausesARotationInProgress(t *testing.T) {
+	needsAPIServer(t)
 	fake.SetPropagationDelay(time.Hour) // the new secret is never accepted during this test
 	t.Cleanup(func() { fake.SetPropagationDelay(0) })
 	h := newHarness(t)

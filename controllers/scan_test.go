@@ -20,6 +20,7 @@ import (
 // TestTenantScan watches a whole tenant of its own: 150 applications whose secrets end a day
 // apart, from 80 days ago on, with the default thresholds of 30 and 7 days.
 func TestTenantScan(t *testing.T) {
+	needsAPIServer(t)
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	tenant := uuid.NewString()

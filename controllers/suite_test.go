@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,20 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier: the unit tests run, the stories below skip, and nothing is started.
+		os.Exit(m.Run())
+	}
 	os.Exit(runSuite(m))
+}
+
+// needsAPIServer skips a test of the envtest tier under -short, where no API server runs.
+func needsAPIServer(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the envtest API server and the Graph fake: skipped under -short")
+	}
 }
 
 func runSuite(m *testing.M) int {

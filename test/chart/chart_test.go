@@ -57,6 +57,9 @@ grafanaDashboard: {enabled: true}
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs helm, built by make test: skipped under -short")
+	}
 	bin := os.Getenv("HELM_BIN")
 	if bin == "" {
 		t.Fatal("HELM_BIN is not set: run `make test`, which builds helm into bin/")
@@ -109,6 +112,9 @@ func TestLint(t *testing.T) {
 // cannot collide with another's.
 func apiServer(t *testing.T) client.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the envtest API server: skipped under -short")
+	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}

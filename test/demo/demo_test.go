@@ -11,6 +11,9 @@ import (
 // TestDemo runs the README's demo once and checks that a person would see what it promises:
 // every watch Ready in kubectl, the expiring secret's events, and its alerts in mail and Slack.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo against envtest and mailpit: skipped under -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer

@@ -36,6 +36,9 @@ const (
 )
 
 func TestOperatorBinaryWithKubectl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the operator against envtest: skipped under -short")
+	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}

@@ -36,6 +36,9 @@ type Server struct {
 // Start runs mailpit with args on free loopback ports until the test ends.
 func Start(t *testing.T, args ...string) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the mailpit SMTP server: skipped under -short")
+	}
 	m, err := Run(t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,287 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/azure/azurefake"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/scans"
+)
+
+// The unit tier: the reconciler against controller-runtime's fake client and func-field fakes of
+// Azure and the channels, on a fake clock. These run under -short, in milliseconds; the stories
+// against a real API server and the Graph fake are in the other files.
+
+var _ Azure = &azurefake.Azure{}
+
+// noChannels is a watch's channels when it has none.
+type noChannels struct{}
+
+func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) { return nil, nil }
+func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch) bool                        { return false }
+
+const (
+	unitTenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	unitApp    = "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"
+)
+
+type unit struct {
+	t        *testing.T
+	r        *CredentialWatchReconciler
+	c        client.Client
+	clock    *clocktesting.FakeClock
+	recorder *record.FakeRecorder
+	key      types.NamespacedName
+}
+
+// unitWatch watches the service principal unitApp, with the spec's defaults the API server
+// would fill in.
+func unitWatch(edit func(*v1alpha1.CredentialWatchSpec)) *v1alpha1.CredentialWatch {
+	w := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments", Generation: 1, UID: "2b9c0c1e-4d8e-4f1a-9c1b-1f0e2d3c4b5a"},
+		Spec: v1alpha1.CredentialWatchSpec{
+			Target:        v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: unitTenant, ClientID: unitApp}},
+			CheckInterval: "6h",
+			Thresholds:    v1alpha1.Thresholds{Warning: "30d", Critical: "7d"},
+		},
+	}
+	if edit != nil {
+		edit(&w.Spec)
+	}
+	return w
+}
+
+func newUnit(t *testing.T, az Azure, w *v1alpha1.CredentialWatch, objs ...client.Object) *unit {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := crfake.NewClientBuilder().WithScheme(s).WithObjects(append(objs, w)...).WithStatusSubresource(&v1alpha1.CredentialWatch{}).Build()
+	u := &unit{t: t, c: c, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)),
+		recorder: record.NewFakeRecorder(100), key: client.ObjectKeyFromObject(w)}
+	u.r = &CredentialWatchReconciler{Client: c, SecretReader: c, Recorder: u.recorder, Clock: u.clock,
+		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: scans.New()}
+	return u
+}
+
+func (u *unit) reconcile() (*v1alpha1.CredentialWatch, ctrl.Result) {
+	u.t.Helper()
+	res, err := u.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: u.key})
+	if err != nil {
+		u.t.Fatalf("Reconcile: %v", err)
+	}
+	w := &v1alpha1.CredentialWatch{}
+	if err := u.c.Get(context.Background(), u.key, w); err != nil {
+		u.t.Fatal(err)
+	}
+	return w, res
+}
+
+func (u *unit) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-u.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func wantCondition(t *testing.T, w *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := meta.FindStatusCondition(w.Status.Conditions, condType)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("condition %s = %+v, want %s %s", condType, c, status, reason)
+	}
+}
+
+// reads is an application whose credentials are snap, counting its reads and who made them.
+type reads struct {
+	n   int
+	ids []azure.Identity
+	err error
+}
+
+func (r *reads) azure(snap graph.Snapshot) *azurefake.Azure {
+	return &azurefake.Azure{ApplicationFunc: func(id azure.Identity, ref graph.AppRef) (graph.AppClient, error) {
+		r.ids = append(r.ids, id)
+		return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+			r.n++
+			if ref.AppID != unitApp {
+				return graph.Snapshot{}, errors.New("read another application: " + ref.AppID)
+			}
+			return snap, r.err
+		}}, nil
+	}}
+}
+
+func snapshot(end time.Time) graph.Snapshot {
+	return graph.Snapshot{AppID: unitApp, DisplayName: "payments-api", ApplicationObjectID: "a0e1", ServicePrincipalObjectID: "s0e1",
+		Credentials: []graph.Credential{{KeyID: "k1", Type: graph.Password, Source: graph.Application, DisplayName: "ci", End: end}}}
+}
+
+// A check records the credentials and their state, as of the clock, and comes back no later than
+// the next thing to change; the next reconcile before the interval reads nothing.
+func TestUnitCheckRecordsCredentials(t *testing.T) {
+	r := &reads{}
+	u := newUnit(t, nil, unitWatch(nil))
+	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(5 * 24 * time.Hour)))
+
+	w, res := u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	wantCondition(t, w, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical)
+	if w.Status.State != v1alpha1.StateCritical || len(w.Status.Credentials) != 1 || w.Status.ServicePrincipal.ApplicationObjectID != "a0e1" {
+		t.Errorf("status = %+v", w.Status)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > time.Hour {
+		t.Errorf("requeued after %v, want within the hour, when EXPIRES IN changes", res.RequeueAfter)
+	}
+	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], "CredentialCritical") || !strings.Contains(ev[0], "az ad app credential reset --id "+unitApp) {
+		t.Errorf("events %q, want one CredentialCritical with the fix", ev)
+	}
+	if len(r.ids) != 1 || r.ids[0] != azure.Operator(unitTenant) {
+		t.Errorf("signed in as %v, want the operator's identity in the watch's tenant", r.ids)
+	}
+
+	u.clock.Step(time.Hour)
+	u.reconcile()
+	if r.n != 1 {
+		t.Errorf("Graph read %d times, want once: the next check is hours away", r.n)
+	}
+}
+
+// A throttled check says so, waits at least Graph's Retry-After even against a person's request,
+// and tells of the failure once.
+func TestUnitThrottledCheckWaitsItsRetryAfter(t *testing.T) {
+	r := &reads{err: &azerr.Error{Kind: azerr.KindThrottled, Status: 429, RetryAfter: 150 * time.Second, Err: errors.New("too many requests")}}
+	u := newUnit(t, nil, unitWatch(nil))
+	u.r.Azure = r.azure(graph.Snapshot{})
+
+	w, res := u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonThrottled)
+	if got := w.Status.NextCheckTime.Sub(u.clock.Now()); got != 150*time.Second || res.RequeueAfter != got {
+		t.Errorf("next check in %v, requeued after %v; want both Retry-After, 2m30s", got, res.RequeueAfter)
+	}
+	w.Annotations = map[string]string{v1alpha1.CheckAnnotation: "now"}
+	if err := u.c.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	u.clock.Step(time.Minute)
+	u.reconcile()
+	if r.n != 1 {
+		t.Errorf("Graph read %d times, want once: a request does not beat Retry-After", r.n)
+	}
+	u.clock.Step(2 * time.Minute)
+	w, _ = u.reconcile()
+	if r.n != 2 || w.Status.ConsecutiveFailures != 2 {
+		t.Errorf("Graph read %d times, %d failures; want a second try once Retry-After passed", r.n, w.Status.ConsecutiveFailures)
+	}
+	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], v1alpha1.ReasonThrottled) {
+		t.Errorf("events %q, want one Throttled", ev)
+	}
+}
+
+// A watch that names a Secret signs in as the client in it, and a watch whose Secret is missing
+// says so without calling Azure at all.
+func TestUnitIdentityFromAzureCredentialRef(t *testing.T) {
+	withRef := func(s *v1alpha1.CredentialWatchSpec) { s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"} }
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"},
+		Data: map[string][]byte{"clientID": []byte("5b6c7d8e"), "clientSecret": []byte("rEader~secret")}}
+
+	r := &reads{}
+	u := newUnit(t, nil, unitWatch(withRef), secret)
+	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(300 * 24 * time.Hour)))
+	w, _ := u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	if want := (azure.Identity{TenantID: unitTenant, ClientID: "5b6c7d8e", Secret: "rEader~secret"}); len(r.ids) != 1 || r.ids[0] != want {
+		t.Errorf("signed in as %v, want %v", r.ids, want)
+	}
+
+	u = newUnit(t, &azurefake.Azure{}, unitWatch(withRef))
+	w, _ = u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialSecretInvalid)
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "team-a/graph-reader") {
+		t.Errorf("Ready says %q, want the Secret named", c.Message)
+	}
+}
+
+// An AKS target reads the cluster first and watches the service principal it signs in with; on a
+// managed identity there is nothing to read in Graph.
+func TestUnitAKSTargetFollowsTheCluster(t *testing.T) {
+	ref := aks.ClusterRef{SubscriptionID: "8f7e6d5c", ResourceGroup: "rg-prod", Name: "aks-prod"}
+	aksTarget := func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: ref.SubscriptionID, ResourceGroup: ref.ResourceGroup, Name: ref.Name}}
+	}
+	for name, tc := range map[string]struct {
+		clientID   string
+		wantReason string
+		wantReads  int
+	}{
+		"a service principal": {clientID: unitApp, wantReason: v1alpha1.ReasonChecked, wantReads: 1},
+		"a managed identity":  {clientID: "", wantReason: v1alpha1.ReasonManagedIdentity, wantReads: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &reads{}
+			u := newUnit(t, nil, unitWatch(aksTarget))
+			az := r.azure(snapshot(u.clock.Now().Add(300 * 24 * time.Hour)))
+			az.ClusterFunc = func(_ azure.Identity, got aks.ClusterRef) (aks.ClusterClient, error) {
+				if got != ref {
+					t.Errorf("cluster %+v, want %+v", got, ref)
+				}
+				return &azurefake.Cluster{ReadFunc: func(context.Context) (aks.Cluster, error) {
+					return aks.Cluster{ClientID: tc.clientID, ProvisioningState: "Succeeded", PowerState: "Running"}, nil
+				}}, nil
+			}
+			u.r.Azure = az
+			w, _ := u.reconcile()
+			wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, tc.wantReason)
+			if r.n != tc.wantReads || w.Status.AKSCluster == nil || w.Status.AKSCluster.ProvisioningState != "Succeeded" {
+				t.Errorf("%d Graph reads, cluster status %+v", r.n, w.Status.AKSCluster)
+			}
+		})
+	}
+}
+
+// A cluster Resource Manager does not know is ClusterNotFound, not a Graph failure, and drops
+// what was known of its service principal.
+func TestUnitClusterNotFound(t *testing.T) {
+	u := newUnit(t, &azurefake.Azure{ClusterFunc: func(azure.Identity, aks.ClusterRef) (aks.ClusterClient, error) {
+		return &azurefake.Cluster{ReadFunc: func(context.Context) (aks.Cluster, error) {
+			return aks.Cluster{}, &azerr.Error{Kind: azerr.KindNotFound, Status: 404, Code: "ResourceNotFound", Err: errors.New("not found")}
+		}}, nil
+	}}, unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: "s", ResourceGroup: "rg", Name: "gone"}}
+	}))
+	w, _ := u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonClusterNotFound)
+	if w.Status.Credentials != nil || w.Status.ServicePrincipal != nil {
+		t.Errorf("status keeps what was known: %+v", w.Status)
+	}
+}

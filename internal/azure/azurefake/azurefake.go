@@ -1,0 +1,135 @@
+// Package azurefake holds func-field fakes of the Azure clients, for unit tests of what uses
+// them: each method calls its field, or, when the field is nil, fails the way a client that was
+// never expected to be called should.
+package azurefake
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// ErrUnexpected is what a method whose field is nil returns.
+var ErrUnexpected = errors.New("azurefake: unexpected call")
+
+// Azure hands out clients bound to an identity and a target, as internal/azure/clients does.
+type Azure struct {
+	ApplicationFunc  func(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
+	TenantFunc       func(id azure.Identity) (graph.TenantClient, error)
+	ClusterFunc      func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
+	VerifySecretFunc func(ctx context.Context, id azure.Identity) error
+}
+
+func (a *Azure) Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error) {
+	if a.ApplicationFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.ApplicationFunc(id, app)
+}
+
+func (a *Azure) Tenant(id azure.Identity) (graph.TenantClient, error) {
+	if a.TenantFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.TenantFunc(id)
+}
+
+func (a *Azure) Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error) {
+	if a.ClusterFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.ClusterFunc(id, c)
+}
+
+func (a *Azure) VerifySecret(ctx context.Context, id azure.Identity) error {
+	if a.VerifySecretFunc == nil {
+		return ErrUnexpected
+	}
+	return a.VerifySecretFunc(ctx, id)
+}
+
+// App is one application.
+type App struct {
+	ReadCredentialsFunc func(ctx context.Context) (graph.Snapshot, error)
+	ReadOwnerEmailsFunc func(ctx context.Context) ([]string, error)
+	AddPasswordFunc     func(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error)
+	RemovePasswordFunc  func(ctx context.Context, keyID string) error
+}
+
+var _ graph.AppClient = &App{}
+
+func (a *App) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
+	if a.ReadCredentialsFunc == nil {
+		return graph.Snapshot{}, ErrUnexpected
+	}
+	return a.ReadCredentialsFunc(ctx)
+}
+
+func (a *App) ReadOwnerEmails(ctx context.Context) ([]string, error) {
+	if a.ReadOwnerEmailsFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.ReadOwnerEmailsFunc(ctx)
+}
+
+func (a *App) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {
+	if a.AddPasswordFunc == nil {
+		return graph.NewSecret{}, ErrUnexpected
+	}
+	return a.AddPasswordFunc(ctx, displayName, end)
+}
+
+func (a *App) RemovePassword(ctx context.Context, keyID string) error {
+	if a.RemovePasswordFunc == nil {
+		return ErrUnexpected
+	}
+	return a.RemovePasswordFunc(ctx, keyID)
+}
+
+// Tenant is one tenant's applications.
+type Tenant struct {
+	ScanFunc func(ctx context.Context, filter string) ([]graph.Snapshot, error)
+}
+
+var _ graph.TenantClient = &Tenant{}
+
+func (t *Tenant) Scan(ctx context.Context, filter string) ([]graph.Snapshot, error) {
+	if t.ScanFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return t.ScanFunc(ctx, filter)
+}
+
+// Cluster is one managed cluster.
+type Cluster struct {
+	ReadFunc       func(ctx context.Context) (aks.Cluster, error)
+	StartResetFunc func(ctx context.Context, sp aks.ServicePrincipal) (string, bool, error)
+	PollResetFunc  func(ctx context.Context, token string) (bool, error)
+}
+
+var _ aks.ClusterClient = &Cluster{}
+
+func (c *Cluster) Read(ctx context.Context) (aks.Cluster, error) {
+	if c.ReadFunc == nil {
+		return aks.Cluster{}, ErrUnexpected
+	}
+	return c.ReadFunc(ctx)
+}
+
+func (c *Cluster) StartReset(ctx context.Context, sp aks.ServicePrincipal) (string, bool, error) {
+	if c.StartResetFunc == nil {
+		return "", false, ErrUnexpected
+	}
+	return c.StartResetFunc(ctx, sp)
+}
+
+func (c *Cluster) PollReset(ctx context.Context, token string) (bool, error) {
+	if c.PollResetFunc == nil {
+		return false, ErrUnexpected
+	}
+	return c.PollResetFunc(ctx, token)
+}
