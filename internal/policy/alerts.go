@@ -209,130 +209,175 @@ type AlertPlan struct {
 // first. Steps keep their due time, and a resolution or recovery the due time of what it ends, so
 // that an alert has the same ID however often it is planned.
 func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
-	var plan AlertPlan
-	sent := map[[2]string]*v1alpha1.SentAlert{}
-	for i := range in.Sent {
-		s := &in.Sent[i]
-		sent[[2]string{s.Channel, s.Subject}] = s
-	}
-	live := map[string]bool{} // subjects that still call for alerts
-	for _, c := range in.Credentials {
-		if !Superseded(c, in.Credentials) {
-			live[SubjectOf(c)] = true
-		}
-	}
-	for _, p := range in.Pulls {
-		live[PullSubject(p.Registry)] = true
-	}
-	drifting := in.Drift != nil && in.Drift.Status == metav1.ConditionTrue
-	live[DriftSubject] = drifting
-	live[IssuerSubject] = in.IssuerChanged != nil
-	configured := map[string]bool{}
-	for _, ch := range in.Channels {
-		configured[ch] = true
-	}
-	if in.Checked {
-		for _, s := range in.Sent {
-			if !configured[s.Channel] && s.Subject != CheckSubject && s.Subject != RotationSubject && !live[s.Subject] {
-				plan.Stale = append(plan.Stale, s)
-			}
-		}
-	}
-	soonest := func(t time.Time) {
-		if !t.IsZero() && t.After(now) && (plan.Next.IsZero() || t.Before(plan.Next)) {
-			plan.Next = t
-		}
-	}
-
+	p := newPlanner(in, now)
+	p.stale()
 	for _, ch := range in.Channels {
 		if in.Checked {
-			for i := range in.Credentials {
-				c := &in.Credentials[i]
-				subject := SubjectOf(*c)
-				if !live[subject] {
-					continue
-				}
-				end := c.EndTime.Time
-				soonest(NextStepDue(end, now, in.RemindBefore))
-				step, ok := CurrentStep(end, now, in.RemindBefore)
-				if !ok || !Due(step, sent[[2]string{ch, subject}]) {
-					continue
-				}
-				kind := notify.KindReminder
-				if step.Expired {
-					kind = notify.KindExpired
-				}
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
-			}
-			for _, s := range in.Sent {
-				if s.Channel == ch && credentialSubject(s.Subject) && !live[s.Subject] {
-					plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindResolved, Subject: s.Subject,
-						Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
-				}
-			}
+			p.credentials(ch)
 		}
+		p.rotation(ch)
+		p.pulls(ch)
+		p.issuer(ch)
+		p.check(ch)
+	}
+	return p.plan
+}
 
-		if r := in.LastRotation; r != nil {
-			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != r.KeyID {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindRotated, Subject: RotationSubject,
-					Step: Step{Name: r.KeyID, Due: r.Time.Time}})
-			}
-		}
-		// The first refusals of a new secret are replication; a cluster that fails is news at once.
-		if r := in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||
-			r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
-			step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
-			if last := sent[[2]string{ch, RotationSubject}]; last == nil || last.Step != step.Name {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindRotationFailing, Subject: RotationSubject, Step: step})
-			}
-		}
+// planner is what PlanAlerts works from and what it has planned so far.
+type planner struct {
+	in   AlertInputs
+	now  time.Time
+	sent map[[2]string]*v1alpha1.SentAlert // by channel and subject
+	live map[string]bool                   // subjects that still call for alerts
+	plan AlertPlan
+}
 
-		// An incident is told once per scope it takes (node-local turning cluster-wide is news),
-		// and its end once; one too early to tell is not told.
-		for _, p := range in.Pulls {
-			subject := PullSubject(p.Registry)
-			if last := sent[[2]string{ch, subject}]; p.Scope != v1alpha1.PullScopeUndetermined && (last == nil || last.Step != string(p.Scope)) {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
-					Step: Step{Name: string(p.Scope), Due: p.Since.Time}, Pull: &p})
-			}
-		}
-		for _, s := range in.Sent {
-			if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !live[s.Subject] {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindPullsRecovered, Subject: s.Subject,
-					Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
-			}
-		}
-
-		// Drift is told once per reason, and its end once; an issuer change once per change.
-		if last := sent[[2]string{ch, DriftSubject}]; drifting && (last == nil || last.Step != in.Drift.Reason) {
-			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindSigningKeyDrift, Subject: DriftSubject,
-				Step: Step{Name: in.Drift.Reason, Due: in.Drift.LastTransitionTime.Time}})
-		} else if last != nil && !drifting {
-			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindSigningKeysAgree, Subject: DriftSubject,
-				Step: Step{Name: "agree", Due: last.DueTime.Time}, Forget: true})
-		}
-		if c := in.IssuerChanged; c != nil {
-			if step := (Step{Name: "changed", Due: c.Time}); Due(step, sent[[2]string{ch, IssuerSubject}]) {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindIssuerChanged, Subject: IssuerSubject, Step: step})
-			}
-		}
-
-		last := sent[[2]string{ch, CheckSubject}]
-		switch failing := in.Ready != nil && in.Ready.Status == metav1.ConditionFalse; {
-		case failing:
-			due := in.Ready.LastTransitionTime.Add(in.CheckFailureAfter)
-			step := Step{Name: "failing", Due: due}
-			if now.Before(due) {
-				soonest(due)
-			} else if Due(step, last) {
-				plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindCheckFailing, Subject: CheckSubject, Step: step})
-			}
-		case last != nil:
-			plan.Due = append(plan.Due, PlannedAlert{Channel: ch, Kind: notify.KindCheckRecovered, Subject: CheckSubject,
-				Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
+func newPlanner(in AlertInputs, now time.Time) *planner {
+	p := &planner{in: in, now: now, sent: map[[2]string]*v1alpha1.SentAlert{}, live: map[string]bool{}}
+	for i := range in.Sent {
+		s := &in.Sent[i]
+		p.sent[[2]string{s.Channel, s.Subject}] = s
+	}
+	for _, c := range in.Credentials {
+		if !Superseded(c, in.Credentials) {
+			p.live[SubjectOf(c)] = true
 		}
 	}
-	return plan
+	for _, pi := range in.Pulls {
+		p.live[PullSubject(pi.Registry)] = true
+	}
+	p.live[DriftSubject] = p.drifting()
+	p.live[IssuerSubject] = in.IssuerChanged != nil
+	return p
+}
+
+func (p *planner) drifting() bool {
+	return p.in.Drift != nil && p.in.Drift.Status == metav1.ConditionTrue
+}
+
+func (p *planner) last(ch, subject string) *v1alpha1.SentAlert { return p.sent[[2]string{ch, subject}] }
+
+func (p *planner) due(a PlannedAlert) { p.plan.Due = append(p.plan.Due, a) }
+
+// soonest notes a moment at which a step falls due.
+func (p *planner) soonest(t time.Time) {
+	if t.After(p.now) {
+		p.plan.Next = Earliest(p.plan.Next, t)
+	}
+}
+
+// stale finds the ledger entries of removed channels whose subject is gone too.
+func (p *planner) stale() {
+	if !p.in.Checked {
+		return
+	}
+	configured := map[string]bool{}
+	for _, ch := range p.in.Channels {
+		configured[ch] = true
+	}
+	for _, s := range p.in.Sent {
+		if !configured[s.Channel] && s.Subject != CheckSubject && s.Subject != RotationSubject && !p.live[s.Subject] {
+			p.plan.Stale = append(p.plan.Stale, s)
+		}
+	}
+}
+
+// credentials plans each live credential's latest step, and the resolution of each credential
+// alerted on that is gone or renewed.
+func (p *planner) credentials(ch string) {
+	for i := range p.in.Credentials {
+		c := &p.in.Credentials[i]
+		subject := SubjectOf(*c)
+		if !p.live[subject] {
+			continue
+		}
+		end := c.EndTime.Time
+		p.soonest(NextStepDue(end, p.now, p.in.RemindBefore))
+		step, ok := CurrentStep(end, p.now, p.in.RemindBefore)
+		if !ok || !Due(step, p.last(ch, subject)) {
+			continue
+		}
+		kind := notify.KindReminder
+		if step.Expired {
+			kind = notify.KindExpired
+		}
+		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
+	}
+	for _, s := range p.in.Sent {
+		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindResolved, Subject: s.Subject,
+				Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
+		}
+	}
+}
+
+// rotation plans the news of a rotation done, and of one whose step keeps failing.
+func (p *planner) rotation(ch string) {
+	last := p.last(ch, RotationSubject)
+	if r := p.in.LastRotation; r != nil && (last == nil || last.Step != r.KeyID) {
+		p.due(PlannedAlert{Channel: ch, Kind: notify.KindRotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
+	}
+	// The first refusals of a new secret are replication; a cluster that fails is news at once.
+	if r := p.in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||
+		r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
+		step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
+		if last == nil || last.Step != step.Name {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindRotationFailing, Subject: RotationSubject, Step: step})
+		}
+	}
+}
+
+// pulls tells an incident once per scope it takes (node-local turning cluster-wide is news), and
+// its end once; one too early to tell is not told.
+func (p *planner) pulls(ch string) {
+	for i := range p.in.Pulls {
+		in := &p.in.Pulls[i]
+		subject := PullSubject(in.Registry)
+		if last := p.last(ch, subject); in.Scope != v1alpha1.PullScopeUndetermined && (last == nil || last.Step != string(in.Scope)) {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
+				Step: Step{Name: string(in.Scope), Due: in.Since.Time}, Pull: in})
+		}
+	}
+	for _, s := range p.in.Sent {
+		if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !p.live[s.Subject] {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRecovered, Subject: s.Subject,
+				Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
+		}
+	}
+}
+
+// issuer tells drift once per reason, and its end once; an issuer change once per change.
+func (p *planner) issuer(ch string) {
+	if last := p.last(ch, DriftSubject); p.drifting() && (last == nil || last.Step != p.in.Drift.Reason) {
+		p.due(PlannedAlert{Channel: ch, Kind: notify.KindSigningKeyDrift, Subject: DriftSubject,
+			Step: Step{Name: p.in.Drift.Reason, Due: p.in.Drift.LastTransitionTime.Time}})
+	} else if last != nil && !p.drifting() {
+		p.due(PlannedAlert{Channel: ch, Kind: notify.KindSigningKeysAgree, Subject: DriftSubject,
+			Step: Step{Name: "agree", Due: last.DueTime.Time}, Forget: true})
+	}
+	if c := p.in.IssuerChanged; c != nil {
+		if step := (Step{Name: "changed", Due: c.Time}); Due(step, p.last(ch, IssuerSubject)) {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindIssuerChanged, Subject: IssuerSubject, Step: step})
+		}
+	}
+}
+
+// check tells checks failing for longer than CheckFailureAfter, and their recovery.
+func (p *planner) check(ch string) {
+	last := p.last(ch, CheckSubject)
+	switch failing := p.in.Ready != nil && p.in.Ready.Status == metav1.ConditionFalse; {
+	case failing:
+		due := p.in.Ready.LastTransitionTime.Add(p.in.CheckFailureAfter)
+		step := Step{Name: "failing", Due: due}
+		if p.now.Before(due) {
+			p.soonest(due)
+		} else if Due(step, last) {
+			p.due(PlannedAlert{Channel: ch, Kind: notify.KindCheckFailing, Subject: CheckSubject, Step: step})
+		}
+	case last != nil:
+		p.due(PlannedAlert{Channel: ch, Kind: notify.KindCheckRecovered, Subject: CheckSubject,
+			Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
+	}
 }
 
 // Superseded reports whether c was renewed: another credential of its kind on the same object
