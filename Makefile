@@ -10,6 +10,8 @@ GO ?= go
 BIN := $(CURDIR)/bin
 ENVTEST_ASSETS := $(BIN)/k8s
 CONTROLLER_GEN := $(GO) tool controller-gen
+# Set here, not by its rule below, because `lint` names it as a prerequisite before that.
+GOLANGCI_LINT := $(BIN)/golangci-lint
 
 .PHONY: all
 all: build
@@ -44,6 +46,10 @@ verify: ## Fail if formatting, or the generated CRDs, deepcopy and RBAC, are not
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .golangci.yml.
+	$(GOLANGCI_LINT) run ./...
 
 ##@ Test
 
@@ -102,6 +108,18 @@ helm: $(HELM) ## Build helm for the chart's tests.
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	@echo "Building helm $(HELM_VERSION) for the chart tests..."
 	cd hack/helm && $(GO) build -v -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm 2>&1 | $(PROGRESS)
+
+# golangci-lint, with the linters .golangci.yml chooses, built from the module pinned in
+# hack/golangci-lint. Its main package keeps the stamped version only if a date is stamped too
+# (otherwise it reports the main module's "(devel)"), so both are, as its release builds do: the
+# version without its "v", and the date the module proxy gives for the release.
+GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" {print $$2}' hack/golangci-lint/go.mod)
+
+$(GOLANGCI_LINT): hack/golangci-lint/go.mod hack/golangci-lint/go.sum
+	@echo "Building golangci-lint $(GOLANGCI_LINT_VERSION) (the first build takes a few minutes)..."
+	cd hack/golangci-lint && \
+	date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' github.com/golangci/golangci-lint/v2) && \
+	$(GO) build -v -ldflags "-X main.version=$(GOLANGCI_LINT_VERSION:v%=%) -X main.date=$$date" -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint 2>&1 | $(PROGRESS)
 
 ##@ Run
 
