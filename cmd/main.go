@@ -173,18 +173,8 @@ func (o options) loadDefaultAlerts() (*v1alpha1.Alerts, error) {
 var gracefulShutdown = 25 * time.Second
 
 func run(o options) error {
-	cloud, err := o.cloud()
+	cloud, defaults, err := o.validate()
 	if err != nil {
-		return fmt.Errorf("cloud configuration: %w", err)
-	}
-	defaults, err := o.loadDefaultAlerts()
-	if err != nil {
-		return err
-	}
-	if o.graphBudget <= 0 {
-		return fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
-	}
-	if err := o.pullThresholds.Validate(); err != nil {
 		return err
 	}
 	restConfig, err := ctrl.GetConfig()
@@ -198,16 +188,78 @@ func run(o options) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
+	// The watches' series are appended to the registry's by their own handler (see
+	// cwmetrics.Watches); it is set once the manager, and so its cache, exists: before the
+	// metrics server starts.
+	var watches *cwmetrics.Watches
+	mgr, err := ctrl.NewManager(restConfig, o.managerOptions(scheme, &watches))
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	scanStore := scans.New()
+	ctx := ctrl.SetupSignalHandler()
+	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
+	if err != nil {
+		return fmt.Errorf("reading CredentialWatches for metrics: %w", err)
+	}
+	watches = cwmetrics.NewWatches(cached, scanStore)
+
+	az, err := o.azure(cloud)
+	if err != nil {
+		return err
+	}
+	r := &controllers.CredentialWatchReconciler{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorderFor("credwatch"),
+		Clock:        clock.RealClock{},
+		Rand:         rand.Float64,
+		Azure:        az,
+		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
+		Scans:        scanStore,
+	}
+	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
+		return err
+	}
+	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
+	if o.issuerChecks && o.namespace != "" {
+		r.Issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace}
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
+	return mgr.Start(ctx)
+}
+
+// validate checks the flags that need no cluster, and reads the cloud and default channels.
+func (o options) validate() (azure.Cloud, *v1alpha1.Alerts, error) {
+	cloud, err := o.cloud()
+	if err != nil {
+		return cloud, nil, fmt.Errorf("cloud configuration: %w", err)
+	}
+	defaults, err := o.loadDefaultAlerts()
+	if err != nil {
+		return cloud, nil, err
+	}
+	if o.graphBudget <= 0 {
+		return cloud, nil, fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
+	}
+	return cloud, defaults, o.pullThresholds.Validate()
+}
+
+// managerOptions are the manager's, its metrics server's among them, which serves *watches.
+func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watches) ctrl.Options {
 	metricsOpts := metricsserver.Options{
 		BindAddress:   o.metricsAddr,
 		SecureServing: o.secureMetrics,
 		// HTTP/2 is off, as kubebuilder advises, against the HTTP/2 rapid-reset attacks.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
-	// The watches' series are appended to the registry's by their own handler (see
-	// cwmetrics.Watches); controller-runtime's one hook around its /metrics handler is the filter.
-	// watches is set once the manager, and so its cache, exists: before the metrics server starts.
-	var watches *cwmetrics.Watches
+	// controller-runtime's one hook around its /metrics handler is the filter.
 	metricsOpts.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 		authorize := metricsserver.Filter(func(_ logr.Logger, h http.Handler) (http.Handler, error) { return h, nil })
 		if o.secureMetrics {
@@ -217,7 +269,7 @@ func run(o options) error {
 			}
 		}
 		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
-			return authorize(log, watches.Handler(h))
+			return authorize(log, (*watches).Handler(h))
 		}, nil
 	}
 	// Nothing reads managedFields, and at 10,000 watches they are a large part of the cache.
@@ -225,7 +277,7 @@ func run(o options) error {
 	if o.watchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
 	}
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	return ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
@@ -240,73 +292,47 @@ func run(o options) error {
 		// the writes that must not be lost (a claimed alert's outcome, a new secret) run on their own.
 		GracefulShutdownTimeout: &gracefulShutdown,
 		Cache:                   cacheOpts,
-	})
-	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
 	}
+}
 
+// azure is Graph and Resource Manager in cloud, each client bound to an identity and a target.
+func (o options) azure(cloud azure.Cloud) (*clients.Clients, error) {
 	graphRequests, err := cwmetrics.NewGraphRequests(metrics.Registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	scanStore := scans.New()
-	ctx := ctrl.SetupSignalHandler()
-	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
-	if err != nil {
-		return fmt.Errorf("reading CredentialWatches for metrics: %w", err)
-	}
-	watches = cwmetrics.NewWatches(cached, scanStore)
 	// The budget is spent before a request is counted: waiting for it is not a request.
 	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
 	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
 	if err != nil {
+		return nil, err
+	}
+	return clients.New(azure.NewIdentities(cloud, nil, nil),
+		coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)}, clusters), nil
+}
+
+// watchImagePulls runs the image-pull watcher under the manager and hands it to r, unless
+// --image-pulls=false.
+func (o options) watchImagePulls(mgr ctrl.Manager, scheme *runtime.Scheme, r *controllers.CredentialWatchReconciler) error {
+	if !o.imagePulls {
+		return nil
+	}
+	pullClient, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
 		return err
 	}
-	var pullIncidents controllers.PullIncidents
-	var pullsChanged chan event.TypedGenericEvent[string]
-	if o.imagePulls {
-		pullClient, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
-		if err != nil {
-			return err
-		}
-		nodes := &pullauth.NodeSet{}
-		tracker := pullauth.NewTracker(o.pullThresholds, nodes.Count)
-		pullsChanged = make(chan event.TypedGenericEvent[string], 64)
-		watcher := &pullauth.Watcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: pullsChanged, Nodes: nodes}
-		if err := mgr.Add(watcher); err != nil {
-			return err
-		}
-		metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
-		pullIncidents = watcher
-	}
-	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
-	var issuer controllers.IssuerProbe
-	if o.issuerChecks && o.namespace != "" {
-		issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace}
-	}
-	if err := (&controllers.CredentialWatchReconciler{
-		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorderFor("credwatch"),
-		Clock:        clock.RealClock{},
-		Rand:         rand.Float64,
-		Azure: clients.New(azure.NewIdentities(cloud, nil, nil),
-			coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)}, clusters),
-		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
-		Scans:        scanStore,
-		ImagePulls:   pullIncidents,
-		PullsChanged: pullsChanged,
-		Issuer:       issuer,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
-	}
-	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+	nodes := &pullauth.NodeSet{}
+	tracker := pullauth.NewTracker(o.pullThresholds, nodes.Count)
+	changed := make(chan event.TypedGenericEvent[string], 64)
+	watcher := &pullauth.Watcher{Client: pullClient, Tracker: tracker, Clock: clock.RealClock{}, Changed: changed, Nodes: nodes}
+	if err := mgr.Add(watcher); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
-	return mgr.Start(ctx)
+	metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
+	r.ImagePulls, r.PullsChanged = watcher, changed
+	return nil
 }

@@ -44,14 +44,13 @@ const (
 // watch (a lagging cache, a deposed leader) fails the claim and sends nothing, so no step reaches
 // a channel twice; a send that fails gives its claim back. A channel that fails is retried with
 // backoff while the others go on. It returns when alerts next need attention, zero for never.
-//
-// stored is the watch as the API server holds it, the base of the reconcile's deferred status
-// patch; claims are written into it too, so that patch does not mistake them for its own.
+// Claims are written into w.stored too, the base of the reconcile's deferred status patch, so
+// that patch does not mistake them for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
 	if w.obj.Spec.Target.TenantScan != nil { // a scan reports through status, events and metrics; see the CRD's rules
 		return time.Time{}, nil
 	}
-	obj, stored, s, now := w.obj, w.stored, w.settings, w.now
+	obj, s, now := w.obj, w.settings, w.now
 	set, cfgErr := r.Channels.For(ctx, obj)
 	// A copy: claims are written from the difference between the watch and the ledger.
 	ledger := obj.Status.Alerts.DeepCopy()
@@ -71,7 +70,30 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 		return time.Time{}, nil
 	}
 
-	plan := policy.PlanAlerts(policy.AlertInputs{
+	plan := policy.PlanAlerts(alertInputs(obj, ledger, set, s), now)
+	for _, stale := range plan.Stale {
+		policy.Forget(ledger, stale.Channel, stale.Subject)
+	}
+	next, err := r.deliverDue(ctx, w, set, ledger, plan)
+	if err != nil {
+		return next, err
+	}
+
+	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
+	cond := alertsCondition(set, ledger, cfgErr)
+	if cond.reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.message) {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
+	}
+	if cfgErr != nil {
+		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
+	}
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.status, cond.reason, cond.message, now)
+	return next, nil
+}
+
+// alertInputs is what deciding a watch's due alerts takes, from its spec and status.
+func alertInputs(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set channels.Set, s settings) policy.AlertInputs {
+	return policy.AlertInputs{
 		Credentials:       obj.Status.Credentials,
 		Checked:           obj.Status.LastCheckTime != nil,
 		Ready:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady),
@@ -84,49 +106,35 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 		Pulls:             obj.Status.ImagePulls,
 		Drift:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift),
 		IssuerChanged:     issuerChanged(obj),
-	}, now)
-	for _, stale := range plan.Stale {
-		policy.Forget(ledger, stale.Channel, stale.Subject)
 	}
+}
 
+// deliverDue sends each channel its due alerts in order, skipping a channel whose backoff runs,
+// and stopping at a channel's first failure. It returns when alerts next need attention.
+func (r *CredentialWatchReconciler) deliverDue(ctx context.Context, w *watchState, set channels.Set, ledger *v1alpha1.AlertsStatus, plan policy.AlertPlan) (time.Time, error) {
 	next := plan.Next
-	later := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
 	for _, ch := range set {
 		if ch.Notifier == nil {
 			continue
 		}
-		if f := policy.Failure(ledger, ch.ID); f != nil && now.Before(f.NextAttemptTime.Time) {
-			later(f.NextAttemptTime.Time)
+		if f := policy.Failure(ledger, ch.ID); f != nil && w.now.Before(f.NextAttemptTime.Time) {
+			next = policy.Earliest(next, f.NextAttemptTime.Time)
 			continue
 		}
 		for _, p := range plan.Due {
 			if p.Channel != ch.ID {
 				continue
 			}
-			sent, err := r.deliver(ctx, obj, stored, ledger, ch, p, now)
+			sent, err := r.deliver(ctx, w.obj, w.stored, ledger, ch, p, w.now)
 			if err != nil {
 				return next, err
 			}
 			if !sent {
-				later(policy.Failure(ledger, ch.ID).NextAttemptTime.Time)
+				next = policy.Earliest(next, policy.Failure(ledger, ch.ID).NextAttemptTime.Time)
 				break // keep this channel's alerts in order: the rest wait for the retry
 			}
 		}
 	}
-
-	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
-	cond := alertsCondition(set, ledger, cfgErr)
-	if cond.reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.message) {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
-	}
-	if cfgErr != nil {
-		later(now.Add(misconfiguredRecheck))
-	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.status, cond.reason, cond.message, now)
 	return next, nil
 }
 
