@@ -1,7 +1,8 @@
 # credwatch: build, generate, verify and test.
 # `make test` is the one command that runs every test on a fresh machine: it builds the envtest
 # control plane (kube-apiserver and etcd) from the Go module proxy on first use, regenerates the
-# CRDs, deepcopy and RBAC and fails if they were stale, then vets and tests.
+# CRDs, deepcopy and RBAC and fails if they were stale, runs golangci-lint (built from
+# hack/golangci-lint), then vets and tests.
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -10,7 +11,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 ENVTEST_ASSETS := $(BIN)/k8s
 CONTROLLER_GEN := $(GO) tool controller-gen
-# Set here, not by its rule below, because `lint` names it as a prerequisite before that.
+# Set here, not by its rule below, because `verify` and `lint` name it as a prerequisite before that.
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
 .PHONY: all
@@ -34,7 +35,7 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: verify
-verify: ## Fail if formatting, or the generated CRDs, deepcopy and RBAC, are not what the sources give.
+verify: $(GOLANGCI_LINT) ## Fail if formatting, the generated CRDs, deepcopy and RBAC, or golangci-lint find fault.
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	@before=$$(mktemp -d) && cp -r api config charts "$$before" && \
@@ -42,6 +43,7 @@ verify: ## Fail if formatting, or the generated CRDs, deepcopy and RBAC, are not
 	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts; then \
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: vet
 vet: ## Run go vet.

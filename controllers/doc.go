@@ -1,4 +1,5 @@
-// Package controllers holds credwatch's reconcilers. They sequence named steps and write status
-// once per reconcile; what to decide lives in internal/policy and how to talk to Azure lives
-// behind the small interfaces declared here.
+// Package controllers holds credwatch's reconcilers. A reconcile runs an ordered list of named
+// steps of one signature and writes status once; what to decide lives in internal/policy, what to
+// say in internal/notify/compose, and Azure is reached through clients bound to one identity and
+// one target (internal/azure/clients), so that nothing here holds a credential.
 package controllers

@@ -280,7 +280,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	p.waitFor(h, "the flood to be read", func(in *pullauth.Incident) bool {
 		return in != nil && !in.Changes.Before(t0.Add(10*time.Minute+14*time.Second))
 	})
-	w, _ = h.reconcile()
+	h.reconcile()
 	if got := pullAlerts(rc); len(got) != 1 {
 		t.Errorf("%d pull alerts after the flood, want still 1", len(got))
 	}

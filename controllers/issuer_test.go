@@ -130,13 +130,14 @@ func (cp *controlPlane) startB(sign string, verify ...string) {
 		}
 	}
 	b := &envtest.APIServer{EtcdURL: a.EtcdURL, CertDir: dir, Path: a.Path}
-	b.SecureServing.Authn = a.SecureServing.Authn
-	b.SecureServing.Address = "127.0.0.1"
+	b.Authn = a.Authn
+	b.Address = "127.0.0.1"
 	if cp.b != nil {
 		if err := cp.b.Stop(); err != nil {
 			cp.t.Fatal(err)
 		}
-		b.SecurePort, _ = portOf(cp.endpointB())
+		port, _ := portOf(cp.endpointB())
+		b.Port = strconv.Itoa(port)
 	}
 	cp.configure(b, sign, verify)
 	if err := b.Start(); err != nil {

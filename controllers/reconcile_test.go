@@ -38,8 +38,10 @@ var _ Azure = &azurefake.Azure{}
 // noChannels is a watch's channels when it has none.
 type noChannels struct{}
 
-func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) { return nil, nil }
-func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch) bool                        { return false }
+func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
+	return nil, nil
+}
+func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch) bool { return false }
 
 const (
 	unitTenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
@@ -211,7 +213,9 @@ func TestUnitThrottledCheckWaitsItsRetryAfter(t *testing.T) {
 // A watch that names a Secret signs in as the client in it, and a watch whose Secret is missing
 // says so without calling Azure at all.
 func TestUnitIdentityFromAzureCredentialRef(t *testing.T) {
-	withRef := func(s *v1alpha1.CredentialWatchSpec) { s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"} }
+	withRef := func(s *v1alpha1.CredentialWatchSpec) {
+		s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"},
 		Data: map[string][]byte{"clientID": []byte("5b6c7d8e"), "clientSecret": []byte("rEader~secret")}}
 

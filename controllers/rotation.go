@@ -640,7 +640,7 @@ func (ro *rotation) secretText(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)
 	}
 	if string(s.Data[rotatedKeyKeyID]) != ro.st.KeyID || string(s.Data[rotatedKeyClientID]) != ro.appID || len(s.Data[rotatedKeyClientSecret]) == 0 {
-		return "", fmt.Errorf("Secret %s no longer holds the new secret %s of %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID, ro.appID)
+		return "", fmt.Errorf("the Secret %s no longer holds the new secret %s of %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID, ro.appID)
 	}
 	return string(s.Data[rotatedKeyClientSecret]), nil
 }

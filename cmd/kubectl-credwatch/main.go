@@ -64,8 +64,7 @@ func run(args []string, out io.Writer, now time.Time) error {
 		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
 	if len(positional) == 0 {
-		fmt.Fprint(out, usage)
-		return errors.New("name a command: status, rotate or check")
+		return errors.Join(errors.New("name a command: status, rotate or check"), writeOut(out, usage))
 	}
 	cmd, positional := positional[0], positional[1:]
 	c, defaultNS, err := connect(*kubeconfig)
@@ -94,8 +93,7 @@ func run(args []string, out io.Writer, now time.Time) error {
 		if err := request(ctx, c, key, annotation, now, cmd == "rotate"); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "Asked %s to %s now.\n", key, cmd)
-		return nil
+		return writeOut(out, fmt.Sprintf("Asked %s to %s now.\n", key, cmd))
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -179,11 +177,19 @@ func status(ctx context.Context, c client.Client, namespace string, out io.Write
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end.Before(rows[j].end) })
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tWATCH\tREADY\tAPP ID\tKEY ID\tTYPE\tON\tLEFT\tSTATE")
+	_, err := fmt.Fprintln(tw, "NAMESPACE\tWATCH\tREADY\tAPP ID\tKEY ID\tTYPE\tON\tLEFT\tSTATE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", r.cells...)
+		if err == nil {
+			_, err = fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", r.cells...)
+		}
 	}
-	return tw.Flush()
+	return errors.Join(err, tw.Flush())
+}
+
+// writeOut writes s to out: a closed pipe is an error to report, as kubectl does.
+func writeOut(out io.Writer, s string) error {
+	_, err := io.WriteString(out, s)
+	return err
 }
 
 // request sets annotation to the current time on the watch, which asks the operator to act once.

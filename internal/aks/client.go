@@ -147,7 +147,11 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 	if err != nil {
 		return false, fmt.Errorf("resuming the reset of AKS cluster %s: %w", ref, classify(err))
 	}
-	if _, err := poller.Poll(ctx); err != nil {
+	resp, err := poller.Poll(ctx)
+	if resp != nil {
+		_ = resp.Body.Close() // the poller has read what it needs of it
+	}
+	if err != nil {
 		return false, classifyReset(ref, err)
 	}
 	if !poller.Done() {

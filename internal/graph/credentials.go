@@ -8,6 +8,7 @@ import (
 // Type tells a client secret from a certificate.
 type Type string
 
+// The types of credential.
 const (
 	Password    Type = "Password"
 	Certificate Type = "Certificate"
@@ -16,6 +17,7 @@ const (
 // Source is the Graph object a credential hangs on.
 type Source string
 
+// The objects a credential hangs on.
 const (
 	Application      Source = "Application"
 	ServicePrincipal Source = "ServicePrincipal"

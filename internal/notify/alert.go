@@ -42,6 +42,7 @@ const (
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
 type Severity string
 
+// The severities, from least to most urgent.
 const (
 	SeverityInfo     Severity = "info"
 	SeverityWarning  Severity = "warning"

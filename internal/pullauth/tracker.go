@@ -258,7 +258,7 @@ const (
 func (p *pulls) state(cutoff time.Time) nodeState {
 	refused, pulled := p.refused.After(cutoff), p.pulled.After(cutoff)
 	switch {
-	case refused && !(pulled && p.pulled.After(p.refused)):
+	case refused && (!pulled || !p.pulled.After(p.refused)):
 		return nodeFailing
 	case pulled:
 		return nodePulling

@@ -133,7 +133,7 @@ func (w *Watcher) note(name string, err error) {
 	w.failures[name] = f
 }
 
-// NeedLeaderElection: only the leader alerts, so only it needs to know.
+// NeedLeaderElection is true: only the leader alerts, so only it needs to know.
 func (w *Watcher) NeedLeaderElection() bool { return true }
 
 func (w *Watcher) run(ctx context.Context, r reflected) {
@@ -253,10 +253,17 @@ func (s *NodeSet) set(obj any, present bool) {
 	}
 }
 
-func (s *NodeSet) Add(obj any) error    { s.set(obj, true); return nil }
+// Add counts a node the reflector lists or sees created.
+func (s *NodeSet) Add(obj any) error { s.set(obj, true); return nil }
+
+// Update counts a node the reflector sees changed: it is still there.
 func (s *NodeSet) Update(obj any) error { s.set(obj, true); return nil }
+
+// Delete stops counting a node the reflector sees deleted.
 func (s *NodeSet) Delete(obj any) error { s.set(obj, false); return nil }
-func (s *NodeSet) Resync() error        { return nil }
+
+// Resync has nothing to do: the set holds no copies to refresh.
+func (s *NodeSet) Resync() error { return nil }
 
 // Replace swaps in the listed names at once: the tracker never counts a cluster half listed.
 func (s *NodeSet) Replace(list []any, _ string) error {

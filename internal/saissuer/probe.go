@@ -168,9 +168,9 @@ func (p *Prober) serviceEndpoints(ctx context.Context) ([]string, error) {
 // clients reach it by, such as the kubernetes Service's IP, not always its own.
 func (p *Prober) clientFor(endpoint string) (*http.Client, error) {
 	cfg := rest.CopyConfig(p.Config)
-	if cfg.TLSClientConfig.ServerName == "" {
+	if cfg.ServerName == "" {
 		if u, err := url.Parse(p.Config.Host); err == nil && u.Hostname() != "" {
-			cfg.TLSClientConfig.ServerName = u.Hostname()
+			cfg.ServerName = u.Hostname()
 		}
 	}
 	cfg.Host = endpoint
@@ -288,7 +288,7 @@ func do(c *http.Client, req *http.Request, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // its answer is read: a failed close tells nothing more
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return err

@@ -465,9 +465,11 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	}
 	// A counter shows in a scrape once it has counted something.
 	req, _ := http.NewRequest(http.MethodGet, "https://graph.example/v1.0", nil)
-	if _, err := g.RoundTripper(answer200{}).RoundTrip(req); err != nil {
+	resp, err := g.RoundTripper(answer200{}).RoundTrip(req)
+	if err != nil {
 		t.Fatal(err)
 	}
+	_ = resp.Body.Close()
 	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }, scans.New())
 	rec := httptest.NewRecorder()
 	watches.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))

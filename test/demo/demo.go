@@ -309,7 +309,7 @@ func defaultChannelSecrets(ctx context.Context, k8s client.Client) error {
 func applyWatches(ctx context.Context, k8s client.Client, kubeconfig string, now time.Time) error {
 	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-n", namespace, "-k", filepath.Join(repoRoot(), "config", "samples"))
 	if out, err := apply.CombinedOutput(); err != nil {
-		return fmt.Errorf("kubectl apply -k config/samples: %v\n%s", err, out)
+		return fmt.Errorf("kubectl apply -k config/samples: %w\n%s", err, out)
 	}
 	for _, p := range principals(now) {
 		if p.watch == "" {

@@ -115,15 +115,6 @@ func (o object) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func (o object) get(k string) (any, bool) {
-	for _, f := range o {
-		if f.k == k {
-			return f.v, true
-		}
-	}
-	return nil, false
-}
-
 // graphContentType is what Graph sends on every JSON response.
 const graphContentType = "application/json;odata.metadata=minimal;odata.streaming=true;IEEE754Compatible=false;charset=utf-8"
 

@@ -94,7 +94,7 @@ func Run(dir string, args ...string) (*Server, error) {
 		select {
 		case err := <-m.exited:
 			m.exited <- err
-			return nil, fmt.Errorf("mailpit %v exited before it was ready: %v\n%s", args, err, m.Log())
+			return nil, fmt.Errorf("mailpit %v exited before it was ready: %w\n%s", args, err, m.Log())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -144,6 +144,7 @@ func (m *Server) ready() bool {
 // SMTPAddr is where mailpit takes mail.
 func (m *Server) SMTPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.SMTPPort)) }
 
+// Address is a mailbox as mailpit reports it: a name and an address.
 type Address struct{ Name, Address string }
 
 // Message is the part of mailpit's /api/v1/message/{ID} the tests read.

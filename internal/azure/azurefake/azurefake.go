@@ -24,6 +24,7 @@ type Azure struct {
 	VerifySecretFunc func(ctx context.Context, id azure.Identity) error
 }
 
+// Application calls ApplicationFunc.
 func (a *Azure) Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error) {
 	if a.ApplicationFunc == nil {
 		return nil, ErrUnexpected
@@ -31,6 +32,7 @@ func (a *Azure) Application(id azure.Identity, app graph.AppRef) (graph.AppClien
 	return a.ApplicationFunc(id, app)
 }
 
+// Tenant calls TenantFunc.
 func (a *Azure) Tenant(id azure.Identity) (graph.TenantClient, error) {
 	if a.TenantFunc == nil {
 		return nil, ErrUnexpected
@@ -38,6 +40,7 @@ func (a *Azure) Tenant(id azure.Identity) (graph.TenantClient, error) {
 	return a.TenantFunc(id)
 }
 
+// Cluster calls ClusterFunc.
 func (a *Azure) Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error) {
 	if a.ClusterFunc == nil {
 		return nil, ErrUnexpected
@@ -45,6 +48,7 @@ func (a *Azure) Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient,
 	return a.ClusterFunc(id, c)
 }
 
+// VerifySecret calls VerifySecretFunc.
 func (a *Azure) VerifySecret(ctx context.Context, id azure.Identity) error {
 	if a.VerifySecretFunc == nil {
 		return ErrUnexpected
@@ -62,6 +66,7 @@ type App struct {
 
 var _ graph.AppClient = &App{}
 
+// ReadCredentials calls ReadCredentialsFunc.
 func (a *App) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
 	if a.ReadCredentialsFunc == nil {
 		return graph.Snapshot{}, ErrUnexpected
@@ -69,6 +74,7 @@ func (a *App) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
 	return a.ReadCredentialsFunc(ctx)
 }
 
+// ReadOwnerEmails calls ReadOwnerEmailsFunc.
 func (a *App) ReadOwnerEmails(ctx context.Context) ([]string, error) {
 	if a.ReadOwnerEmailsFunc == nil {
 		return nil, ErrUnexpected
@@ -76,6 +82,7 @@ func (a *App) ReadOwnerEmails(ctx context.Context) ([]string, error) {
 	return a.ReadOwnerEmailsFunc(ctx)
 }
 
+// AddPassword calls AddPasswordFunc.
 func (a *App) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {
 	if a.AddPasswordFunc == nil {
 		return graph.NewSecret{}, ErrUnexpected
@@ -83,6 +90,7 @@ func (a *App) AddPassword(ctx context.Context, displayName string, end time.Time
 	return a.AddPasswordFunc(ctx, displayName, end)
 }
 
+// RemovePassword calls RemovePasswordFunc.
 func (a *App) RemovePassword(ctx context.Context, keyID string) error {
 	if a.RemovePasswordFunc == nil {
 		return ErrUnexpected
@@ -97,6 +105,7 @@ type Tenant struct {
 
 var _ graph.TenantClient = &Tenant{}
 
+// Scan calls ScanFunc.
 func (t *Tenant) Scan(ctx context.Context, filter string) ([]graph.Snapshot, error) {
 	if t.ScanFunc == nil {
 		return nil, ErrUnexpected
@@ -113,6 +122,7 @@ type Cluster struct {
 
 var _ aks.ClusterClient = &Cluster{}
 
+// Read calls ReadFunc.
 func (c *Cluster) Read(ctx context.Context) (aks.Cluster, error) {
 	if c.ReadFunc == nil {
 		return aks.Cluster{}, ErrUnexpected
@@ -120,6 +130,7 @@ func (c *Cluster) Read(ctx context.Context) (aks.Cluster, error) {
 	return c.ReadFunc(ctx)
 }
 
+// StartReset calls StartResetFunc.
 func (c *Cluster) StartReset(ctx context.Context, sp aks.ServicePrincipal) (string, bool, error) {
 	if c.StartResetFunc == nil {
 		return "", false, ErrUnexpected
@@ -127,6 +138,7 @@ func (c *Cluster) StartReset(ctx context.Context, sp aks.ServicePrincipal) (stri
 	return c.StartResetFunc(ctx, sp)
 }
 
+// PollReset calls PollResetFunc.
 func (c *Cluster) PollReset(ctx context.Context, token string) (bool, error) {
 	if c.PollResetFunc == nil {
 		return false, ErrUnexpected

@@ -49,10 +49,10 @@ type batch struct {
 	results []graph.Read
 }
 
-// New returns a Reader that sends a batch when it holds max appIds or window after its first
-// read, whichever is sooner.
-func New(next BatchReader, c clock.Clock, window time.Duration, max int) *Reader {
-	return &Reader{next: next, clock: c, window: window, max: max, open: map[azcore.TokenCredential]*batch{}}
+// New returns a Reader that sends a batch when it holds maxAppIDs appIds or window after its
+// first read, whichever is sooner.
+func New(next BatchReader, c clock.Clock, window time.Duration, maxAppIDs int) *Reader {
+	return &Reader{next: next, clock: c, window: window, max: maxAppIDs, open: map[azcore.TokenCredential]*batch{}}
 }
 
 // ReadCredentials reads appID's credentials with cred, in a batch with other reads by cred.

@@ -25,7 +25,7 @@ func secret(ns, name string, data map[string]string) *corev1.Secret {
 func TestChannelIDs(t *testing.T) {
 	a := &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
 	b := &v1alpha1.SlackAlerts{Channel: "#platform", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
-	if channelID("slack", "team", a) != channelID("slack", "team", a) {
+	if first, again := channelID("slack", "team", a), channelID("slack", "team", a); first != again {
 		t.Error("the same channel has two IDs")
 	}
 	if channelID("slack", "team", a) == channelID("slack", "team", b) {

@@ -36,7 +36,7 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	if err != nil {
 		return &notify.DeliveryError{Err: notify.Redact(err, URLSecrets(rawURL)...)}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // its answer is read: a failed close tells nothing more
 	// Drained so the connection is reused; bounded so a chatty receiver cannot stall us.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
