@@ -2,12 +2,9 @@ package controllers
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -89,7 +86,7 @@ func (r *CredentialWatchReconciler) evaluateExpiry(obj *v1alpha1.CredentialWatch
 				"%d more credentials turned Warning, Critical or Expired: see status.credentials", len(worse)-maxStateEvents)
 			break
 		}
-		r.Recorder.Event(obj, corev1.EventTypeWarning, stateEventReasons[c.State], stateMessage(obj, c, now))
+		r.Recorder.Event(obj, corev1.EventTypeWarning, stateEventReasons[c.State], compose.StateChange(obj, c, now))
 	}
 	return summary
 }
@@ -107,86 +104,7 @@ type expiryGroups struct {
 }
 
 func setExpiryConditions(obj *v1alpha1.CredentialWatch, g expiryGroups, t policy.Thresholds, now time.Time) {
-	switch {
-	case g.FirstCritical != nil:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
-			fmt.Sprintf("%s within %s (%d within %s); the first: %s", expireCount(g.Critical+g.Warning),
-				policy.HumanDuration(t.Warning), g.Critical, policy.HumanDuration(t.Critical), expiryPhrase(describe(*g.FirstCritical), *g.FirstCritical, now)), now)
-	case g.FirstWarning != nil:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
-			fmt.Sprintf("%s within %s; the first: %s", expireCount(g.Warning), policy.HumanDuration(t.Warning),
-				expiryPhrase(describe(*g.FirstWarning), *g.FirstWarning, now)), now)
-	default:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
-			fmt.Sprintf("No credential expires within %s", policy.HumanDuration(t.Warning)), now)
-	}
-
-	if last := g.LastExpired; last != nil {
-		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
-			fmt.Sprintf("%d of %d credentials expired; the latest: %s", g.Expired, g.total, expiryPhrase(describe(*last), *last, now)), now)
-	} else {
-		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No credential has expired", now)
-	}
-}
-
-func expireCount(n int) string {
-	if n == 1 {
-		return "1 credential expires"
-	}
-	return fmt.Sprintf("%d credentials expire", n)
-}
-
-// describe names a credential the way a person finds it again in the portal or az.
-func describe(c v1alpha1.Credential) string {
-	kind := "secret"
-	if c.Type == v1alpha1.CredentialTypeCertificate {
-		kind = "certificate"
-	}
-	name := ""
-	if c.DisplayName != "" {
-		name = fmt.Sprintf(" %q", c.DisplayName)
-	}
-	if c.AppID != "" {
-		return fmt.Sprintf("%s%s (keyId %s, on the %s object of %s)", kind, name, c.KeyID, c.Source, appName(c.AppDisplayName, c.AppID))
-	}
-	return fmt.Sprintf("%s%s (keyId %s, on the %s object)", kind, name, c.KeyID, c.Source)
-}
-
-func appName(displayName, appID string) string {
-	if displayName == "" {
-		return appID
-	}
-	return fmt.Sprintf("%q (appId %s)", displayName, appID)
-}
-
-// expiryPhrase says when c expires or expired, with subject naming it.
-func expiryPhrase(subject string, c v1alpha1.Credential, now time.Time) string {
-	end := c.EndTime.UTC().Format(time.RFC3339)
-	if left := c.EndTime.Sub(now); left > 0 {
-		return fmt.Sprintf("%s expires at %s, in %s", subject, end, policy.HumanDuration(left))
-	}
-	return fmt.Sprintf("%s expired at %s, %s ago", subject, end, policy.HumanDuration(now.Sub(c.EndTime.Time)))
-}
-
-// stateMessage says what happened, to what, and how to fix it.
-func stateMessage(obj *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time.Time) string {
-	subject := describe(c)
-	if c.AppID == "" { // a tenant scan's credentials name their application themselves
-		subject += " of " + targetName(obj)
-	}
-	return fmt.Sprintf("%s; renew with: %s", capitalise(expiryPhrase(subject, c, now)), compose.RenewCommand(obj, c))
-}
-
-func targetName(obj *v1alpha1.CredentialWatch) string {
-	if sp := obj.Status.ServicePrincipal; sp != nil {
-		return appName(sp.DisplayName, obj.AppID())
-	}
-	return obj.AppID()
-}
-
-func capitalise(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	expiring, expired := compose.ExpiryConditions(g.Groups, g.total, t, now)
+	setCondition(obj, v1alpha1.ConditionExpiring, expiring.Status, expiring.Reason, expiring.Message, now)
+	setCondition(obj, v1alpha1.ConditionExpired, expired.Status, expired.Reason, expired.Message, now)
 }

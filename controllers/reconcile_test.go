@@ -25,6 +25,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/azurefake"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
 )
@@ -287,5 +288,70 @@ func TestUnitClusterNotFound(t *testing.T) {
 	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonClusterNotFound)
 	if w.Status.Credentials != nil || w.Status.ServicePrincipal != nil {
 		t.Errorf("status keeps what was known: %+v", w.Status)
+	}
+}
+
+// notifier is a channel that keeps what it was sent, or fails with err.
+type notifier struct {
+	sent []notify.Alert
+	err  error
+}
+
+func (n *notifier) Name() string { return "test" }
+
+func (n *notifier) Send(_ context.Context, a notify.Alert) error {
+	if n.err != nil {
+		return n.err
+	}
+	n.sent = append(n.sent, a)
+	return nil
+}
+
+// oneChannel is a watch's channels when it has the one given.
+type oneChannel struct{ n *notifier }
+
+func (c oneChannel) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
+	return channels.Set{{ID: "test-1a2b", Notifier: c.n}}, nil
+}
+func (oneChannel) NotifiesOwners(*v1alpha1.CredentialWatch) bool { return false }
+
+// A reminder that falls due is claimed in the ledger and sent once; a failed send gives its claim
+// back and the channel waits out its backoff, while the watch says so.
+func TestUnitAlertsAreClaimedSentOnceAndRetried(t *testing.T) {
+	r := &reads{}
+	n := &notifier{err: &notify.DeliveryError{Err: errors.New("503 Service Unavailable")}}
+	u := newUnit(t, nil, unitWatch(nil))
+	// Half a day past a whole day, so that EXPIRES IN changes hours away, not at the next second.
+	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(5*24*time.Hour + 12*time.Hour)))
+	u.r.Channels = oneChannel{n}
+
+	w, res := u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed)
+	if w.Status.Alerts == nil || len(w.Status.Alerts.Sent) != 0 || len(w.Status.Alerts.Failing) != 1 {
+		t.Fatalf("ledger %+v, want the claim given back and the channel failing", w.Status.Alerts)
+	}
+	if res.RequeueAfter != time.Minute {
+		t.Errorf("requeued after %v, want the channel's first backoff, 1m", res.RequeueAfter)
+	}
+
+	n.err = nil
+	u.clock.Step(30 * time.Second)
+	u.reconcile()
+	if len(n.sent) != 0 {
+		t.Errorf("sent %d before the backoff ran out", len(n.sent))
+	}
+	u.clock.Step(30 * time.Second)
+	w, _ = u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
+	if len(n.sent) != 1 || n.sent[0].Kind != notify.KindReminder || n.sent[0].Title() != "Secret of payments-api expires in 5 days" {
+		t.Fatalf("sent %+v, want the 7d reminder", n.sent)
+	}
+	if len(w.Status.Alerts.Sent) != 1 || w.Status.Alerts.Sent[0].Step != "7d" {
+		t.Errorf("ledger %+v, want the 7d step recorded", w.Status.Alerts.Sent)
+	}
+	u.clock.Step(time.Hour)
+	u.reconcile()
+	if len(n.sent) != 1 {
+		t.Errorf("sent %d, want the reminder once", len(n.sent))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -160,7 +161,7 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting rotation", "secret", ro.st.DisplayName)
-	ro.r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventRotationStarted, "Rotating the client secret of %s: the new one is %q", targetName(obj), ro.st.DisplayName)
+	ro.r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventRotationStarted, "Rotating the client secret of %s: the new one is %q", compose.TargetName(obj), ro.st.DisplayName)
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
 	if err := ro.connect(ctx); err != nil {
@@ -532,7 +533,7 @@ func (ro *rotation) retire(ctx context.Context) (time.Time, error) {
 	}); err != nil {
 		return time.Time{}, err
 	}
-	msg := fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", targetName(ro.obj), ro.st.KeyID, ro.st.Expiry.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", compose.TargetName(ro.obj), ro.st.KeyID, ro.st.Expiry.UTC().Format(time.RFC3339))
 	if len(removed) > 0 {
 		msg += fmt.Sprintf("; removed %d old secrets (%s)", len(removed), strings.Join(removed, ", "))
 	}
