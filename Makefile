@@ -43,7 +43,7 @@ verify: $(GOLANGCI_LINT) ## Fail if formatting, the generated CRDs, deepcopy and
 	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts; then \
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -51,7 +51,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .golangci.yml.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 ##@ Test
 

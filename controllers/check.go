@@ -354,7 +354,7 @@ func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.
 	if clientID == "" || clientSecret == "" {
 		return azure.Identity{}, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
 	}
-	return azure.Identity{TenantID: tenantID, ClientID: clientID, Secret: clientSecret}, nil
+	return azure.ClientSecret(tenantID, clientID, clientSecret), nil
 }
 
 // checked names what a check of target reads, for its events and logs.

@@ -225,8 +225,8 @@ func TestUnitIdentityFromAzureCredentialRef(t *testing.T) {
 	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(300 * 24 * time.Hour)))
 	w, _ := u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-	if want := (azure.Identity{TenantID: unitTenant, ClientID: "5b6c7d8e", Secret: "rEader~secret"}); len(r.ids) != 1 || r.ids[0] != want {
-		t.Errorf("signed in as %v, want %v", r.ids, want)
+	if len(r.ids) != 1 || r.ids[0].TenantID != unitTenant || r.ids[0].ClientID != "5b6c7d8e" || r.ids[0].Secret.Reveal() != "rEader~secret" {
+		t.Errorf("signed in as %v, want client 5b6c7d8e with the Secret's secret, in the watch's tenant", r.ids)
 	}
 
 	u = newUnit(t, &azurefake.Azure{}, unitWatch(withRef))
@@ -277,14 +277,18 @@ func TestUnitAKSTargetFollowsTheCluster(t *testing.T) {
 // A cluster Resource Manager does not know is ClusterNotFound, not a Graph failure, and drops
 // what was known of its service principal.
 func TestUnitClusterNotFound(t *testing.T) {
+	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: "s", ResourceGroup: "rg", Name: "gone"}}
+	})
+	// Known from an earlier check, when the cluster was there.
+	w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: unitApp, DisplayName: "payments-api"}
+	w.Status.Credentials = []v1alpha1.Credential{{KeyID: "k1", Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication}}
 	u := newUnit(t, &azurefake.Azure{ClusterFunc: func(azure.Identity, aks.ClusterRef) (aks.ClusterClient, error) {
 		return &azurefake.Cluster{ReadFunc: func(context.Context) (aks.Cluster, error) {
 			return aks.Cluster{}, &azerr.Error{Kind: azerr.KindNotFound, Status: 404, Code: "ResourceNotFound", Err: errors.New("not found")}
 		}}, nil
-	}}, unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
-		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: "s", ResourceGroup: "rg", Name: "gone"}}
-	}))
-	w, _ := u.reconcile()
+	}}, w)
+	w, _ = u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonClusterNotFound)
 	if w.Status.Credentials != nil || w.Status.ServicePrincipal != nil {
 		t.Errorf("status keeps what was known: %+v", w.Status)
@@ -353,5 +357,58 @@ func TestUnitAlertsAreClaimedSentOnceAndRetried(t *testing.T) {
 	u.reconcile()
 	if len(n.sent) != 1 {
 		t.Errorf("sent %d, want the reminder once", len(n.sent))
+	}
+}
+
+// A rotation in progress acts on the application pinned when it started, whatever the watch's
+// status has read since.
+func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
+	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", GracePeriod: "7d",
+			RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch, SecretRef: v1alpha1.SecretName{Name: "payments-sp"}}
+	})
+	now := metav1.NewTime(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(now.Add(time.Hour))
+	w.Status.ObservedGeneration, w.Status.LastCheckTime, w.Status.NextCheckTime = 1, &now, &later // no check due
+	w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: unitApp, ApplicationObjectID: "a0e1-read-since"}
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z",
+		AppID: unitApp, ApplicationObjectID: "a0e1-pinned", StartTime: now}
+	var refs []graph.AppRef
+	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(_ azure.Identity, ref graph.AppRef) (graph.AppClient, error) {
+		refs = append(refs, ref)
+		return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+			return graph.Snapshot{}, &azerr.Error{Kind: azerr.KindUnavailable, Err: errors.New("Graph did not answer")}
+		}}, nil
+	}}, w)
+
+	w, _ = u.reconcile()
+	if want := (graph.AppRef{AppID: unitApp, ObjectID: "a0e1-pinned"}); len(refs) != 1 || refs[0] != want {
+		t.Errorf("the rotation used %+v, want only %+v", refs, want)
+	}
+	if st := w.Status.Rotation; st == nil || st.Step != v1alpha1.StepStarted || st.Failures != 1 || st.NextAttemptTime == nil {
+		t.Errorf("status.rotation = %+v, want the step failed once and retried later", st)
+	}
+}
+
+// A rotation that reached the cluster's step waits, rather than retire the old secret, when the
+// watch no longer names the cluster: the cluster may still sign in with the old one.
+func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
+	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", GracePeriod: "7d",
+			RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch, SecretRef: v1alpha1.SecretName{Name: "payments-sp"}}
+	})
+	now := metav1.NewTime(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(now.Add(time.Hour))
+	w.Status.ObservedGeneration, w.Status.LastCheckTime, w.Status.NextCheckTime = 1, &now, &later
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretVerified, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z",
+		AppID: unitApp, ApplicationObjectID: "a0e1", KeyID: "k-new", StartTime: now}
+	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+		return &azurefake.App{}, nil // any call to it fails the test through azurefake.ErrUnexpected in status
+	}}, w)
+
+	w, _ = u.reconcile()
+	st := w.Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || !strings.Contains(st.Message, "no longer names one") {
+		t.Errorf("status.rotation = %+v, want it waiting at SecretVerified and saying why", st)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // Keys of the Secret a rotation writes.
@@ -225,6 +226,10 @@ func (ro *rotation) plan() string {
 	return "DryRun: a rotation is due; it would " + strings.Join(steps, "; ")
 }
 
+// errClusterGone: the rotation reached the cluster's step, and the watch names no cluster now.
+var errClusterGone = errors.New("the rotation began for an AKS cluster and the watch no longer names one: " +
+	"put spec.target.aksCluster back, or move the cluster onto the new secret by hand and turn rotation off")
+
 // advance runs steps until one has to wait.
 func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
 	for {
@@ -235,10 +240,16 @@ func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
 			next, err = ro.create(ctx)
 		case v1alpha1.StepSecretStored:
 			next, err = ro.verify(ctx)
-		case v1alpha1.StepSecretVerified:
-			next, err = ro.startReset(ctx)
-		case v1alpha1.StepClusterUpdating:
-			next, err = ro.followReset(ctx)
+		case v1alpha1.StepSecretVerified, v1alpha1.StepClusterUpdating:
+			if ro.aks == nil {
+				// Without the cluster, retiring the old secret could strand it.
+				return ro.fail(errClusterGone, policy.ClusterBackoff(ro.st.Failures+1))
+			}
+			if ro.st.Step == v1alpha1.StepSecretVerified {
+				next, err = ro.startReset(ctx)
+			} else {
+				next, err = ro.followReset(ctx)
+			}
 		case v1alpha1.StepRetiring:
 			next, err = ro.retire(ctx)
 		default:
@@ -322,7 +333,7 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
-	if err := ro.r.Azure.VerifySecret(ctx, azure.Identity{TenantID: ro.tenant, ClientID: ro.appID, Secret: text}); err != nil {
+	if err := ro.r.Azure.VerifySecret(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
 		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
 			// Deleted in Graph while waiting: start over with a new secret.
 			ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
@@ -401,7 +412,7 @@ func (ro *rotation) reset(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, clusterPollInterval)
 	}
-	token, done, err := ro.aks.StartReset(ctx, aks.ServicePrincipal{ClientID: ro.appID, Secret: text})
+	token, done, err := ro.aks.StartReset(ctx, aks.ServicePrincipal{ClientID: ro.appID, Secret: secret.New(text)})
 	if err != nil {
 		return ro.clusterFailed(ctx, err)
 	}
@@ -641,7 +652,8 @@ func (ro *rotation) secretText(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)
 	}
 	if string(s.Data[rotatedKeyKeyID]) != ro.st.KeyID || string(s.Data[rotatedKeyClientID]) != ro.appID || len(s.Data[rotatedKeyClientSecret]) == 0 {
-		return "", fmt.Errorf("the Secret %s no longer holds the new secret %s of %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID, ro.appID)
+		//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
+		return "", fmt.Errorf("Secret %s no longer holds the new secret %s of %s: it was changed by someone else", ro.secretKey(), ro.st.KeyID, ro.appID)
 	}
 	return string(s.Data[rotatedKeyClientSecret]), nil
 }

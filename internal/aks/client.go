@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // managedIdentityClientID is what servicePrincipalProfile.clientId holds on a cluster that signs
@@ -39,17 +40,12 @@ type ClusterRef struct {
 
 func (r ClusterRef) String() string { return r.ResourceGroup + "/" + r.Name }
 
-// ServicePrincipal is what a reset moves a cluster onto: a client and its secret. Its String
-// method leaves the secret out.
+// ServicePrincipal is what a reset moves a cluster onto: a client and its secret, which never
+// prints (see package secret).
 type ServicePrincipal struct {
 	ClientID string
-	Secret   string
+	Secret   secret.Text
 }
-
-func (s ServicePrincipal) String() string { return "service principal " + s.ClientID }
-
-// GoString keeps %#v from printing the secret too.
-func (s ServicePrincipal) GoString() string { return s.String() }
 
 // ClusterClient is one managed cluster, as one identity sees it.
 type ClusterClient interface {
@@ -118,8 +114,9 @@ func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, re
 	if err != nil {
 		return "", false, err
 	}
+	text := sp.Secret.Reveal()
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name,
-		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &sp.ClientID, Secret: &sp.Secret}, nil)
+		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &sp.ClientID, Secret: &text}, nil)
 	if err != nil {
 		return "", false, classifyReset(ref, err)
 	}

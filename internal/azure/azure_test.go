@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -90,10 +91,10 @@ func TestVerifySecret(t *testing.T) {
 	fake.PutApplication(tenant, fakegraph.Object{ID: "a0000000-0000-4000-8000-000000000001", AppID: "2c3d4e5f-6071-4283-9405-b6c7d8e9f0a1"})
 	ids := NewIdentities(Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
 
-	if err := ids.VerifySecret(context.Background(), Identity{TenantID: tenant, ClientID: operator, Secret: "op-secret"}); err != nil {
+	if err := ids.VerifySecret(context.Background(), ClientSecret(tenant, operator, "op-secret")); err != nil {
 		t.Errorf("a registered secret: %v", err)
 	}
-	wrong := Identity{TenantID: tenant, ClientID: operator, Secret: "wrong"}
+	wrong := ClientSecret(tenant, operator, "wrong")
 	err := ids.VerifySecret(context.Background(), wrong)
 	var ae *azerr.Error
 	if !errors.As(err, &ae) || ae.Kind != azerr.KindUnauthenticated || ae.Code != "invalid_client AADSTS7000215" {
@@ -109,13 +110,40 @@ func TestVerifySecret(t *testing.T) {
 
 // An identity says whose it is, never its secret, however it is printed.
 func TestIdentityHidesItsSecret(t *testing.T) {
-	id := Identity{TenantID: "t", ClientID: "c", Secret: "s3cr3t~value"}
-	for _, printed := range []string{fmt.Sprint(id), fmt.Sprintf("%v %+v %#v %s", id, id, id, id), fmt.Sprint(&id)} {
-		if strings.Contains(printed, id.Secret) {
+	id := ClientSecret("t", "c", "s3cr3t~value")
+	wrapped := struct {
+		who Identity
+		Who Identity
+	}{id, id}
+	printed := []string{fmt.Sprint(&id), fmt.Sprintf("%v %+v %#v", wrapped, wrapped, wrapped)}
+	// Every verb, %d and %x of a struct included, which vet would refuse in a constant format.
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%d", "%x"} {
+		printed = append(printed, fmt.Sprintf(verb, id))
+	}
+	for _, printed := range printed {
+		if strings.Contains(printed, id.Secret.Reveal()) {
 			t.Errorf("printed %q holds the secret", printed)
 		}
 	}
 	if got := Operator("t").String(); got != "the operator's identity in tenant t" {
 		t.Errorf("Operator(t) = %q", got)
+	}
+}
+
+// Half an identity, a client without its secret or a secret without its client, is refused: it
+// must never be read as the operator's own.
+func TestHalfAnIdentityIsRefused(t *testing.T) {
+	ids := NewIdentities(Cloud{AuthorityHost: "https://login.example/", GraphEndpoint: "https://graph.example"}, nil,
+		func(string) (azcore.TokenCredential, error) {
+			t.Error("the operator's identity was used")
+			return nil, errors.New("not here")
+		})
+	for name, id := range map[string]Identity{
+		"a client without its secret": {TenantID: "t", ClientID: "c"},
+		"a secret without its client": {TenantID: "t", Secret: secret.New("s")},
+	} {
+		if _, err := ids.Credential(id); !errors.Is(err, errHalfAnIdentity) {
+			t.Errorf("%s: Credential = %v, want errHalfAnIdentity", name, err)
+		}
 	}
 }

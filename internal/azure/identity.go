@@ -14,23 +14,42 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // Identity is who credwatch signs in to Azure as, in one tenant: the operator's own identity, or
 // a client with a secret (a watch's azureCredentialRef, or a new secret being verified). It is a
-// description, not a credential: nothing signs in until Identities makes one. Its String method
-// leaves the secret out.
+// description, not a credential: nothing signs in until Identities makes one. Its secret never
+// prints (see package secret).
 type Identity struct {
 	TenantID string
-	// ClientID and Secret are empty for the operator's own identity.
-	ClientID, Secret string
+	// ClientID and Secret are both empty for the operator's own identity, and both set for a
+	// client's: one without the other is refused, never read as the operator's.
+	ClientID string
+	Secret   secret.Text
 }
 
 // Operator is the operator's own identity in tenantID.
 func Operator(tenantID string) Identity { return Identity{TenantID: tenantID} }
 
+// ClientSecret is the identity of clientID in tenantID, signing in with text.
+func ClientSecret(tenantID, clientID, text string) Identity {
+	return Identity{TenantID: tenantID, ClientID: clientID, Secret: secret.New(text)}
+}
+
 // IsOperator reports whether i is the operator's own identity.
-func (i Identity) IsOperator() bool { return i.ClientID == "" }
+func (i Identity) IsOperator() bool { return i.ClientID == "" && i.Secret.IsZero() }
+
+// errHalfAnIdentity: a client ID without its secret, or a secret without its client. Reading it
+// as the operator's own identity would hand a watch the operator's rights.
+var errHalfAnIdentity = errors.New("an identity needs a client ID and its secret, or neither for the operator's own")
+
+func (i Identity) valid() error {
+	if i.IsOperator() || (i.ClientID != "" && !i.Secret.IsZero()) {
+		return nil
+	}
+	return errHalfAnIdentity
+}
 
 func (i Identity) String() string {
 	if i.IsOperator() {
@@ -38,9 +57,6 @@ func (i Identity) String() string {
 	}
 	return "client " + i.ClientID + " in tenant " + i.TenantID
 }
-
-// GoString keeps %#v from printing the secret too.
-func (i Identity) GoString() string { return i.String() }
 
 // Identities hands out token credentials for the operator's own identity and for identities
 // held in Kubernetes Secrets. Credentials are cached: each holds its token cache, and building
@@ -78,10 +94,13 @@ func NewIdentities(cloud Cloud, transport policy.Transporter, operator func(tena
 
 // Credential is the token credential of id.
 func (i *Identities) Credential(id Identity) (azcore.TokenCredential, error) {
+	if err := id.valid(); err != nil {
+		return nil, err
+	}
 	if id.IsOperator() {
 		return i.Operator(id.TenantID)
 	}
-	return i.ClientSecret(id.TenantID, id.ClientID, id.Secret)
+	return i.ClientSecret(id.TenantID, id.ClientID, id.Secret.Reveal())
 }
 
 func (i *Identities) clientOptions() azcore.ClientOptions {
@@ -158,7 +177,10 @@ func (i *Identities) VerifySecret(ctx context.Context, id Identity) error {
 	if id.IsOperator() {
 		return errors.New("verifying a secret needs a client and its secret, not the operator's identity")
 	}
-	cred, err := azidentity.NewClientSecretCredential(id.TenantID, id.ClientID, id.Secret, &azidentity.ClientSecretCredentialOptions{
+	if err := id.valid(); err != nil {
+		return err
+	}
+	cred, err := azidentity.NewClientSecretCredential(id.TenantID, id.ClientID, id.Secret.Reveal(), &azidentity.ClientSecretCredentialOptions{
 		ClientOptions:            i.clientOptions(),
 		DisableInstanceDiscovery: !i.cloud.Known(),
 	})

@@ -13,18 +13,20 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
-// identities signs everyone in with the same fake credential, and remembers who asked.
+// identities gives each client its own fake credential (the operator's under ""), and remembers
+// who asked.
 type identities struct {
-	cred  azcore.TokenCredential
+	creds map[string]azcore.TokenCredential
 	asked []azure.Identity
 	err   error
 }
 
 func (i *identities) Credential(id azure.Identity) (azcore.TokenCredential, error) {
 	i.asked = append(i.asked, id)
-	return i.cred, i.err
+	return i.creds[id.ClientID], i.err
 }
 
 func (i *identities) VerifySecret(_ context.Context, id azure.Identity) error {
@@ -32,16 +34,16 @@ func (i *identities) VerifySecret(_ context.Context, id azure.Identity) error {
 	return i.err
 }
 
-// calls records what the bound clients passed on, and with which credential.
+// calls records what the bound clients passed on, and the credential of each call.
 type calls struct {
-	cred azcore.TokenCredential
-	args []string
+	creds []azcore.TokenCredential
+	args  []string
 }
 
 type fakeGraph struct{ *calls }
 
 func (g fakeGraph) note(cred azcore.TokenCredential, args ...string) {
-	g.cred, g.args = cred, append(g.args, args...)
+	g.creds, g.args = append(g.creds, cred), append(g.args, args...)
 }
 
 func (g fakeGraph) ReadCredentials(_ context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
@@ -72,28 +74,29 @@ func (g fakeGraph) RemovePassword(_ context.Context, cred azcore.TokenCredential
 type fakeClusters struct{ *calls }
 
 func (c fakeClusters) ReadCluster(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef) (aks.Cluster, error) {
-	c.cred, c.args = cred, append(c.args, "read", ref.SubscriptionID, ref.ResourceGroup, ref.Name)
+	c.creds, c.args = append(c.creds, cred), append(c.args, "read", ref.SubscriptionID, ref.ResourceGroup, ref.Name)
 	return aks.Cluster{}, nil
 }
 
 func (c fakeClusters) StartReset(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, sp aks.ServicePrincipal) (string, bool, error) {
-	c.cred, c.args = cred, append(c.args, "reset", ref.Name, sp.ClientID)
+	c.creds, c.args = append(c.creds, cred), append(c.args, "reset", ref.Name, sp.ClientID)
 	return "", true, nil
 }
 
 func (c fakeClusters) PollReset(_ context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, token string) (bool, error) {
-	c.cred, c.args = cred, append(c.args, "poll", ref.Name, token)
+	c.creds, c.args = append(c.creds, cred), append(c.args, "poll", ref.Name, token)
 	return true, nil
 }
 
 // Each client passes on the target it was bound to, with the credential of the identity it was
 // bound to, and nothing a caller could swap.
 func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
-	ids := &identities{cred: &azfake.TokenCredential{}}
+	reader, operator := &azfake.TokenCredential{}, &azfake.TokenCredential{}
+	ids := &identities{creds: map[string]azcore.TokenCredential{"reader": reader, "": operator}}
 	g, cl := &calls{}, &calls{}
 	c := New(ids, fakeGraph{g}, fakeClusters{cl})
 	ctx := context.Background()
-	watchID := azure.Identity{TenantID: "t1", ClientID: "reader", Secret: "s"}
+	watchID := azure.ClientSecret("t1", "reader", "s")
 
 	app, err := c.Application(watchID, graph.AppRef{AppID: "app-1", ObjectID: "obj-1"})
 	if err != nil {
@@ -103,24 +106,27 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_, _ = app.ReadOwnerEmails(ctx)
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")
-	if want := []string{"read", "app-1", "owners", "obj-1", "add", "obj-1", "credwatch-x", "remove", "obj-1", "key-1"}; !slices.Equal(g.args, want) {
-		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID", g.args, want)
-	}
-	if g.cred != ids.cred {
-		t.Error("Graph was called without the identity's credential")
-	}
-
 	tenant, _ := c.Tenant(azure.Operator("t1"))
 	_, _ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')")
+	if want := []string{"read", "app-1", "owners", "obj-1", "add", "obj-1", "credwatch-x", "remove", "obj-1", "key-1", "scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
+		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID", g.args, want)
+	}
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, operator}; !slices.Equal(g.creds, want) {
+		t.Errorf("Graph was called with the credentials %v, want the reader's four times, then the operator's", g.creds)
+	}
+
 	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}
 	cluster, _ := c.Cluster(watchID, ref)
 	_, _ = cluster.Read(ctx)
-	_, _, _ = cluster.StartReset(ctx, aks.ServicePrincipal{ClientID: "app-1", Secret: "new"})
+	_, _, _ = cluster.StartReset(ctx, aks.ServicePrincipal{ClientID: "app-1", Secret: secret.New("new")})
 	_, _ = cluster.PollReset(ctx, "token-1")
 	if want := []string{"read", "sub", "rg", "prod", "reset", "prod", "app-1", "poll", "prod", "token-1"}; !slices.Equal(cl.args, want) {
 		t.Errorf("Resource Manager was called with %q, want %q", cl.args, want)
 	}
-	if want := []azure.Identity{watchID, azure.Operator("t1"), watchID}; len(ids.asked) != 3 || ids.asked[0] != want[0] || ids.asked[1] != want[1] || ids.asked[2] != want[2] {
+	if want := []azcore.TokenCredential{reader, reader, reader}; !slices.Equal(cl.creds, want) {
+		t.Errorf("Resource Manager was called with the credentials %v, want the reader's", cl.creds)
+	}
+	if want := []azure.Identity{watchID, azure.Operator("t1"), watchID}; !slices.Equal(ids.asked, want) {
 		t.Errorf("credentials were made for %v, want %v", ids.asked, want)
 	}
 }

@@ -123,7 +123,8 @@ func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
 			// Waiting would end as a timeout, read as Graph not answering; this is throttling,
 			// and the caller should come back when the budget allows.
 			return &azerr.Error{Kind: azerr.KindThrottled, RetryAfter: wait,
-				Err: fmt.Errorf("the throttling budget of Graph allows the next request in %v, after this one's deadline", wait.Round(time.Second))}
+				//nolint:staticcheck // ST1005: it starts with a name, Graph, as people read it in the Ready condition
+				Err: fmt.Errorf("Graph's throttling budget allows the next request in %v, after this one's deadline", wait.Round(time.Second))}
 		}
 		select {
 		case <-ctx.Done():

@@ -89,7 +89,7 @@ func composedCases() map[string]composed {
 		c.EndTime, c.State = metav1.NewTime(At.Add(-3*day)), v1alpha1.StateExpired
 	}
 	rotating := func(w *v1alpha1.CredentialWatch) {
-		w.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", SecretRef: v1alpha1.SecretName{Name: "aks-sp"}}
+		w.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "3d", Validity: "365d", SecretRef: v1alpha1.SecretName{Name: "aks-sp"}}
 	}
 	incident := func(scope v1alpha1.PullScope, nodes []string, failing, pulling int32) func(w *v1alpha1.CredentialWatch) {
 		return func(w *v1alpha1.CredentialWatch) {
