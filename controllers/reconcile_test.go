@@ -360,19 +360,29 @@ func TestUnitAlertsAreClaimedSentOnceAndRetried(t *testing.T) {
 	}
 }
 
-// A rotation in progress acts on the application pinned when it started, whatever the watch's
-// status has read since.
-func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
+// rotatingWatch is a watch checked a moment ago, no check due, with a rotation in progress at
+// step, pinned to the application object objectID.
+func rotatingWatch(step v1alpha1.RotationStep, objectID string) *v1alpha1.CredentialWatch {
 	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
 		s.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", GracePeriod: "7d",
 			RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch, SecretRef: v1alpha1.SecretName{Name: "payments-sp"}}
 	})
 	now := metav1.NewTime(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(now.Add(time.Hour))
-	w.Status.ObservedGeneration, w.Status.LastCheckTime, w.Status.NextCheckTime = 1, &now, &later // no check due
+	w.Status.ObservedGeneration, w.Status.LastCheckTime, w.Status.NextCheckTime = 1, &now, &later
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: step, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z",
+		AppID: unitApp, ApplicationObjectID: objectID, StartTime: now}
+	if step != v1alpha1.StepStarted {
+		w.Status.Rotation.KeyID = "k-new" // added and stored
+	}
+	return w
+}
+
+// A rotation in progress acts on the application pinned when it started, whatever the watch's
+// status has read since.
+func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepStarted, "a0e1-pinned")
 	w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: unitApp, ApplicationObjectID: "a0e1-read-since"}
-	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z",
-		AppID: unitApp, ApplicationObjectID: "a0e1-pinned", StartTime: now}
 	var refs []graph.AppRef
 	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(_ azure.Identity, ref graph.AppRef) (graph.AppClient, error) {
 		refs = append(refs, ref)
@@ -393,15 +403,7 @@ func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
 // A rotation that reached the cluster's step waits, rather than retire the old secret, when the
 // watch no longer names the cluster: the cluster may still sign in with the old one.
 func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
-	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
-		s.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", GracePeriod: "7d",
-			RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch, SecretRef: v1alpha1.SecretName{Name: "payments-sp"}}
-	})
-	now := metav1.NewTime(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
-	later := metav1.NewTime(now.Add(time.Hour))
-	w.Status.ObservedGeneration, w.Status.LastCheckTime, w.Status.NextCheckTime = 1, &now, &later
-	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretVerified, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z",
-		AppID: unitApp, ApplicationObjectID: "a0e1", KeyID: "k-new", StartTime: now}
+	w := rotatingWatch(v1alpha1.StepSecretVerified, "a0e1")
 	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
 		return &azurefake.App{}, nil // any call to it fails the test through azurefake.ErrUnexpected in status
 	}}, w)
