@@ -169,7 +169,7 @@ func TestUnitCheckRecordsCredentials(t *testing.T) {
 	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], "CredentialCritical") || !strings.Contains(ev[0], "az ad app credential reset --id "+unitApp) {
 		t.Errorf("events %q, want one CredentialCritical with the fix", ev)
 	}
-	if len(r.ids) != 1 || r.ids[0] != azure.Operator(unitTenant) {
+	if len(r.ids) != 1 || !r.ids[0].IsOperator() || r.ids[0].TenantID != unitTenant {
 		t.Errorf("signed in as %v, want the operator's identity in the watch's tenant", r.ids)
 	}
 
@@ -400,17 +400,33 @@ func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
 	}
 }
 
-// A rotation that reached the cluster's step waits, rather than retire the old secret, when the
-// watch no longer names the cluster: the cluster may still sign in with the old one.
-func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
-	w := rotatingWatch(v1alpha1.StepSecretVerified, "a0e1")
-	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-		return &azurefake.App{}, nil // any call to it fails the test through azurefake.ErrUnexpected in status
-	}}, w)
+// pinnedCluster is the cluster a rotation of an AKS target pins when it starts.
+var pinnedCluster = &v1alpha1.RotationCluster{SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}
 
-	w, _ = u.reconcile()
-	st := w.Status.Rotation
-	if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || !strings.Contains(st.Message, "no longer names one") {
-		t.Errorf("status.rotation = %+v, want it waiting at SecretVerified and saying why", st)
+// A rotation of a cluster whose watch stops naming it, here for a service principal, waits
+// rather than retire the old secret, which the cluster may still sign in with: at the cluster's
+// step, and when the new secret is verified before it.
+func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
+	for _, step := range []v1alpha1.RotationStep{v1alpha1.StepSecretStored, v1alpha1.StepSecretVerified} {
+		t.Run(string(step), func(t *testing.T) {
+			w := rotatingWatch(step, "a0e1")
+			w.Status.Rotation.Cluster = pinnedCluster
+			stored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp"},
+				Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
+			u := newUnit(t, &azurefake.Azure{
+				ApplicationFunc:  func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
+				VerifySecretFunc: func(context.Context, azure.Identity) error { return nil }, // Entra accepts the new secret
+			}, w, stored)
+
+			w, _ = u.reconcile()
+			st := w.Status.Rotation
+			if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || st.RetireTime != nil ||
+				!strings.Contains(st.Message, "AKS cluster rg-prod/aks-prod, which the watch no longer names") {
+				t.Errorf("status.rotation = %+v, want it waiting at SecretVerified, saying why, retiring nothing", st)
+			}
+			if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionRotating); c == nil || c.Message != st.Message {
+				t.Errorf("Rotating = %+v, want it to say why the rotation waits", c)
+			}
+		})
 	}
 }

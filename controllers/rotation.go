@@ -102,6 +102,9 @@ func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *wa
 	}
 	ro.st = *obj.Status.Rotation.DeepCopy()
 	ro.appID, ro.appOID = ro.st.AppID, ro.st.ApplicationObjectID
+	if pinned := ro.st.Cluster; pinned != nil && (ro.cluster == nil || !sameCluster(*pinned, ro.cluster)) {
+		ro.cluster = nil // the cluster steps wait for the pinned cluster to be named again
+	}
 	if spec.Mode == v1alpha1.RotationDryRun {
 		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(ro.st.Step),
 			"The mode is DryRun: the rotation in progress waits at step "+string(ro.st.Step)+" and writes nothing until the mode is Apply", now)
@@ -157,6 +160,9 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 		StartTime:           metav1.NewTime(now),
 		Request:             request,
 		Message:             "Adding a new secret to the application",
+	}
+	if c := ro.cluster; c != nil {
+		ro.st.Cluster = &v1alpha1.RotationCluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
 	}
 	if err := ro.save(ctx); err != nil {
 		return time.Time{}, err
@@ -226,9 +232,25 @@ func (ro *rotation) plan() string {
 	return "DryRun: a rotation is due; it would " + strings.Join(steps, "; ")
 }
 
-// errClusterGone: the rotation reached the cluster's step, and the watch names no cluster now.
-var errClusterGone = errors.New("the rotation began for an AKS cluster and the watch no longer names one: " +
-	"put spec.target.aksCluster back, or move the cluster onto the new secret by hand and turn rotation off")
+// clusterGone: the rotation reached the cluster's step, and the watch no longer names its cluster.
+func (ro *rotation) clusterGone() error {
+	which := "an AKS cluster"
+	if c := ro.st.Cluster; c != nil {
+		which = "AKS cluster " + c.ResourceGroup + "/" + c.Name
+	}
+	return fmt.Errorf("the rotation began for %s, which the watch no longer names: put spec.target.aksCluster back as it was "+
+		"and the rotation resumes; no old secret is retired until then", which)
+}
+
+// sameCluster reports whether t names the cluster pinned; Azure's names are not case-sensitive.
+func sameCluster(pinned v1alpha1.RotationCluster, t *v1alpha1.AKSClusterTarget) bool {
+	return strings.EqualFold(pinned.SubscriptionID, t.SubscriptionID) && strings.EqualFold(pinned.ResourceGroup, t.ResourceGroup) &&
+		strings.EqualFold(pinned.Name, t.Name)
+}
+
+// needsCluster says whether the rotation moves a cluster onto the new secret: the one pinned
+// when it started, or, for a rotation started before clusters were pinned, the spec's.
+func (ro *rotation) needsCluster() bool { return ro.st.Cluster != nil || ro.cluster != nil }
 
 // advance runs steps until one has to wait.
 func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
@@ -241,13 +263,13 @@ func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
 		case v1alpha1.StepSecretStored:
 			next, err = ro.verify(ctx)
 		case v1alpha1.StepSecretVerified, v1alpha1.StepClusterUpdating:
-			if ro.aks == nil {
+			switch {
+			case ro.aks == nil:
 				// Without the cluster, retiring the old secret could strand it.
-				return ro.fail(errClusterGone, policy.ClusterBackoff(ro.st.Failures+1))
-			}
-			if ro.st.Step == v1alpha1.StepSecretVerified {
+				next, err = ro.fail(ro.clusterGone(), policy.ClusterBackoff(ro.st.Failures+1))
+			case ro.st.Step == v1alpha1.StepSecretVerified:
 				next, err = ro.startReset(ctx)
-			} else {
+			default:
 				next, err = ro.followReset(ctx)
 			}
 		case v1alpha1.StepRetiring:
@@ -349,7 +371,7 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 		ro.keep()
 		return at.Time, nil
 	}
-	if ro.cluster == nil {
+	if !ro.needsCluster() {
 		ro.retireAfterGrace()
 	} else {
 		ro.st.Step, ro.st.Message = v1alpha1.StepSecretVerified, "Moving the AKS cluster onto the new secret"

@@ -142,6 +142,11 @@ type RotationStatus struct {
 	// rather than hand the cluster another application's secret.
 	AppID               string `json:"appID"`
 	ApplicationObjectID string `json:"applicationObjectID"`
+	// Cluster is the AKS cluster the rotation moves onto the new secret, fixed when it starts:
+	// should the watch stop naming it, the rotation waits rather than retire a secret the cluster
+	// may still sign in with, or reset another cluster. Absent for a service principal target.
+	// +optional
+	Cluster *RotationCluster `json:"cluster,omitempty"`
 	// KeyID is the new secret's keyId, once it exists.
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
@@ -175,6 +180,13 @@ type RotationStatus struct {
 	// Request is the rotate annotation's value this rotation answers, if it was asked for.
 	// +optional
 	Request string `json:"request,omitempty"`
+}
+
+// RotationCluster names the AKS cluster of a rotation.
+type RotationCluster struct {
+	SubscriptionID string `json:"subscriptionID"`
+	ResourceGroup  string `json:"resourceGroup"`
+	Name           string `json:"name"`
 }
 
 // LastRotation records the last rotation that completed.

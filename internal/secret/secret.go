@@ -12,7 +12,11 @@ const redacted = "[redacted]"
 
 // Text is secret text. Its zero value holds none. The text sits behind a pointer, so that even
 // fmt's reflection over a struct holding Text in an unexported field prints an address, not it.
-type Text struct{ p *string }
+// Text cannot be compared with ==, which would compare pointers: nor can what holds it.
+type Text struct {
+	_ [0]func()
+	p *string
+}
 
 // New holds s.
 func New(s string) Text { return Text{p: &s} }

@@ -126,8 +126,12 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	if want := []azcore.TokenCredential{reader, reader, reader}; !slices.Equal(cl.creds, want) {
 		t.Errorf("Resource Manager was called with the credentials %v, want the reader's", cl.creds)
 	}
-	if want := []azure.Identity{watchID, azure.Operator("t1"), watchID}; !slices.Equal(ids.asked, want) {
-		t.Errorf("credentials were made for %v, want %v", ids.asked, want)
+	var asked []string
+	for _, id := range ids.asked {
+		asked = append(asked, id.String()+" with "+id.Secret.Reveal())
+	}
+	if want := []string{"client reader in tenant t1 with s", "the operator's identity in tenant t1 with ", "client reader in tenant t1 with s"}; !slices.Equal(asked, want) {
+		t.Errorf("credentials were made for %q, want %q", asked, want)
 	}
 }
 
