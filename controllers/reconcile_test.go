@@ -430,3 +430,31 @@ func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
 		})
 	}
 }
+
+// A rotation whose new secret vanished from Graph before Entra accepted it starts over with
+// another, and keeps the cluster it pinned: without it, the next secret would be verified and
+// the old ones retired though the cluster was never reset.
+func TestUnitRotationStartingOverKeepsItsCluster(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
+	w.Status.Rotation.Cluster, w.Status.Rotation.Failures = pinnedCluster, verifyTriesBeforeRecheck
+	stored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp"},
+		Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
+	gone := errors.New("AADSTS7000215: invalid client secret")
+	u := newUnit(t, &azurefake.Azure{
+		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+			return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+				return graph.Snapshot{AppID: unitApp}, nil // the new secret k-new is not there
+			}}, nil
+		},
+		VerifySecretFunc: func(context.Context, azure.Identity) error { return gone },
+	}, w, stored)
+
+	u.reconcile() // the secret is gone: start over
+	got := &v1alpha1.CredentialWatch{}
+	if err := u.c.Get(context.Background(), u.key, got); err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Status.Rotation; st == nil || st.Cluster == nil || *st.Cluster != *pinnedCluster || st.KeyID != "" {
+		t.Errorf("status.rotation = %+v, want a new start that keeps the cluster %+v", st, pinnedCluster)
+	}
+}

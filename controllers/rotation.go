@@ -358,8 +358,9 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	if err := ro.r.Azure.VerifySecret(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
 		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
 			// Deleted in Graph while waiting: start over with a new secret.
+			// What was pinned stays pinned: the application, and the cluster the old secret serves.
 			ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
-				AppID: ro.appID, ApplicationObjectID: ro.appOID, StartTime: ro.st.StartTime, Request: ro.st.Request,
+				AppID: ro.appID, ApplicationObjectID: ro.appOID, Cluster: ro.st.Cluster, StartTime: ro.st.StartTime, Request: ro.st.Request,
 				Message: "The new secret disappeared from Graph before it was accepted; adding another"}
 			return time.Time{}, ro.save(ctx)
 		}
