@@ -87,8 +87,8 @@ func (s *Summary) add(c *v1alpha1.Credential, now time.Time, t Thresholds) {
 		s.Earliest = c
 	}
 	for _, at := range []time.Time{end.Add(-t.Warning), end.Add(-t.Critical), end} {
-		if at.After(now) && (s.NextTransition.IsZero() || at.Before(s.NextTransition)) {
-			s.NextTransition = at
+		if at.After(now) {
+			s.NextTransition = Earliest(s.NextTransition, at)
 		}
 	}
 }

@@ -168,8 +168,8 @@ func InWindow(w *v1alpha1.MaintenanceWindow, now time.Time) (bool, time.Time, er
 		if !now.Before(open) && now.Before(open.Add(length)) {
 			return true, now, nil
 		}
-		if open.After(now) && (next.IsZero() || open.Before(next)) {
-			next = open
+		if open.After(now) {
+			next = Earliest(next, open)
 		}
 	}
 	return false, next, nil
