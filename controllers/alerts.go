@@ -81,13 +81,13 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 
 	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
 	cond := alertsCondition(set, ledger, cfgErr)
-	if cond.reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.message) {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.message)
+	if cond.Reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.Message) {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.Message)
 	}
 	if cfgErr != nil {
 		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
 	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.status, cond.reason, cond.message, now)
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
 	return next, nil
 }
 
@@ -179,29 +179,24 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 	return false, nil
 }
 
-type conditionValue struct {
-	status          metav1.ConditionStatus
-	reason, message string
-}
-
 // alertsCondition says whether alerts reach their channels: a channel that cannot be built comes
 // first (a person must act), then channels that fail to deliver, else all is well.
-func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) conditionValue {
+func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) compose.Condition {
 	var ce *channels.ConfigError
 	if errors.As(cfgErr, &ce) {
-		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(cfgErr.Error())}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonChannelMisconfigured, Message: oneLine(cfgErr.Error())}
 	}
 	if cfgErr != nil { // the API server did not answer for a Secret: a person need not act
-		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, oneLine(cfgErr.Error())}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: oneLine(cfgErr.Error())}
 	}
 	if len(ledger.Failing) > 0 {
 		var msgs []string
 		for _, f := range ledger.Failing {
 			msgs = append(msgs, fmt.Sprintf("%s: %s (%d failures, next try at %s)", f.Channel, f.Message, f.Failures, f.NextAttemptTime.UTC().Format(time.RFC3339)))
 		}
-		return conditionValue{metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, strings.Join(msgs, "; ")}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: strings.Join(msgs, "; ")}
 	}
-	return conditionValue{metav1.ConditionTrue, v1alpha1.ReasonDelivered, "Alerts go to " + strings.Join(set.IDs(), ", ")}
+	return compose.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDelivered, Message: "Alerts go to " + strings.Join(set.IDs(), ", ")}
 }
 
 func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
