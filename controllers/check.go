@@ -156,7 +156,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
-		OwnerEmails:              r.ownerEmails(ctx, obj, snap, owners),
+		OwnerEmails:              r.ownerEmails(ctx, obj, res.id, snap, owners),
 	}
 	obj.Status.Credentials = credentialsOf(snap)
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
@@ -165,29 +165,20 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 
 // ownerEmails reads the application's owners when the watch mails them, keeping what was known
 // when they cannot be read: the credentials were read, and that is what the check is for.
-func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, snap graph.Snapshot, known []string) []string {
+func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, id azure.Identity, snap graph.Snapshot, known []string) []string {
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
-	owners, err := r.readOwners(ctx, obj, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
+	var owners []string
+	app, err := r.Azure.Application(id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
 	if err == nil {
-		return owners
+		if owners, err = app.ReadOwnerEmails(ctx); err == nil {
+			return owners
+		}
 	}
 	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
 	r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "Reading the application's owners failed, so they are not mailed: %v", err)
 	return known
-}
-
-func (r *CredentialWatchReconciler) readOwners(ctx context.Context, obj *v1alpha1.CredentialWatch, ref graph.AppRef) ([]string, error) {
-	id, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
-	if err != nil {
-		return nil, err
-	}
-	app, err := r.Azure.Application(id, ref)
-	if err != nil {
-		return nil, err
-	}
-	return app.ReadOwnerEmails(ctx)
 }
 
 // forgetCredentials drops what was known of a service principal that no longer exists, so that
@@ -203,6 +194,8 @@ func forgetCredentials(obj *v1alpha1.CredentialWatch) {
 // checkResult is what a check found: the appId watched and its credentials, or that the target
 // is an AKS cluster on a managed identity, which has none, or what a tenant scan found.
 type checkResult struct {
+	// id is who the check signed in as; the owners are read as the same.
+	id              azure.Identity
 	appID           string
 	snap            graph.Snapshot
 	managedIdentity bool
@@ -225,7 +218,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 	if err != nil {
 		return checkResult{}, err
 	}
-	var res checkResult
+	res := checkResult{id: id}
 	switch t := obj.Spec.Target; {
 	case t.ServicePrincipal != nil:
 		res.appID = t.ServicePrincipal.ClientID
