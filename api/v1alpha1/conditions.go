@@ -82,8 +82,20 @@ const (
 	ReasonAccessDenied = "AccessDenied"
 	// ReasonAuthenticationFailed: no token could be obtained for the identity, or Graph rejected it (401).
 	ReasonAuthenticationFailed = "AuthenticationFailed"
-	// ReasonCredentialSecretInvalid: the Secret named by azureCredentialRef is missing or malformed.
+	// ReasonCredentialSecretInvalid: the Secret an identity signs in with is missing or malformed.
 	ReasonCredentialSecretInvalid = "CredentialSecretInvalid"
+	// ReasonNoIdentity: the watch names no identity, and the operator has no default identity.
+	ReasonNoIdentity = "NoIdentity"
+	// ReasonIdentityNotFound: the identity the watch names does not exist.
+	ReasonIdentityNotFound = "IdentityNotFound"
+	// ReasonIdentityNotReady: the identity the watch names has not signed in, or failed to.
+	ReasonIdentityNotReady = "IdentityNotReady"
+	// ReasonIdentityNotAllowed: the identity does not allow what the watch asks of it (its
+	// namespace, tenant, application, cluster or operation); nothing was sent to Azure.
+	ReasonIdentityNotAllowed = "IdentityNotAllowed"
+	// ReasonIdentityMigrationNeeded: the watch still carries azureCredentialRef, which is no
+	// longer supported; it is not checked until it names an identity instead.
+	ReasonIdentityMigrationNeeded = "IdentityMigrationNeeded"
 	// ReasonThrottled: Graph answered 429; the next try waits at least its Retry-After.
 	ReasonThrottled = "Throttled"
 	// ReasonGraphUnreachable: no answer from Graph (connection refused, reset, timed out) or a 5xx.
@@ -92,6 +104,18 @@ const (
 	ReasonGraphError = "GraphError"
 	// ReasonFilterRejected: Graph refused the tenant scan's filter.
 	ReasonFilterRejected = "FilterRejected"
+)
+
+// Reasons of the Ready condition of an AzureIdentity or ClusterAzureIdentity, besides
+// ReasonCredentialSecretInvalid and ReasonAuthenticationFailed.
+const (
+	// ReasonSignedIn: Entra ID issued the identity a token at its last sign-in.
+	ReasonSignedIn = "SignedIn"
+	// ReasonSignInUnavailable: Entra ID did not answer, or could not be reached.
+	ReasonSignInUnavailable = "SignInUnavailable"
+	// ReasonServiceAccountTokenFailed: the ServiceAccount token of a workload identity could not
+	// be minted: the ServiceAccount is missing, or the operator may not create its tokens.
+	ReasonServiceAccountTokenFailed = "ServiceAccountTokenFailed"
 )
 
 // Reasons of the Expiring and Expired conditions.

@@ -7,7 +7,7 @@ import (
 
 // CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
-// +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.azureCredentialRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and azureCredentialRef need a servicePrincipal or aksCluster target"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.identityRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and identityRef need a servicePrincipal or aksCluster target"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
@@ -15,12 +15,17 @@ type CredentialWatchSpec struct {
 	// +required
 	Target Target `json:"target"`
 
-	// AzureCredentialRef names a Secret in the watch's namespace holding the identity the operator
-	// signs in to Microsoft Graph with for this watch, under the keys clientID and clientSecret, in
-	// the target's tenant. Absent, the operator uses its own identity (azidentity's
-	// DefaultAzureCredential: workload identity, managed identity or environment).
-	// That identity needs Application.Read.All, or to own the application.
-	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="azureCredentialRef.name must name a Secret"
+	// IdentityRef names the identity the operator signs in to Azure with for this watch: an
+	// AzureIdentity in the watch's namespace, or a ClusterAzureIdentity that admits it. Absent,
+	// the ClusterAzureIdentity the operator's --default-identity flag names. The identity decides
+	// what the watch may read and change; anything else is refused before Azure is asked.
+	// +optional
+	IdentityRef *IdentityRef `json:"identityRef,omitempty"`
+
+	// AzureCredentialRef is no longer supported, and refused: it let any watch sign in as any
+	// Secret's client, or as the operator. Create an AzureIdentity with clientSecret.secretRef
+	// naming the Secret (key clientSecret), and set identityRef to it instead.
+	// +kubebuilder:validation:XValidation:rule="false",message="azureCredentialRef was removed in credwatch.dev/v1alpha1: create an AzureIdentity in this namespace with spec.clientSecret {tenantID, clientID, secretRef: {name: <this Secret>, key: clientSecret}} and spec.allow naming the target, then set spec.identityRef: {kind: AzureIdentity, name: <it>} and delete azureCredentialRef"
 	// +optional
 	AzureCredentialRef *corev1.LocalObjectReference `json:"azureCredentialRef,omitempty"`
 

@@ -1,0 +1,148 @@
+// Package access decides whether a watch may use an identity for one request to Azure: whether
+// the identity admits the watch's namespace, and covers the tenant, the application, the
+// cluster's subscription and resource group, and the operation. It is a pure function of the
+// identity object, the namespace and the request, so that every refusal can be table-tested,
+// and it runs before anything is sent: a request the identity does not cover never leaves.
+package access
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// Identity is an AzureIdentity or a ClusterAzureIdentity, as access needs it.
+type Identity struct {
+	// Kind is v1alpha1.KindAzureIdentity or v1alpha1.KindClusterAzureIdentity.
+	Kind string
+	Name string
+	// Namespace is an AzureIdentity's; empty for a ClusterAzureIdentity.
+	Namespace string
+	Spec      v1alpha1.IdentitySpec
+	// Conditions admit namespaces to a ClusterAzureIdentity.
+	Conditions []v1alpha1.NamespaceCondition
+}
+
+// Of describes an AzureIdentity.
+func Of(id *v1alpha1.AzureIdentity) Identity {
+	return Identity{Kind: v1alpha1.KindAzureIdentity, Name: id.Name, Namespace: id.Namespace, Spec: id.Spec.IdentitySpec}
+}
+
+// OfCluster describes a ClusterAzureIdentity.
+func OfCluster(id *v1alpha1.ClusterAzureIdentity) Identity {
+	return Identity{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name, Spec: id.Spec.IdentitySpec, Conditions: id.Spec.Conditions}
+}
+
+// String names the identity as a person would look it up.
+func (i Identity) String() string {
+	if i.Namespace != "" {
+		return fmt.Sprintf("%s %s/%s", i.Kind, i.Namespace, i.Name)
+	}
+	return i.Kind + " " + i.Name
+}
+
+// Namespace is the namespace a watch lives in, with its labels, for namespaceSelector.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Cluster is where an AKS cluster is.
+type Cluster struct {
+	SubscriptionID string
+	ResourceGroup  string
+}
+
+// Request is one use of an identity: an operation in a tenant, on an application or a cluster.
+type Request struct {
+	Operation v1alpha1.Operation
+	TenantID  string
+	// AppID is the application the operation reads or changes; empty when it concerns none (a
+	// cluster read before its service principal is known, a tenant scan).
+	AppID string
+	// Cluster is the AKS cluster the operation reads or resets, nil when it concerns none.
+	Cluster *Cluster
+}
+
+// Refusal is an identity refusing a request: which identity, and the rule that refused.
+type Refusal struct {
+	Identity string
+	Rule     string
+}
+
+func (r *Refusal) Error() string { return r.Identity + " does not allow this: " + r.Rule }
+
+// Check returns nil when id may serve req for a watch in ns, and a *Refusal naming the rule that
+// refuses it otherwise.
+func Check(id Identity, ns Namespace, req Request) error {
+	refuse := func(format string, args ...any) error {
+		return &Refusal{Identity: id.String(), Rule: fmt.Sprintf(format, args...)}
+	}
+	if rule := admits(id, ns); rule != "" {
+		return refuse("%s", rule)
+	}
+	if !slices.ContainsFunc(id.Spec.AllowedTenants(), func(t string) bool { return strings.EqualFold(t, req.TenantID) }) {
+		return refuse("allow.tenants does not list tenant %s", req.TenantID)
+	}
+	if req.Operation != v1alpha1.OperationWatch && !slices.Contains(id.Spec.Allow.Operations, req.Operation) {
+		return refuse("allow.operations does not list %s", req.Operation)
+	}
+	if req.AppID != "" && !coversApp(id.Spec.Allow.Applications, req.AppID) {
+		return refuse("allow.applications does not list appId %s", req.AppID)
+	}
+	if c := req.Cluster; c != nil {
+		i := slices.IndexFunc(id.Spec.Allow.Subscriptions, func(s v1alpha1.SubscriptionScope) bool {
+			return strings.EqualFold(s.SubscriptionID, c.SubscriptionID)
+		})
+		if i < 0 {
+			return refuse("allow.subscriptions does not list subscription %s", c.SubscriptionID)
+		}
+		groups := id.Spec.Allow.Subscriptions[i].ResourceGroups
+		// Resource group names are not case-sensitive in Azure: rg-A and rg-a are one group.
+		if len(groups) > 0 && !slices.ContainsFunc(groups, func(g string) bool { return strings.EqualFold(g, c.ResourceGroup) }) {
+			return refuse("allow.subscriptions[%s].resourceGroups does not list resource group %s", c.SubscriptionID, c.ResourceGroup)
+		}
+	}
+	return nil
+}
+
+// admits returns why id does not admit ns, or "" when it does.
+func admits(id Identity, ns Namespace) string {
+	if id.Kind == v1alpha1.KindAzureIdentity {
+		if id.Namespace != ns.Name {
+			// identityRef is local; only a bug could get here, and it must not pass.
+			return fmt.Sprintf("an AzureIdentity serves only the watches of its own namespace, %s", id.Namespace)
+		}
+		return ""
+	}
+	for _, c := range id.Conditions {
+		if slices.Contains(c.Namespaces, ns.Name) {
+			return ""
+		}
+		if c.NamespaceSelector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(c.NamespaceSelector)
+		if err != nil {
+			return fmt.Sprintf("a namespaceSelector of its conditions is invalid (%v), and admits nothing", err)
+		}
+		if sel.Matches(labels.Set(ns.Labels)) {
+			return ""
+		}
+	}
+	if len(id.Conditions) == 0 {
+		return fmt.Sprintf("its conditions admit no namespace, so not %s: a cluster admin lists namespaces, or namespaceSelector: {} for all", ns.Name)
+	}
+	return fmt.Sprintf("its conditions do not admit namespace %s", ns.Name)
+}
+
+func coversApp(allowed []string, appID string) bool {
+	return slices.ContainsFunc(allowed, func(a string) bool {
+		return a == v1alpha1.AllApplications || strings.EqualFold(a, appID)
+	})
+}
