@@ -89,10 +89,15 @@ func Doubling(base, limit time.Duration, failures int32) time.Duration {
 
 // RequeueAfter is how long from now until the earliest of the next check and the given moments
 // (state transitions, alerts falling due), at which a watch has something new to say. Zero
-// moments are ignored. The result is at least a second: controller-runtime reads zero as "do
-// not come back".
+// moments are ignored; when all are zero, so is the result, which controller-runtime reads as "do
+// not come back" (a watch waiting for its identity, which reconciles it when it signs in).
+// Otherwise it is at least a second.
 func RequeueAfter(now, nextCheck time.Time, moments ...time.Time) time.Duration {
-	return max(Earliest(nextCheck, Earliest(moments...)).Sub(now), time.Second)
+	at := Earliest(nextCheck, Earliest(moments...))
+	if at.IsZero() {
+		return 0
+	}
+	return max(at.Sub(now), time.Second)
 }
 
 // Earliest is the earliest of moments, ignoring zero ones, which mean never; zero when all are.

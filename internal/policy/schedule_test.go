@@ -136,6 +136,7 @@ func TestRequeueAfter(t *testing.T) {
 		"earliest of several":            {next: now.Add(6 * time.Hour), moments: []time.Time{now.Add(time.Hour), {}, now.Add(time.Minute)}, want: time.Minute},
 		"no transition":                  {next: now.Add(6 * time.Hour), moments: []time.Time{{}}, want: 6 * time.Hour},
 		"overdue check: soon, not never": {next: now.Add(-time.Minute), want: time.Second},
+		"nothing scheduled: not back":    {moments: []time.Time{{}}, want: 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
