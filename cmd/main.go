@@ -63,6 +63,7 @@ type options struct {
 	armEndpoint    string
 	armAudience    string
 	defaultAlerts  string
+	defaultID      string
 	namespace      string
 	slackAPIURL    string
 	graphBudget    int
@@ -101,6 +102,7 @@ func main() {
 	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
 	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
+	flag.StringVar(&o.defaultID, "default-identity", "", "ClusterAzureIdentity used by watches that name no spec.identityRef; empty, such watches are not checked (Ready False NoIdentity). The identity still decides what they may do, and which namespaces may use it.")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
 	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
@@ -204,19 +206,30 @@ func run(o options) error {
 	}
 	watches = cwmetrics.NewWatches(cached, scanStore)
 
-	az, err := o.azure(cloud)
+	ids := azure.NewIdentities(cloud, nil, nil)
+	ids.Tokens = azure.KubeTokens{Client: mgr.GetClient()}
+	az, err := o.azure(cloud, ids)
 	if err != nil {
 		return err
 	}
+	for _, clusterScoped := range []bool{false, true} {
+		ir := &controllers.IdentityReconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), OperatorNamespace: o.namespace,
+			Recorder: mgr.GetEventRecorderFor("credwatch"), Clock: clock.RealClock{}, Azure: az, Cluster: clusterScoped}
+		if err := ir.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the identity controller: %w", err)
+		}
+	}
 	r := &controllers.CredentialWatchReconciler{
-		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorderFor("credwatch"),
-		Clock:        clock.RealClock{},
-		Rand:         rand.Float64,
-		Azure:        az,
-		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
-		Scans:        scanStore,
+		Client:            mgr.GetClient(),
+		SecretReader:      mgr.GetAPIReader(),
+		DefaultIdentity:   o.defaultID,
+		OperatorNamespace: o.namespace,
+		Recorder:          mgr.GetEventRecorderFor("credwatch"),
+		Clock:             clock.RealClock{},
+		Rand:              rand.Float64,
+		Azure:             az,
+		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
+		Scans:             scanStore,
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err
@@ -296,7 +309,7 @@ func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watc
 }
 
 // azure is Graph and Resource Manager in cloud, each client bound to an identity and a target.
-func (o options) azure(cloud azure.Cloud) (*clients.Clients, error) {
+func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clients, error) {
 	graphRequests, err := cwmetrics.NewGraphRequests(metrics.Registry)
 	if err != nil {
 		return nil, err
@@ -311,7 +324,7 @@ func (o options) azure(cloud azure.Cloud) (*clients.Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clients.New(azure.NewIdentities(cloud, nil, nil),
+	return clients.New(ids,
 		coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)}, clusters), nil
 }
 

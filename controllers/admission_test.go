@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
@@ -151,9 +152,17 @@ func TestAdmission(t *testing.T) {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.CheckInterval = "2w" },
 			wantErr: []string{"checkInterval must be at most 7d"},
 		},
-		"credential Secret without a name": {
-			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.AzureCredentialRef = &corev1.LocalObjectReference{} },
-			wantErr: []string{"azureCredentialRef.name must name a Secret"},
+		"a credential Secret, the way before identities": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+			},
+			wantErr: []string{"azureCredentialRef was removed", "create an AzureIdentity", "set spec.identityRef"},
+		},
+		"an identity of no known kind": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.IdentityRef = &v1alpha1.IdentityRef{Kind: "Secret", Name: "x"}
+			},
+			wantErr: []string{"spec.identityRef.kind", "AzureIdentity", "ClusterAzureIdentity"},
 		},
 		"alerts: slack with both a token and a webhook": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
@@ -269,4 +278,82 @@ func TestAdmission(t *testing.T) {
 func aksTarget() *v1alpha1.AKSClusterTarget {
 	return &v1alpha1.AKSClusterTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918",
 		ResourceGroup: "rg-prod.weu_(1)", Name: "aks-prod"}
+}
+
+// TestIdentityAdmission: the API server refuses identities that sign in no way or two ways, hand
+// out the operator's identity from a namespace, or allow nonsense, saying what to write.
+func TestIdentityAdmission(t *testing.T) {
+	needsAPIServer(t)
+	ns := newNamespace(t)
+	const tenant, appID = "72f988bf-86f1-41af-91ab-2d7cd011db47", "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"
+	secret := func() v1alpha1.IdentitySpec {
+		return v1alpha1.IdentitySpec{ClientSecret: &v1alpha1.ClientSecretSignIn{TenantID: tenant, ClientID: appID,
+			SecretRef: v1alpha1.SecretKeyRef{Name: "s", Key: "clientSecret"}}}
+	}
+	for name, tc := range map[string]struct {
+		cluster bool
+		spec    func() v1alpha1.IdentitySpec
+		wantErr []string
+	}{
+		"a client secret": {spec: secret},
+		"a workload identity": {spec: func() v1alpha1.IdentitySpec {
+			return v1alpha1.IdentitySpec{WorkloadIdentity: &v1alpha1.WorkloadIdentitySignIn{TenantID: tenant, ClientID: appID, ServiceAccountRef: v1alpha1.LocalRef{Name: "graph"}}}
+		}},
+		"no way to sign in": {spec: func() v1alpha1.IdentitySpec { return v1alpha1.IdentitySpec{} },
+			wantErr: []string{"set exactly one of workloadIdentity, clientSecret, clientCertificate"}},
+		"two ways": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.ClientCertificate = &v1alpha1.ClientCertificateSignIn{TenantID: tenant, ClientID: appID, SecretRef: v1alpha1.LocalRef{Name: "tls"}}
+			return s
+		}, wantErr: []string{"set exactly one of"}},
+		"the operator's identity, from a namespace": {spec: func() v1alpha1.IdentitySpec {
+			return v1alpha1.IdentitySpec{Operator: &v1alpha1.OperatorSignIn{}, Allow: v1alpha1.IdentityAllow{Tenants: []string{tenant}}}
+		}, wantErr: []string{"an AzureIdentity cannot sign in as the operator", "ClusterAzureIdentity"}},
+		"the operator's identity, cluster-wide": {cluster: true, spec: func() v1alpha1.IdentitySpec {
+			return v1alpha1.IdentitySpec{Operator: &v1alpha1.OperatorSignIn{}, Allow: v1alpha1.IdentityAllow{Tenants: []string{tenant}}}
+		}},
+		"the operator's identity in any tenant": {cluster: true, spec: func() v1alpha1.IdentitySpec {
+			return v1alpha1.IdentitySpec{Operator: &v1alpha1.OperatorSignIn{}}
+		}, wantErr: []string{"must list allow.tenants"}},
+		"every application and some": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Applications = []string{"*", appID}
+			return s
+		}, wantErr: []string{`either ["*"] for every application or a list of appIds`}},
+		"an application by name": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Applications = []string{"payments-api"}
+			return s
+		}, wantErr: []string{"allow.applications must be appIds (GUIDs)"}},
+		"an operation of no known kind": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Operations = []v1alpha1.Operation{"Delete"}
+			return s
+		}, wantErr: []string{"Unsupported value", "Rotate"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var obj client.Object
+			if tc.cluster {
+				obj = &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{GenerateName: "id-"}, Spec: v1alpha1.ClusterAzureIdentitySpec{IdentitySpec: tc.spec()}}
+			} else {
+				obj = &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{GenerateName: "id-", Namespace: ns}, Spec: v1alpha1.AzureIdentitySpec{IdentitySpec: tc.spec()}}
+			}
+			err := k8s.Create(context.Background(), obj)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				_ = k8s.Delete(context.Background(), obj)
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted, want a rejection")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("rejection %q does not say %q", err, want)
+				}
+			}
+		})
+	}
 }

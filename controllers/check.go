@@ -9,26 +9,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
-)
-
-// Keys of the Secret named by azureCredentialRef.
-const (
-	secretKeyClientID     = "clientID"
-	secretKeyClientSecret = "clientSecret"
 )
 
 // Event reasons of a check.
@@ -51,8 +44,9 @@ const scanTimeout = 10 * time.Minute
 // the check's (the API server, a cancelled reconcile), which controller-runtime retries.
 func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj
-	if !policy.CheckDue(policy.CheckStateOf(obj, w.scanned), w.now) {
-		return time.Time{}, nil
+	due, err := r.checkDue(ctx, w)
+	if err != nil || !due {
+		return time.Time{}, err
 	}
 	obj.Status.CheckRequest = obj.Annotations[v1alpha1.CheckAnnotation]
 	if obj.Generation != obj.Status.ObservedGeneration {
@@ -74,6 +68,13 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 		return time.Time{}, apiErr
 	}
 	obj.Status.ObservedGeneration = obj.Generation
+	var ie *identityError
+	if errors.As(err, &ie) && ie.pending {
+		// An identity created with its watches signs in within seconds: nothing has failed yet,
+		// and its signing in reconciles the watch.
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionUnknown, ie.reason, ie.msg, w.now)
+		return time.Time{}, nil
+	}
 	if err != nil {
 		r.checkFailed(ctx, w, before, err)
 		return time.Time{}, nil
@@ -81,6 +82,54 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	r.checkSucceeded(w, before)
 	r.record(checkCtx, w, res)
 	return time.Time{}, nil
+}
+
+// checkDue reports whether the target is read now: when its schedule says so, and also when its
+// identity no longer allows the check, or allows it again. Asking the identity costs no request
+// to Azure, only reads of the cache, so it is asked at every reconcile: a change to an identity
+// shows on the watches that use it at once, not at their next check.
+func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState) (bool, error) {
+	obj := w.obj
+	if policy.CheckDue(policy.CheckStateOf(obj, w.scanned), w.now) {
+		return true, nil
+	}
+	if obj.Spec.Target.ServiceAccountIssuer != nil {
+		return false, nil
+	}
+	_, err := r.authorizeCheck(ctx, obj)
+	var ke *kubernetesError
+	if errors.As(err, &ke) {
+		return false, ke
+	}
+	ready := condition(obj, v1alpha1.ConditionReady)
+	refused := ready.Status != metav1.ConditionTrue && identityReasons[ready.Reason]
+	return refused || (err != nil && reasonFor(err) != ready.Reason), nil
+}
+
+// identityReasons are the Ready reasons of a watch whose identity refused its check.
+var identityReasons = map[string]bool{
+	v1alpha1.ReasonNoIdentity: true, v1alpha1.ReasonIdentityNotFound: true, v1alpha1.ReasonIdentityNotReady: true,
+	v1alpha1.ReasonIdentityNotAllowed: true, v1alpha1.ReasonIdentityMigrationNeeded: true,
+}
+
+// authorizeCheck finds the watch's identity and asks it for the check's first request: the
+// application's credentials, the cluster (whose service principal is asked for once the cluster
+// names it), or the tenant scan.
+func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, obj *v1alpha1.CredentialWatch) (grant, error) {
+	g, err := r.grantOf(ctx, obj)
+	if err != nil {
+		return grant{}, err
+	}
+	req := access.Request{Operation: v1alpha1.OperationWatch, TenantID: obj.Spec.Target.TenantID()}
+	switch t := obj.Spec.Target; {
+	case t.ServicePrincipal != nil:
+		req.AppID = t.ServicePrincipal.ClientID
+	case t.AKSCluster != nil:
+		req.Cluster = accessCluster(clusterRef(t.AKSCluster))
+	case t.TenantScan != nil:
+		req.Operation = v1alpha1.OperationTenantScan
+	}
+	return g, g.allow(req)
 }
 
 func (r *CredentialWatchReconciler) checkTimeout(t v1alpha1.Target) time.Duration {
@@ -156,7 +205,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
-		OwnerEmails:              r.ownerEmails(ctx, obj, res.id, snap, owners),
+		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
 	}
 	obj.Status.Credentials = credentialsOf(snap)
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
@@ -165,15 +214,19 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 
 // ownerEmails reads the application's owners when the watch mails them, keeping what was known
 // when they cannot be read: the credentials were read, and that is what the check is for.
-func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, id azure.Identity, snap graph.Snapshot, known []string) []string {
+func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, res checkResult, known []string) []string {
+	snap := res.snap
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
 	var owners []string
-	app, err := r.Azure.Application(id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
+	err := res.grant.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID})
 	if err == nil {
-		if owners, err = app.ReadOwnerEmails(ctx); err == nil {
-			return owners
+		var app graph.AppClient
+		if app, err = r.Azure.Application(res.id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID}); err == nil {
+			if owners, err = app.ReadOwnerEmails(ctx); err == nil {
+				return owners
+			}
 		}
 	}
 	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
@@ -194,7 +247,9 @@ func forgetCredentials(obj *v1alpha1.CredentialWatch) {
 // checkResult is what a check found: the appId watched and its credentials, or that the target
 // is an AKS cluster on a managed identity, which has none, or what a tenant scan found.
 type checkResult struct {
-	// id is who the check signed in as; the owners are read as the same.
+	// grant is the identity the check used, and id who it signed in as; the owners are read
+	// as the same, if the identity allows it.
+	grant           grant
 	id              azure.Identity
 	appID           string
 	snap            graph.Snapshot
@@ -214,16 +269,20 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 		obs, err := r.Issuer.Probe(ctx, t.Endpoints)
 		return checkResult{issuer: &obs}, err
 	}
-	id, err := r.identity(ctx, obj, obj.Spec.Target.TenantID())
+	g, err := r.authorizeCheck(ctx, obj)
 	if err != nil {
 		return checkResult{}, err
 	}
-	res := checkResult{id: id}
+	tenant := obj.Spec.Target.TenantID()
+	res := checkResult{grant: g}
+	if res.id, err = r.signIns().identity(ctx, g.id, tenant); err != nil {
+		return checkResult{}, err
+	}
 	switch t := obj.Spec.Target; {
 	case t.ServicePrincipal != nil:
 		res.appID = t.ServicePrincipal.ClientID
 	case t.AKSCluster != nil:
-		c, err := r.readCluster(ctx, id, clusterRef(t.AKSCluster))
+		c, err := r.readCluster(ctx, res.id, clusterRef(t.AKSCluster))
 		if err != nil {
 			return checkResult{}, err
 		}
@@ -232,19 +291,33 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 			return checkResult{managedIdentity: true}, nil
 		}
 		res.appID = c.ClientID
+		// The cluster's service principal is a second request, asked for before Graph is.
+		if err := g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: res.appID}); err != nil {
+			return checkResult{}, err
+		}
 	case t.TenantScan != nil:
 		res.tenant = true
-		res.scan, err = r.scan(ctx, id, t.TenantScan.Filter)
+		res.scan, err = r.scan(ctx, res.id, t.TenantScan.Filter)
 		return res, err
 	default:
 		return checkResult{}, errors.New("the target names no service principal, AKS cluster or tenant")
 	}
-	app, err := r.Azure.Application(id, graph.AppRef{AppID: res.appID})
+	app, err := r.Azure.Application(res.id, graph.AppRef{AppID: res.appID})
 	if err != nil {
 		return checkResult{}, err
 	}
 	res.snap, err = app.ReadCredentials(ctx)
 	return res, err
+}
+
+// signIns reads the identities of watches from their objects.
+func (r *CredentialWatchReconciler) signIns() signIns {
+	return signIns{Secrets: r.SecretReader, OperatorNamespace: r.OperatorNamespace}
+}
+
+// accessCluster is where ref is, as access sees it.
+func accessCluster(ref aks.ClusterRef) *access.Cluster {
+	return &access.Cluster{SubscriptionID: ref.SubscriptionID, ResourceGroup: ref.ResourceGroup}
 }
 
 func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Identity, ref aks.ClusterRef) (aks.Cluster, error) {
@@ -316,7 +389,7 @@ func (e *filterError) Error() string {
 }
 func (e *filterError) Unwrap() error { return e.err }
 
-// secretError is a problem with the Secret named by azureCredentialRef: a person must fix it.
+// secretError is a problem with the Secret an identity signs in with: a person must fix it.
 type secretError struct{ msg string }
 
 func (e *secretError) Error() string { return e.msg }
@@ -327,28 +400,6 @@ type kubernetesError struct{ err error }
 
 func (e *kubernetesError) Error() string { return e.err.Error() }
 func (e *kubernetesError) Unwrap() error { return e.err }
-
-// identity is who the watch signs in to tenantID as: the operator, or the client whose secret
-// azureCredentialRef names.
-func (r *CredentialWatchReconciler) identity(ctx context.Context, obj *v1alpha1.CredentialWatch, tenantID string) (azure.Identity, error) {
-	ref := obj.Spec.AzureCredentialRef
-	if ref == nil {
-		return azure.Operator(tenantID), nil
-	}
-	key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
-	var secret corev1.Secret
-	if err := r.SecretReader.Get(ctx, key, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return azure.Identity{}, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef does not exist", key)}
-		}
-		return azure.Identity{}, &kubernetesError{fmt.Errorf("reading Secret %s: %w", key, err)}
-	}
-	clientID, clientSecret := string(secret.Data[secretKeyClientID]), string(secret.Data[secretKeyClientSecret])
-	if clientID == "" || clientSecret == "" {
-		return azure.Identity{}, &secretError{fmt.Sprintf("Secret %s named by azureCredentialRef must hold non-empty keys %s and %s", key, secretKeyClientID, secretKeyClientSecret)}
-	}
-	return azure.ClientSecret(tenantID, clientID, clientSecret), nil
-}
 
 // checked names what a check of target reads, for its events and logs.
 func checked(target v1alpha1.Target) string {
@@ -374,6 +425,14 @@ func reasonFor(err error) string {
 	var se *secretError
 	if errors.As(err, &se) {
 		return v1alpha1.ReasonCredentialSecretInvalid
+	}
+	var ie *identityError
+	if errors.As(err, &ie) {
+		return ie.reason
+	}
+	var refusal *access.Refusal
+	if errors.As(err, &refusal) {
+		return v1alpha1.ReasonIdentityNotAllowed
 	}
 	var fe *filterError
 	if errors.As(err, &fe) {

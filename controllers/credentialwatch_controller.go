@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,8 +40,8 @@ type Azure interface {
 	Tenant(id azure.Identity) (graph.TenantClient, error)
 	// Cluster is the managed cluster c.
 	Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
-	// VerifySecret reports whether Entra accepts id, a client and its secret, yet.
-	VerifySecret(ctx context.Context, id azure.Identity) error
+	// SignIn reports whether Entra ID accepts id now, with a fresh sign-in.
+	SignIn(ctx context.Context, id azure.Identity) error
 }
 
 // statusWriteTimeout bounds the final status write of a reconcile.
@@ -58,11 +59,16 @@ const checkJitter = 0.1
 // the clock.
 type CredentialWatchReconciler struct {
 	client.Client
-	// SecretReader reads the Secrets named by azureCredentialRef one at a time. It should not be
-	// a cache: a cache would list and watch every Secret in the cluster.
+	// SecretReader reads the Secrets identities sign in with, one at a time. It should not be a
+	// cache: a cache would list and watch every Secret in the cluster.
 	SecretReader client.Reader
-	Recorder     record.EventRecorder
-	Clock        clock.PassiveClock
+	// DefaultIdentity names the ClusterAzureIdentity of watches that name none; empty, such
+	// watches are not checked.
+	DefaultIdentity string
+	// OperatorNamespace holds the Secrets and ServiceAccounts of ClusterAzureIdentities.
+	OperatorNamespace string
+	Recorder          record.EventRecorder
+	Clock             clock.PassiveClock
 	// Rand returns a number in [0, 1), for jitter.
 	Rand func() float64
 	// Azure is Graph and Resource Manager, as the identities of watches see them.
@@ -126,7 +132,11 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		moments = append(moments, next)
 	}
-	return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, obj.Status.NextCheckTime.Time, moments...)}, nil
+	var nextCheck time.Time // none until a check is scheduled: a watch waiting for its identity
+	if t := obj.Status.NextCheckTime; t != nil {
+		nextCheck = t.Time
+	}
+	return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, nextCheck, moments...)}, nil
 }
 
 // watchState is what the steps of one reconcile share.
@@ -206,10 +216,17 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 // SetupWithManager registers the reconciler. Status-only updates are filtered out: the
 // reconciler wrote them and schedules its own return.
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.indexIdentities(context.Background(), mgr); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Annotations too: the rotate annotation asks for a rotation now.
 		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
+		// A watch asks its identity, and its namespace's labels, at every reconcile.
+		Watches(&v1alpha1.AzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindAzureIdentity)), builder.WithPredicates(identityChanged)).
+		Watches(&v1alpha1.ClusterAzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindClusterAzureIdentity)), builder.WithPredicates(identityChanged)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(watchesOfNamespace(mgr.GetClient())), builder.WithPredicates(labelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named("credentialwatch")
 	if r.PullsChanged != nil {

@@ -54,15 +54,16 @@ func newHarness(t *testing.T) *harness {
 		fake.Throttle(0, 0)
 	})
 	h.r = &CredentialWatchReconciler{
-		Client:       k8s,
-		SecretReader: k8s,
-		Recorder:     h.recorder,
-		Clock:        h.clock,
-		Rand:         func() float64 { return 0 },
-		Azure:        clients.New(identities, graphAPI, nil),
-		Channels:     &channels.Builder{Secrets: k8s},
-		Scans:        scans.New(),
-		CheckTimeout: time.Second,
+		Client:          k8s,
+		SecretReader:    k8s,
+		DefaultIdentity: testIdentity,
+		Recorder:        h.recorder,
+		Clock:           h.clock,
+		Rand:            func() float64 { return 0 },
+		Azure:           clients.New(identities, graphAPI, nil),
+		Channels:        &channels.Builder{Secrets: k8s},
+		Scans:           scans.New(),
+		CheckTimeout:    time.Second,
 	}
 	return h
 }
@@ -455,7 +456,10 @@ func TestDeletedServicePrincipalForgetsItsCredentials(t *testing.T) {
 	}
 }
 
-func TestAzureCredentialRef(t *testing.T) {
+// TestWatchSignsInAsItsAzureIdentity: a team's AzureIdentity signs in with the client secret its
+// Secret holds, as its own controller proves against Entra ID, and the team's watch reads Graph
+// as that client and no other.
+func TestWatchSignsInAsItsAzureIdentity(t *testing.T) {
 	needsAPIServer(t)
 	const watcherClient = "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e"
 	const watcherSecret = "wAtCh~er-SECRET-abcdefghijklmnopqrstuvwxyz0123"
@@ -464,39 +468,75 @@ func TestAzureCredentialRef(t *testing.T) {
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "graph-reader"}
 	})
 	ctx := context.Background()
-
-	// No Secret yet: a person has to create it; the condition says which.
-	w, _ := h.reconcile()
-	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialSecretInvalid)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, h.key.Namespace+"/graph-reader") {
-		t.Errorf("message %q does not name the Secret", msg)
+	ids := &IdentityReconciler{Client: k8s, Secrets: k8s, Recorder: h.recorder, Clock: h.clock, Azure: clients.New(identities, graphAPI, nil)}
+	signIn := func() *v1alpha1.AzureIdentity {
+		t.Helper()
+		key := client.ObjectKey{Namespace: h.key.Namespace, Name: "graph-reader"}
+		if _, err := ids.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		var id v1alpha1.AzureIdentity
+		if err := k8s.Get(ctx, key, &id); err != nil {
+			t.Fatal(err)
+		}
+		return &id
 	}
 
+	// No identity yet: a person has to create it; the condition says which.
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotFound)
+	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "AzureIdentity "+h.key.Namespace+"/graph-reader") {
+		t.Errorf("message %q does not name the identity", msg)
+	}
+
+	id := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "graph-reader", Namespace: h.key.Namespace}}
+	id.Spec.ClientSecret = &v1alpha1.ClientSecretSignIn{TenantID: tenantID, ClientID: watcherClient, SecretRef: v1alpha1.SecretKeyRef{Name: "graph-reader", Key: "clientSecret"}}
+	id.Spec.Allow.Applications = []string{s.appID}
+	if err := k8s.Create(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// Its Secret is missing, then wrong: the identity says so, with Entra's code, and so does the watch.
+	got := signIn()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonCredentialSecretInvalid || !strings.Contains(c.Message, h.key.Namespace+"/graph-reader") {
+		t.Errorf("identity Ready = %+v, want CredentialSecretInvalid naming the Secret", c)
+	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "graph-reader", Namespace: h.key.Namespace},
-		Data:       map[string][]byte{"clientID": []byte(watcherClient), "clientSecret": []byte("not-the-secret")},
+		Data:       map[string][]byte{"clientSecret": []byte("not-the-secret")},
 	}
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	h.step(time.Minute)
+	h.step(time.Hour)
+	got = signIn()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonAuthenticationFailed || !strings.Contains(c.Message, "AADSTS7000215") {
+		t.Errorf("identity Ready = %+v, want AuthenticationFailed with AADSTS7000215", c)
+	}
 	w, _ = h.reconcile()
-	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAuthenticationFailed)
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotReady)
 
 	secret.Data["clientSecret"] = []byte(watcherSecret)
 	if err := k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	fake.ResetRequests()
 	h.step(time.Hour)
+	got = signIn()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || got.Status.SignIn != "ClientSecret" {
+		t.Fatalf("identity Ready = %+v, signIn %q; want signed in with a ClientSecret", c, got.Status.SignIn)
+	}
+	fake.ResetRequests()
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-	for _, r := range fake.Requests() {
+	reqs := fake.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the watch read nothing from Graph")
+	}
+	for _, r := range reqs {
 		if r.ClientID != watcherClient {
-			t.Errorf("Graph request %s %s signed in as %s, want the Secret's client %s", r.Method, r.Path, r.ClientID, watcherClient)
+			t.Errorf("Graph request %s %s signed in as %s, want the identity's client %s", r.Method, r.Path, r.ClientID, watcherClient)
 		}
 	}
 	assertNoSecrets(t, h, watcherSecret, "not-the-secret")

@@ -64,14 +64,15 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := (&CredentialWatchReconciler{
-		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorderFor("credwatch"),
-		Clock:        clock.RealClock{},
-		Rand:         rand.Float64,
-		Azure:        clients.New(identities, counted, nil),
-		Channels:     &channels.Builder{Secrets: mgr.GetAPIReader()},
-		Scans:        scanStore,
+		Client:          mgr.GetClient(),
+		SecretReader:    mgr.GetAPIReader(),
+		DefaultIdentity: testIdentity,
+		Recorder:        mgr.GetEventRecorderFor("credwatch"),
+		Clock:           clock.RealClock{},
+		Rand:            rand.Float64,
+		Azure:           clients.New(identities, counted, nil),
+		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader()},
+		Scans:           scanStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -84,10 +84,13 @@ func newUnit(t *testing.T, az Azure, w *v1alpha1.CredentialWatch, objs ...client
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := crfake.NewClientBuilder().WithScheme(s).WithObjects(append(objs, w)...).WithStatusSubresource(&v1alpha1.CredentialWatch{}).Build()
+	id := operatorIdentity()
+	id.Status = signedIn(id.Generation)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}
+	c := crfake.NewClientBuilder().WithScheme(s).WithObjects(append(objs, w, id, ns)...).WithStatusSubresource(&v1alpha1.CredentialWatch{}).Build()
 	u := &unit{t: t, c: c, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(100), key: client.ObjectKeyFromObject(w)}
-	u.r = &CredentialWatchReconciler{Client: c, SecretReader: c, Recorder: u.recorder, Clock: u.clock,
+	u.r = &CredentialWatchReconciler{Client: c, SecretReader: c, DefaultIdentity: testIdentity, Recorder: u.recorder, Clock: u.clock,
 		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: scans.New()}
 	return u
 }
@@ -211,25 +214,26 @@ func TestUnitThrottledCheckWaitsItsRetryAfter(t *testing.T) {
 	}
 }
 
-// A watch that names a Secret signs in as the client in it, and a watch whose Secret is missing
-// says so without calling Azure at all.
-func TestUnitIdentityFromAzureCredentialRef(t *testing.T) {
+// A watch that names an AzureIdentity signs in as the client its Secret holds, and a watch
+// whose identity's Secret is missing says so without calling Azure at all.
+func TestUnitWatchSignsInAsItsAzureIdentity(t *testing.T) {
 	withRef := func(s *v1alpha1.CredentialWatchSpec) {
-		s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+		s.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "graph-reader"}
 	}
+	id := teamIdentity(func(s *v1alpha1.IdentitySpec) {})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"},
-		Data: map[string][]byte{"clientID": []byte("5b6c7d8e"), "clientSecret": []byte("rEader~secret")}}
+		Data: map[string][]byte{"clientSecret": []byte("rEader~secret")}}
 
 	r := &reads{}
-	u := newUnit(t, nil, unitWatch(withRef), secret)
+	u := newUnit(t, nil, unitWatch(withRef), secret, id)
 	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(300 * 24 * time.Hour)))
 	w, _ := u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-	if len(r.ids) != 1 || r.ids[0].TenantID != unitTenant || r.ids[0].ClientID != "5b6c7d8e" || r.ids[0].Secret.Reveal() != "rEader~secret" {
-		t.Errorf("signed in as %v, want client 5b6c7d8e with the Secret's secret, in the watch's tenant", r.ids)
+	if len(r.ids) != 1 || r.ids[0].TenantID != unitTenant || r.ids[0].ClientID != teamClient || r.ids[0].Secret.Reveal() != "rEader~secret" {
+		t.Errorf("signed in as %v, want client %s with the Secret's secret, in the watch's tenant", r.ids, teamClient)
 	}
 
-	u = newUnit(t, &azurefake.Azure{}, unitWatch(withRef))
+	u = newUnit(t, &azurefake.Azure{}, unitWatch(withRef), teamIdentity(func(s *v1alpha1.IdentitySpec) {}))
 	w, _ = u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialSecretInvalid)
 	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "team-a/graph-reader") {
@@ -237,10 +241,119 @@ func TestUnitIdentityFromAzureCredentialRef(t *testing.T) {
 	}
 }
 
+const teamClient = "5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e"
+
+// teamIdentity is team-a's AzureIdentity graph-reader, signed in, allowing unitApp, as edit says.
+func teamIdentity(edit func(*v1alpha1.IdentitySpec)) *v1alpha1.AzureIdentity {
+	id := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader", Generation: 1}}
+	id.Spec.ClientSecret = &v1alpha1.ClientSecretSignIn{TenantID: unitTenant, ClientID: teamClient,
+		SecretRef: v1alpha1.SecretKeyRef{Name: "graph-reader", Key: "clientSecret"}}
+	id.Spec.Allow.Applications = []string{unitApp}
+	edit(&id.Spec.IdentitySpec)
+	id.Status = signedIn(1)
+	return id
+}
+
+// Whatever a watch asks of an identity that does not allow it, or of no identity, is refused
+// with a reason that says what to fix, and nothing reaches Azure.
+func TestUnitIdentityRefusesBeforeAzureIsAsked(t *testing.T) {
+	named := func(kind, name string) func(*v1alpha1.CredentialWatchSpec) {
+		return func(s *v1alpha1.CredentialWatchSpec) { s.IdentityRef = &v1alpha1.IdentityRef{Kind: kind, Name: name} }
+	}
+	cluster := func(edit func(*v1alpha1.ClusterAzureIdentity)) *v1alpha1.ClusterAzureIdentity {
+		id := operatorIdentity()
+		id.Name, id.Generation = "shared", 1
+		edit(id)
+		id.Status = signedIn(1)
+		return id
+	}
+	for _, tc := range []struct {
+		name        string
+		edit        func(*v1alpha1.CredentialWatchSpec)
+		noDefault   bool
+		defaultName string
+		objs        []client.Object
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "an appId its identity does not list", edit: named(v1alpha1.KindAzureIdentity, "graph-reader"),
+			objs:       []client.Object{teamIdentity(func(s *v1alpha1.IdentitySpec) { s.Allow.Applications = []string{teamClient} })},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantMessage: "AzureIdentity team-a/graph-reader does not allow this: allow.applications does not list appId " + unitApp},
+		{name: "another tenant", edit: named(v1alpha1.KindAzureIdentity, "graph-reader"),
+			objs:       []client.Object{teamIdentity(func(s *v1alpha1.IdentitySpec) { s.Allow.Tenants = []string{teamClient} })},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantMessage: "allow.tenants does not list tenant " + unitTenant},
+		{name: "a cluster identity whose conditions exclude the namespace", edit: named(v1alpha1.KindClusterAzureIdentity, "shared"),
+			objs: []client.Object{cluster(func(id *v1alpha1.ClusterAzureIdentity) {
+				id.Spec.Conditions = []v1alpha1.NamespaceCondition{{Namespaces: []string{"team-b"}}}
+			})},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantMessage: "ClusterAzureIdentity shared does not allow this: its conditions do not admit namespace team-a"},
+		{name: "a tenant scan without TenantScan", edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: unitTenant}}
+			named(v1alpha1.KindClusterAzureIdentity, "shared")(s)
+		},
+			objs:       []client.Object{cluster(func(id *v1alpha1.ClusterAzureIdentity) { id.Spec.Allow.Operations = nil })},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantMessage: "allow.operations does not list TenantScan"},
+		{name: "a cluster outside its subscriptions", edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: teamClient, ResourceGroup: "rg", Name: "aks"}}
+		},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantMessage: "allow.subscriptions does not list subscription " + teamClient},
+		{name: "an identity that does not exist", edit: named(v1alpha1.KindAzureIdentity, "nobody"),
+			wantReason: v1alpha1.ReasonIdentityNotFound, wantMessage: "AzureIdentity team-a/nobody does not exist"},
+		{name: "an identity that does not sign in", edit: named(v1alpha1.KindClusterAzureIdentity, "shared"),
+			objs: []client.Object{func() client.Object {
+				id := cluster(func(*v1alpha1.ClusterAzureIdentity) {})
+				id.Status.Conditions[0].Status, id.Status.Conditions[0].Message = metav1.ConditionFalse, "invalid_client AADSTS7000222"
+				return id
+			}()},
+			wantReason: v1alpha1.ReasonIdentityNotReady, wantMessage: "AADSTS7000222"},
+		{name: "an identity whose new spec has not signed in: waiting, nothing failed", edit: named(v1alpha1.KindClusterAzureIdentity, "shared"),
+			objs:       []client.Object{cluster(func(id *v1alpha1.ClusterAzureIdentity) { id.Generation = 2 })},
+			wantStatus: metav1.ConditionUnknown, wantReason: v1alpha1.ReasonIdentityNotReady, wantMessage: "Waiting for ClusterAzureIdentity shared to sign in"},
+		{name: "a default identity that does not exist", edit: func(*v1alpha1.CredentialWatchSpec) {}, noDefault: true, defaultName: "missing",
+			wantReason: v1alpha1.ReasonIdentityNotFound, wantMessage: "the operator's default identity, ClusterAzureIdentity missing, does not exist"},
+		{name: "no identity and no default", noDefault: true,
+			wantReason: v1alpha1.ReasonNoIdentity, wantMessage: "create an AzureIdentity in namespace team-a"},
+		{name: "an azureCredentialRef left from before", edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.AzureCredentialRef = &corev1.LocalObjectReference{Name: "graph-reader"}
+		},
+			wantReason: v1alpha1.ReasonIdentityMigrationNeeded, wantMessage: "spec.clientSecret naming Secret graph-reader"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Any call to Azure fails the test: azurefake's nil fields.
+			calls := 0
+			az := &azurefake.Azure{SignInFunc: func(context.Context, azure.Identity) error { calls++; return nil }}
+			u := newUnit(t, az, unitWatch(tc.edit), tc.objs...)
+			if tc.noDefault {
+				u.r.DefaultIdentity = tc.defaultName
+			}
+			w, _ := u.reconcile()
+			want := metav1.ConditionFalse
+			if tc.wantStatus != "" {
+				want = tc.wantStatus
+			}
+			wantCondition(t, w, v1alpha1.ConditionReady, want, tc.wantReason)
+			if c := condition(w, v1alpha1.ConditionReady); !strings.Contains(c.Message, tc.wantMessage) {
+				t.Errorf("Ready says %q, want it to say %q", c.Message, tc.wantMessage)
+			}
+			ev := u.events()
+			switch {
+			case want == metav1.ConditionUnknown && len(ev) != 0:
+				t.Errorf("events %q while waiting, want none", ev)
+			case want == metav1.ConditionFalse && (len(ev) != 1 || !strings.Contains(ev[0], tc.wantReason)):
+				t.Errorf("events %q, want one %s", ev, tc.wantReason)
+			}
+			if calls != 0 {
+				t.Errorf("Azure was called %d times", calls)
+			}
+		})
+	}
+}
+
 // An AKS target reads the cluster first and watches the service principal it signs in with; on a
 // managed identity there is nothing to read in Graph.
 func TestUnitAKSTargetFollowsTheCluster(t *testing.T) {
-	ref := aks.ClusterRef{SubscriptionID: "8f7e6d5c", ResourceGroup: "rg-prod", Name: "aks-prod"}
+	ref := aks.ClusterRef{SubscriptionID: testSubscription, ResourceGroup: "rg-prod", Name: "aks-prod"}
 	aksTarget := func(s *v1alpha1.CredentialWatchSpec) {
 		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: ref.SubscriptionID, ResourceGroup: ref.ResourceGroup, Name: ref.Name}}
 	}
@@ -278,7 +391,7 @@ func TestUnitAKSTargetFollowsTheCluster(t *testing.T) {
 // what was known of its service principal.
 func TestUnitClusterNotFound(t *testing.T) {
 	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
-		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: "s", ResourceGroup: "rg", Name: "gone"}}
+		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: testSubscription, ResourceGroup: "rg", Name: "gone"}}
 	})
 	// Known from an earlier check, when the cluster was there.
 	w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: unitApp, DisplayName: "payments-api"}
@@ -414,8 +527,8 @@ func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
 			stored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp"},
 				Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
 			u := newUnit(t, &azurefake.Azure{
-				ApplicationFunc:  func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
-				VerifySecretFunc: func(context.Context, azure.Identity) error { return nil }, // Entra accepts the new secret
+				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
+				SignInFunc:      func(context.Context, azure.Identity) error { return nil }, // Entra accepts the new secret
 			}, w, stored)
 
 			w, _ = u.reconcile()
@@ -446,7 +559,7 @@ func TestUnitRotationStartingOverKeepsItsCluster(t *testing.T) {
 				return graph.Snapshot{AppID: unitApp}, nil // the new secret k-new is not there
 			}}, nil
 		},
-		VerifySecretFunc: func(context.Context, azure.Identity) error { return gone },
+		SignInFunc: func(context.Context, azure.Identity) error { return gone },
 	}, w, stored)
 
 	u.reconcile() // the secret is gone: start over

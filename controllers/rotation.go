@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -114,9 +115,13 @@ func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *wa
 		ro.report()
 		return t.Time, nil
 	}
+	g, err := ro.authorize(ctx)
+	if err != nil {
+		return ro.paused(err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
-	if err := ro.connect(ctx); err != nil {
+	if err := ro.connect(ctx, g); err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
 	return ro.advance(ctx)
@@ -142,6 +147,10 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 	if why := ro.blocked(); why != "" {
 		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
 		return time.Time{}, nil
+	}
+	g, err := ro.authorize(ctx)
+	if err != nil {
+		return ro.paused(err)
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		plan := ro.plan()
@@ -171,16 +180,56 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 	ro.r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventRotationStarted, "Rotating the client secret of %s: the new one is %q", compose.TargetName(obj), ro.st.DisplayName)
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
-	if err := ro.connect(ctx); err != nil {
+	if err := ro.connect(ctx, g); err != nil {
 		return ro.fail(err, policy.PropagationBackoff(1))
 	}
 	return ro.advance(ctx)
 }
 
-// connect binds the rotation's clients to the watch's identity: the application by the appId and
+// authorize finds the watch's identity and checks that it allows what the rotation does from its
+// step on: rotating the application's secrets, and, until the cluster has been moved onto the new
+// one, resetting the cluster. It is asked at every reconcile, before any call to Azure, so that
+// an identity that no longer allows the rotation stops it at its next step.
+func (ro *rotation) authorize(ctx context.Context) (grant, error) {
+	g, err := ro.r.grantOf(ctx, ro.obj)
+	if err != nil {
+		return grant{}, err
+	}
+	if err := g.allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.tenant, AppID: ro.appID}); err != nil {
+		return grant{}, err
+	}
+	if ro.cluster != nil && ro.st.Step != v1alpha1.StepRetiring {
+		if err := g.allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.tenant, Cluster: accessCluster(clusterRef(ro.cluster))}); err != nil {
+			return grant{}, err
+		}
+	}
+	return g, nil
+}
+
+// paused shows a rotation that its identity does not allow, or that has no identity, as Rotating
+// False with the reason, and does nothing else: whatever step it reached stays as it was, and
+// it goes on when the identity allows it again (a change to the identity reconciles the watch).
+func (ro *rotation) paused(err error) (time.Time, error) {
+	var ke *kubernetesError
+	if errors.As(err, &ke) {
+		return time.Time{}, ke
+	}
+	reason := reasonFor(err)
+	msg := "A rotation is due, but it does not start: " + err.Error()
+	if ro.obj.Status.Rotation != nil {
+		msg = fmt.Sprintf("The rotation waits at step %s: %v", ro.st.Step, err)
+	}
+	if prev := condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
+		ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, reason, msg)
+	}
+	setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, reason, msg, ro.now)
+	return time.Time{}, nil
+}
+
+// connect binds the rotation's clients to the identity g: the application by the appId and
 // object ID pinned when the rotation started, and the target's cluster.
-func (ro *rotation) connect(ctx context.Context) error {
-	id, err := ro.r.identity(ctx, ro.obj, ro.tenant)
+func (ro *rotation) connect(ctx context.Context, g grant) error {
+	id, err := ro.r.signIns().identity(ctx, g.id, ro.tenant)
 	if err != nil {
 		return err
 	}
@@ -355,7 +404,7 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
-	if err := ro.r.Azure.VerifySecret(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
+	if err := ro.r.Azure.SignIn(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
 		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
 			// Deleted in Graph while waiting: start over with a new secret.
 			// What was pinned stays pinned: the application, and the cluster the old secret serves.

@@ -95,12 +95,63 @@ func runSuite(m *testing.M) int {
 	cloud := azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL(), ARMEndpoint: "https://management.azure.com", ARMAudience: "https://management.core.windows.net/"}
 	transport := fake.Client().Transport
 	identities = azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
-		return operatorStandIn(cloud).ClientSecret(tenant, operatorClientID, operatorSecret)
+		return operatorStandIn(cloud).Credential(azure.ClientSecret(tenant, operatorClientID, operatorSecret))
 	})
 	if graphAPI, err = msgraph.New(cloud.GraphEndpoint, transport); err != nil {
 		panic(err)
 	}
+	if err := createSignedIn(context.Background(), operatorIdentity()); err != nil {
+		fmt.Fprintf(os.Stderr, "creating the suite's identity: %v\n", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// testIdentity names the ClusterAzureIdentity the suite's watches use unless they name another.
+const testIdentity = "test-operator"
+
+// scanTenant is the tenant TestTenantScan fills with applications.
+const scanTenant = "26d4064c-5b68-4158-8c2b-818d1fda473c"
+
+// testSubscription is the subscription of the suite's AKS clusters.
+const testSubscription = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
+
+// operatorIdentity is the operator's own identity, allowing everything the suite's watches do,
+// in every namespace: the stories that are not about access run as before identities existed.
+func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
+	return &v1alpha1.ClusterAzureIdentity{
+		ObjectMeta: metav1.ObjectMeta{Name: testIdentity},
+		Spec: v1alpha1.ClusterAzureIdentitySpec{
+			IdentitySpec: v1alpha1.IdentitySpec{
+				Operator: &v1alpha1.OperatorSignIn{},
+				Allow: v1alpha1.IdentityAllow{
+					Tenants:       []string{tenantID, unitTenant, scanTenant},
+					Applications:  []string{v1alpha1.AllApplications},
+					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
+					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,
+						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners},
+				},
+			},
+			Conditions: []v1alpha1.NamespaceCondition{{NamespaceSelector: &metav1.LabelSelector{}}},
+		},
+	}
+}
+
+// signedIn marks an identity's status as its controller would after a sign-in.
+func signedIn(generation int64) v1alpha1.IdentityStatus {
+	return v1alpha1.IdentityStatus{ObservedGeneration: generation, SignIn: "Operator", Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSignedIn, Message: "signed in",
+		ObservedGeneration: generation, LastTransitionTime: metav1.Now(),
+	}}}
+}
+
+// createSignedIn creates id in the API server, signed in, without its controller.
+func createSignedIn(ctx context.Context, id *v1alpha1.ClusterAzureIdentity) error {
+	if err := k8s.Create(ctx, id); err != nil {
+		return err
+	}
+	id.Status = signedIn(id.Generation)
+	return k8s.Status().Update(ctx, id)
 }
 
 // operatorStandIn signs in as the operator's identity would in a cluster, through the fake's

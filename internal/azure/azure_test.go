@@ -51,39 +51,39 @@ func TestIdentitiesAreCachedUntilTheSecretChanges(t *testing.T) {
 		builds++
 		return nil, nil
 	})
-	if _, err := ids.Operator("tenant-a"); err != nil {
+	if _, err := ids.Credential(Operator("tenant-a")); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = ids.Operator("tenant-a")
-	_, _ = ids.Operator("tenant-b")
+	_, _ = ids.Credential(Operator("tenant-a"))
+	_, _ = ids.Credential(Operator("tenant-b"))
 	if builds != 2 {
 		t.Errorf("operator identity built %d times for two tenants, want 2", builds)
 	}
 
-	first, err := ids.ClientSecret("tenant-a", "client", "secret-1")
+	first, err := ids.Credential(ClientSecret("tenant-a", "client", "secret-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, _ := ids.ClientSecret("tenant-a", "client", "secret-2")
+	second, _ := ids.Credential(ClientSecret("tenant-a", "client", "secret-2"))
 	if first == second {
 		t.Fatal("a second secret gave the first one's credential")
 	}
 	// Two watches mid-rotation, one on each secret: neither evicts the other.
-	if again, _ := ids.ClientSecret("tenant-a", "client", "secret-1"); again != first {
+	if again, _ := ids.Credential(ClientSecret("tenant-a", "client", "secret-1")); again != first {
 		t.Error("the first secret's credential was rebuilt: its token cache is lost")
 	}
 	for _, s := range []string{"secret-3", "secret-4", "secret-5"} {
-		_, _ = ids.ClientSecret("tenant-a", "client", s)
+		_, _ = ids.Credential(ClientSecret("tenant-a", "client", s))
 	}
 	if n := len(ids.cache["secret/tenant-a/client"]); n != secretsPerClient {
 		t.Errorf("%d secrets of one client cached, want at most %d", n, secretsPerClient)
 	}
-	if again, _ := ids.ClientSecret("tenant-a", "client", "secret-1"); again == first {
+	if again, _ := ids.Credential(ClientSecret("tenant-a", "client", "secret-1")); again == first {
 		t.Error("the oldest secret's credential outlived four newer ones")
 	}
 }
 
-func TestVerifySecret(t *testing.T) {
+func TestSignIn(t *testing.T) {
 	fake := fakegraph.New()
 	t.Cleanup(fake.Close)
 	const tenant, operator = "1b2c3d4e-5f60-4172-8394-a5b6c7d8e9f0", "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
@@ -91,20 +91,17 @@ func TestVerifySecret(t *testing.T) {
 	fake.PutApplication(tenant, fakegraph.Object{ID: "a0000000-0000-4000-8000-000000000001", AppID: "2c3d4e5f-6071-4283-9405-b6c7d8e9f0a1"})
 	ids := NewIdentities(Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
 
-	if err := ids.VerifySecret(context.Background(), ClientSecret(tenant, operator, "op-secret")); err != nil {
+	if err := ids.SignIn(context.Background(), ClientSecret(tenant, operator, "op-secret")); err != nil {
 		t.Errorf("a registered secret: %v", err)
 	}
 	wrong := ClientSecret(tenant, operator, "wrong")
-	err := ids.VerifySecret(context.Background(), wrong)
+	err := ids.SignIn(context.Background(), wrong)
 	var ae *azerr.Error
 	if !errors.As(err, &ae) || ae.Kind != azerr.KindUnauthenticated || ae.Code != "invalid_client AADSTS7000215" {
 		t.Errorf("a wrong secret: %v, want invalid_client AADSTS7000215", err)
 	}
 	if strings.Contains(fmt.Sprint(err), "wrong") {
 		t.Errorf("the error %q quotes the secret", err)
-	}
-	if err := ids.VerifySecret(context.Background(), Operator(tenant)); err == nil {
-		t.Error("verifying the operator's identity, which has no secret to verify: no error")
 	}
 }
 
@@ -139,8 +136,10 @@ func TestHalfAnIdentityIsRefused(t *testing.T) {
 			return nil, errors.New("not here")
 		})
 	for name, id := range map[string]Identity{
-		"a client without its secret": {TenantID: "t", ClientID: "c"},
-		"a secret without its client": {TenantID: "t", Secret: secret.New("s")},
+		"a client without its secret":         {TenantID: "t", ClientID: "c"},
+		"a secret without its client":         {TenantID: "t", Secret: secret.New("s")},
+		"a ServiceAccount without its client": {TenantID: "t", ServiceAccount: &ServiceAccount{Namespace: "n", Name: "sa"}},
+		"a secret and a certificate":          {TenantID: "t", ClientID: "c", Secret: secret.New("s"), Certificate: secret.New("pem")},
 	} {
 		if _, err := ids.Credential(id); !errors.Is(err, errHalfAnIdentity) {
 			t.Errorf("%s: Credential = %v, want errHalfAnIdentity", name, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -17,17 +18,24 @@ import (
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
-// Identity is who credwatch signs in to Azure as, in one tenant: the operator's own identity, or
-// a client with a secret (a watch's azureCredentialRef, or a new secret being verified). It is a
-// description, not a credential: nothing signs in until Identities makes one. Its secret never
-// prints (see package secret).
+// Identity is who credwatch signs in to Azure as, in one tenant: the operator's own identity,
+// or a client signing in with a secret, a certificate, or a ServiceAccount's token (workload
+// identity). It is a description, not a credential: nothing signs in until Identities makes one.
+// Its secret and certificate never print (see package secret).
 type Identity struct {
 	TenantID string
-	// ClientID and Secret are both empty for the operator's own identity, and both set for a
-	// client's: one without the other is refused, never read as the operator's.
+	// ClientID is empty for the operator's own identity; a client's has exactly one of Secret,
+	// Certificate and ServiceAccount. Anything else is refused, never read as the operator's.
 	ClientID string
 	Secret   secret.Text
+	// Certificate is a PEM certificate and its unencrypted private key.
+	Certificate secret.Text
+	// ServiceAccount is the ServiceAccount whose tokens the client is federated with.
+	ServiceAccount *ServiceAccount
 }
+
+// ServiceAccount names a Kubernetes ServiceAccount.
+type ServiceAccount struct{ Namespace, Name string }
 
 // Operator is the operator's own identity in tenantID.
 func Operator(tenantID string) Identity { return Identity{TenantID: tenantID} }
@@ -37,15 +45,35 @@ func ClientSecret(tenantID, clientID, text string) Identity {
 	return Identity{TenantID: tenantID, ClientID: clientID, Secret: secret.New(text)}
 }
 
-// IsOperator reports whether i is the operator's own identity.
-func (i Identity) IsOperator() bool { return i.ClientID == "" && i.Secret.IsZero() }
+// ClientCertificate is the identity of clientID in tenantID, signing in with a certificate and
+// its key, pemData.
+func ClientCertificate(tenantID, clientID string, pemData []byte) Identity {
+	return Identity{TenantID: tenantID, ClientID: clientID, Certificate: secret.New(string(pemData))}
+}
 
-// errHalfAnIdentity: a client ID without its secret, or a secret without its client. Reading it
+// WorkloadIdentity is the identity of clientID in tenantID, signing in with the tokens of
+// ServiceAccount namespace/name, which the application trusts through a federated credential.
+func WorkloadIdentity(tenantID, clientID, namespace, name string) Identity {
+	return Identity{TenantID: tenantID, ClientID: clientID, ServiceAccount: &ServiceAccount{Namespace: namespace, Name: name}}
+}
+
+// IsOperator reports whether i is the operator's own identity.
+func (i Identity) IsOperator() bool {
+	return i.ClientID == "" && i.Secret.IsZero() && i.Certificate.IsZero() && i.ServiceAccount == nil
+}
+
+// errHalfAnIdentity: a client ID without a way to sign in, or one without a client. Reading it
 // as the operator's own identity would hand a watch the operator's rights.
-var errHalfAnIdentity = errors.New("an identity needs a client ID and its secret, or neither for the operator's own")
+var errHalfAnIdentity = errors.New("an identity needs a client ID and exactly one of a secret, a certificate or a ServiceAccount, or none of them for the operator's own")
 
 func (i Identity) valid() error {
-	if i.IsOperator() || (i.ClientID != "" && !i.Secret.IsZero()) {
+	ways := 0
+	for _, set := range []bool{!i.Secret.IsZero(), !i.Certificate.IsZero(), i.ServiceAccount != nil} {
+		if set {
+			ways++
+		}
+	}
+	if i.IsOperator() || (i.ClientID != "" && ways == 1) {
 		return nil
 	}
 	return errHalfAnIdentity
@@ -58,19 +86,43 @@ func (i Identity) String() string {
 	return "client " + i.ClientID + " in tenant " + i.TenantID
 }
 
-// Identities hands out token credentials for the operator's own identity and for identities
-// held in Kubernetes Secrets. Credentials are cached: each holds its token cache, and building
-// one per reconcile would fetch a new token every time.
+// TokenExchangeAudience is the audience of the ServiceAccount tokens Entra ID exchanges for its
+// own: the one a federated credential names by default.
+const TokenExchangeAudience = "api://AzureADTokenExchange"
+
+// TokenError is a ServiceAccount token that could not be minted for a workload identity: the
+// ServiceAccount is missing, or the operator may not create its tokens.
+type TokenError struct {
+	ServiceAccount ServiceAccount
+	Err            error
+}
+
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("minting a token of ServiceAccount %s/%s: %v", e.ServiceAccount.Namespace, e.ServiceAccount.Name, e.Err)
+}
+
+func (e *TokenError) Unwrap() error { return e.Err }
+
+// ServiceAccountTokens mints ServiceAccount tokens (Kubernetes' TokenRequest).
+type ServiceAccountTokens interface {
+	Token(ctx context.Context, namespace, name, audience string) (string, error)
+}
+
+// Identities hands out token credentials for the operator's own identity and for the identities
+// of AzureIdentity objects. Credentials are cached: each holds its token cache, and building one
+// per reconcile would fetch a new token every time.
 type Identities struct {
 	cloud     Cloud
 	transport policy.Transporter
 	operator  func(tenantID string) (azcore.TokenCredential, error)
+	// Tokens mints the ServiceAccount tokens workload identities sign in with; nil refuses them.
+	Tokens ServiceAccountTokens
 
 	mu    sync.Mutex
 	cache map[string][]cachedCredential
 }
 
-// cachedCredential remembers which secret a credential was built from, by hash.
+// cachedCredential remembers which secret or certificate a credential was built from, by hash.
 type cachedCredential struct {
 	fingerprint string
 	cred        azcore.TokenCredential
@@ -92,42 +144,100 @@ func NewIdentities(cloud Cloud, transport policy.Transporter, operator func(tena
 	return i
 }
 
-// Credential is the token credential of id.
+// Credential is the token credential of id, cached.
 func (i *Identities) Credential(id Identity) (azcore.TokenCredential, error) {
 	if err := id.valid(); err != nil {
 		return nil, err
 	}
-	if id.IsOperator() {
-		return i.Operator(id.TenantID)
-	}
-	return i.ClientSecret(id.TenantID, id.ClientID, id.Secret.Reveal())
+	key, fingerprint := i.cacheKey(id)
+	return i.cached(key, fingerprint, func() (azcore.TokenCredential, error) {
+		c, err := i.build(id)
+		return scoped{c, scopeOf(id)}, err
+	})
 }
 
-func (i *Identities) clientOptions() azcore.ClientOptions {
-	return azcore.ClientOptions{
+// cacheKey keys a credential by who it signs in as, and fingerprints what it signs in with by
+// hash: each secret or certificate gets its own credential, so that two watches holding
+// different secrets of one client do not evict each other's tokens.
+func (i *Identities) cacheKey(id Identity) (key, fingerprint string) {
+	hash := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:])
+	}
+	switch {
+	case id.IsOperator():
+		return "operator/" + id.TenantID, ""
+	case !id.Secret.IsZero():
+		return "secret/" + id.TenantID + "/" + id.ClientID, hash(id.Secret.Reveal())
+	case !id.Certificate.IsZero():
+		return "certificate/" + id.TenantID + "/" + id.ClientID, hash(id.Certificate.Reveal())
+	default:
+		return "workload/" + id.TenantID + "/" + id.ClientID, id.ServiceAccount.Namespace + "/" + id.ServiceAccount.Name
+	}
+}
+
+// scopeOf names the Graph throttling scope a credential's requests spend: Graph budgets per
+// application and tenant, and so does graph/budget.
+func scopeOf(id Identity) string {
+	if id.IsOperator() {
+		return "operator/" + id.TenantID
+	}
+	return id.ClientID + "/" + id.TenantID
+}
+
+// build makes a new credential for id, which is valid.
+func (i *Identities) build(id Identity) (azcore.TokenCredential, error) {
+	opts := azcore.ClientOptions{
 		Cloud:     azcloud.Configuration{ActiveDirectoryAuthorityHost: i.cloud.AuthorityHost},
 		Transport: i.transport,
+	}
+	discovery := !i.cloud.Known()
+	switch {
+	case id.IsOperator():
+		return i.operator(id.TenantID)
+	case !id.Secret.IsZero():
+		return azidentity.NewClientSecretCredential(id.TenantID, id.ClientID, id.Secret.Reveal(), &azidentity.ClientSecretCredentialOptions{
+			ClientOptions: opts, DisableInstanceDiscovery: discovery,
+		})
+	case !id.Certificate.IsZero():
+		certs, key, err := azidentity.ParseCertificates([]byte(id.Certificate.Reveal()), nil)
+		if err != nil {
+			// ParseCertificates' errors name what is missing, never the key.
+			return nil, fmt.Errorf("reading the certificate: %w", err)
+		}
+		return azidentity.NewClientCertificateCredential(id.TenantID, id.ClientID, certs, key, &azidentity.ClientCertificateCredentialOptions{
+			ClientOptions: opts, DisableInstanceDiscovery: discovery, SendCertificateChain: true,
+		})
+	default:
+		if i.Tokens == nil {
+			return nil, errors.New("workload identity needs ServiceAccount tokens, and this operator cannot mint them")
+		}
+		sa := *id.ServiceAccount
+		assertion := func(ctx context.Context) (string, error) {
+			tok, err := i.Tokens.Token(ctx, sa.Namespace, sa.Name, TokenExchangeAudience)
+			if err != nil {
+				return "", &TokenError{ServiceAccount: sa, Err: err}
+			}
+			return tok, nil
+		}
+		return azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, assertion, &azidentity.ClientAssertionCredentialOptions{
+			ClientOptions: opts, DisableInstanceDiscovery: discovery,
+		})
 	}
 }
 
 func (i *Identities) defaultCredential(tenantID string) (azcore.TokenCredential, error) {
 	return azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{
-		ClientOptions:            i.clientOptions(),
+		ClientOptions: azcore.ClientOptions{
+			Cloud:     azcloud.Configuration{ActiveDirectoryAuthorityHost: i.cloud.AuthorityHost},
+			Transport: i.transport,
+		},
 		TenantID:                 tenantID,
 		DisableInstanceDiscovery: !i.cloud.Known(),
 	})
 }
 
-// Operator returns the operator's own identity, signing in to tenantID.
-func (i *Identities) Operator(tenantID string) (azcore.TokenCredential, error) {
-	return i.cached("operator/"+tenantID, "", func() (azcore.TokenCredential, error) {
-		c, err := i.operator(tenantID)
-		return scoped{c, "operator/" + tenantID}, err
-	})
-}
-
-// scoped is a credential that names the Graph throttling scope its requests spend: Graph
-// budgets per application and tenant, and so does graph/budget.
+// scoped is a credential that names the Graph throttling scope its requests spend.
 type scoped struct {
 	azcore.TokenCredential
 	scope string
@@ -135,20 +245,6 @@ type scoped struct {
 
 // Scope names the application and tenant the credential signs in as.
 func (s scoped) Scope() string { return s.scope }
-
-// ClientSecret returns an identity that signs in to tenantID as clientID with secret. Each secret
-// gets its own credential, so two watches holding different secrets of one client do not evict
-// each other's tokens; the cache is keyed by a hash of the secret, never the secret.
-func (i *Identities) ClientSecret(tenantID, clientID, secret string) (azcore.TokenCredential, error) {
-	sum := sha256.Sum256([]byte(secret))
-	return i.cached("secret/"+tenantID+"/"+clientID, hex.EncodeToString(sum[:]), func() (azcore.TokenCredential, error) {
-		c, err := azidentity.NewClientSecretCredential(tenantID, clientID, secret, &azidentity.ClientSecretCredentialOptions{
-			ClientOptions:            i.clientOptions(),
-			DisableInstanceDiscovery: !i.cloud.Known(),
-		})
-		return scoped{c, clientID + "/" + tenantID}, err
-	})
-}
 
 func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenCredential, error)) (azcore.TokenCredential, error) {
 	i.mu.Lock()
@@ -170,20 +266,14 @@ func (i *Identities) cached(key, fingerprint string, build func() (azcore.TokenC
 	return c, nil
 }
 
-// VerifySecret signs in as id, a client with a secret, and asks for a Graph token: whether Entra
-// accepts the secret yet. A new secret takes seconds to replicate; until it has, this fails as a
-// wrong secret would. The credential is not cached: it exists for this one question.
-func (i *Identities) VerifySecret(ctx context.Context, id Identity) error {
-	if id.IsOperator() {
-		return errors.New("verifying a secret needs a client and its secret, not the operator's identity")
-	}
+// SignIn signs in as id and asks for a Graph token, with a credential of its own, never a cached
+// token: whether Entra ID accepts the identity now. A new secret takes seconds to replicate;
+// until it has, this fails as a wrong secret would.
+func (i *Identities) SignIn(ctx context.Context, id Identity) error {
 	if err := id.valid(); err != nil {
 		return err
 	}
-	cred, err := azidentity.NewClientSecretCredential(id.TenantID, id.ClientID, id.Secret.Reveal(), &azidentity.ClientSecretCredentialOptions{
-		ClientOptions:            i.clientOptions(),
-		DisableInstanceDiscovery: !i.cloud.Known(),
-	})
+	cred, err := i.build(id)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,11 @@ metrics:
   serviceMonitor: {enabled: true}
   prometheusRule: {enabled: true}
 grafanaDashboard: {enabled: true}
+defaultIdentity:
+  tenants: [72f988bf-86f1-41af-91ab-2d7cd011db47]
+  subscriptions: [{subscriptionID: 8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918, resourceGroups: [rg-prod]}]
+  namespaces: [team-a]
+workloadIdentityNamespaces: [team-a]
 `
 
 func helm(t *testing.T, args ...string) string {
@@ -110,7 +115,7 @@ func TestLint(t *testing.T) {
 
 // apiServer starts a kube-apiserver of the test's own, so that what one test creates for real
 // cannot collide with another's.
-func apiServer(t *testing.T) client.Client {
+func apiServer(t *testing.T, crdPaths ...string) client.Client {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs the envtest API server: skipped under -short")
@@ -118,7 +123,7 @@ func apiServer(t *testing.T) client.Client {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}
-	env := &envtest.Environment{}
+	env := &envtest.Environment{CRDDirectoryPaths: crdPaths}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +137,9 @@ func apiServer(t *testing.T) client.Client {
 }
 
 func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
-	c := apiServer(t)
+	// The chart's CRDs are installed, as helm installs them first, so that the objects of its
+	// kinds it renders (the default identity) are validated by them.
+	c := apiServer(t, filepath.Join(chartDir, "crds"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, ns := range []string{"credwatch-system", "team-a"} {
@@ -148,18 +155,87 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 				if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
 					continue // the Prometheus operator's CRDs are not part of this API server
 				}
+				if obj.GetKind() == "CustomResourceDefinition" {
+					continue // installed above
+				}
 				if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
 					t.Errorf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
 				}
 			}
 			want := []string{"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service"}
 			if name == "everything" {
-				want = append(want, "ConfigMap", "ServiceMonitor", "PrometheusRule")
+				want = append(want, "ConfigMap", "ServiceMonitor", "PrometheusRule", "ClusterAzureIdentity")
 			}
 			for _, k := range want {
 				if !kinds[k] {
 					t.Errorf("no %s rendered", k)
 				}
+			}
+		})
+	}
+}
+
+// TestDefaultIdentityAllowsWatchOnly: the identity the chart creates signs in as the operator and
+// allows reading the listed scope, in the namespaces listed, and nothing more; the operator may
+// mint ServiceAccount tokens only in the namespaces listed for workload identity.
+func TestDefaultIdentityAllowsWatchOnly(t *testing.T) {
+	tenantOnly := filepath.Join(t.TempDir(), "tenant.yaml")
+	if err := os.WriteFile(tenantOnly, []byte("defaultIdentity: {tenants: [72f988bf-86f1-41af-91ab-2d7cd011db47]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		values         []string
+		wantIdentity   bool
+		wantNamespaces []any
+		wantTokenRoles []string
+	}{
+		"no tenants: none created":                {values: nil},
+		"tenants: the release namespace":          {values: []string{tenantOnly}, wantIdentity: true, wantNamespaces: []any{"credwatch-system"}},
+		"namespaces and workload identity listed": {values: []string{valuesFile(t)}, wantIdentity: true, wantNamespaces: []any{"team-a"}, wantTokenRoles: []string{"team-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var identities int
+			var tokenRoles []string
+			var args string
+			for _, obj := range render(t, tc.values...) {
+				switch obj.GetKind() {
+				case "ClusterAzureIdentity":
+					identities++
+					spec, _, _ := unstructured.NestedMap(obj.Object, "spec")
+					if _, op := spec["operator"]; !op || obj.GetName() != "credwatch-default" {
+						t.Errorf("identity %s %v, want credwatch-default signing in as the operator", obj.GetName(), spec)
+					}
+					if ops, found, _ := unstructured.NestedSlice(obj.Object, "spec", "allow", "operations"); found {
+						t.Errorf("the default identity allows %v beyond Watch", ops)
+					}
+					conds, _, _ := unstructured.NestedSlice(obj.Object, "spec", "conditions")
+					if len(conds) != 1 || !slices.Equal(conds[0].(map[string]any)["namespaces"].([]any), tc.wantNamespaces) {
+						t.Errorf("conditions %v, want namespaces %v", conds, tc.wantNamespaces)
+					}
+				case "Role", "ClusterRole":
+					rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+					for _, r := range rules {
+						if res, _ := json.Marshal(r); strings.Contains(string(res), "serviceaccounts/token") && !strings.Contains(string(res), "credwatch-canary") {
+							if obj.GetKind() == "ClusterRole" {
+								t.Errorf("ClusterRole %s grants ServiceAccount tokens cluster-wide", obj.GetName())
+							}
+							tokenRoles = append(tokenRoles, obj.GetNamespace())
+						}
+					}
+				case "Deployment":
+					a, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+					b, _ := json.Marshal(a)
+					args = string(b)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.wantIdentity]; identities != want {
+				t.Errorf("%d identities rendered, want %d", identities, want)
+			}
+			if !slices.Equal(tokenRoles, tc.wantTokenRoles) {
+				t.Errorf("ServiceAccount tokens granted in %v, want %v", tokenRoles, tc.wantTokenRoles)
+			}
+			if !strings.Contains(args, "--default-identity=credwatch-default") {
+				t.Errorf("the manager is not told its default identity: %s", args)
 			}
 		})
 	}

@@ -154,7 +154,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	}
 	args := append([]string{"--kubeconfig", kubeconfig, "--operator-namespace", operatorNS,
 		"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr,
-		"--default-alerts", defaultsFile, "--slack-api-url", slackSrv.GetAPIURL()}, azure.Flags()...)
+		"--default-alerts", defaultsFile, "--slack-api-url", slackSrv.GetAPIURL(), "--default-identity", "credwatch-default"}, azure.Flags()...)
 	say("Starting the operator: credwatch %s", strings.Join(args, " "))
 	stopOperator, err := startOperator(bin, args, azure.Env(), filepath.Join(work, "operator.log"))
 	if err != nil {
@@ -304,9 +304,13 @@ func defaultChannelSecrets(ctx context.Context, k8s client.Client) error {
 	return nil
 }
 
-// applyWatches applies config/samples, as a user would, and watches for the demo's other
-// service principals.
+// applyWatches applies the samples' identity, as a cluster admin would, config/samples, as a user
+// would, and watches for the demo's other service principals.
 func applyWatches(ctx context.Context, k8s client.Client, kubeconfig string, now time.Time) error {
+	identity := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", filepath.Join(repoRoot(), "config", "samples", "credwatch_v1alpha1_clusterazureidentity.yaml"))
+	if out, err := identity.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply the samples' identity: %w\n%s", err, out)
+	}
 	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-n", namespace, "-k", filepath.Join(repoRoot(), "config", "samples"))
 	if out, err := apply.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl apply -k config/samples: %w\n%s", err, out)

@@ -100,7 +100,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp"})
 
 	kubectl("apply", "-f", "charts/credwatch/crds/")
-	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "--timeout=30s")
+	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "crd/clusterazureidentities.credwatch.dev", "crd/azureidentities.credwatch.dev", "--timeout=30s")
 
 	// The default alert channel: a webhook, whose URL is in a Secret of the operator's namespace.
 	hook := newReceiver(t)
@@ -117,7 +117,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		op := exec.Command(bin, append([]string{
 			"--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 			"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system"}, azure.Flags()...)...)
+			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system", "--default-identity", "credwatch-default"}, azure.Flags()...)...)
 		op.Env = append(os.Environ(), azure.Env()...)
 		op.Stdout, op.Stderr = &logs, &logs
 		if err := op.Start(); err != nil {
@@ -141,6 +141,8 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	op, exited := runOperator()
 
 	kubectl("create", "namespace", "platform")
+	// A cluster admin offers the operator's identity to the namespace; its user applies watches.
+	kubectl("apply", "-f", "config/samples/credwatch_v1alpha1_clusterazureidentity.yaml")
 	kubectl("apply", "-n", "platform", "-k", "config/samples")
 	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "cw/tenant-aks-apps", "--timeout=60s")
 

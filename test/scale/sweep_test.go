@@ -117,7 +117,7 @@ func operatorGraph(b *testing.B, fake *fakegraph.Server) (*msgraph.Client, azcor
 	if err != nil {
 		b.Fatal(err)
 	}
-	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).ClientSecret(tenant, client, secret)
+	cred, err := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil).Credential(azure.ClientSecret(tenant, client, secret))
 	if err != nil {
 		b.Fatal(err)
 	}

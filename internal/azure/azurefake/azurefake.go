@@ -18,10 +18,10 @@ var ErrUnexpected = errors.New("azurefake: unexpected call")
 
 // Azure hands out clients bound to an identity and a target, as internal/azure/clients does.
 type Azure struct {
-	ApplicationFunc  func(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
-	TenantFunc       func(id azure.Identity) (graph.TenantClient, error)
-	ClusterFunc      func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
-	VerifySecretFunc func(ctx context.Context, id azure.Identity) error
+	ApplicationFunc func(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
+	TenantFunc      func(id azure.Identity) (graph.TenantClient, error)
+	ClusterFunc     func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
+	SignInFunc      func(ctx context.Context, id azure.Identity) error
 }
 
 // Application calls ApplicationFunc.
@@ -48,12 +48,12 @@ func (a *Azure) Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient,
 	return a.ClusterFunc(id, c)
 }
 
-// VerifySecret calls VerifySecretFunc.
-func (a *Azure) VerifySecret(ctx context.Context, id azure.Identity) error {
-	if a.VerifySecretFunc == nil {
+// SignIn calls SignInFunc.
+func (a *Azure) SignIn(ctx context.Context, id azure.Identity) error {
+	if a.SignInFunc == nil {
 		return ErrUnexpected
 	}
-	return a.VerifySecretFunc(ctx, id)
+	return a.SignInFunc(ctx, id)
 }
 
 // App is one application.

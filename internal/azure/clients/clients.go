@@ -20,7 +20,7 @@ import (
 // Identities makes the token credentials of identities, and verifies new secrets.
 type Identities interface {
 	Credential(id azure.Identity) (azcore.TokenCredential, error)
-	VerifySecret(ctx context.Context, id azure.Identity) error
+	SignIn(ctx context.Context, id azure.Identity) error
 }
 
 // Graph is Microsoft Graph for any identity: msgraph's client, or the batches shared between
@@ -79,9 +79,9 @@ func (c *Clients) Cluster(id azure.Identity, ref aks.ClusterRef) (aks.ClusterCli
 	return cluster{clusters: c.clusters, cred: cred, ref: ref}, nil
 }
 
-// VerifySecret reports whether Entra accepts id, a client and its secret, yet.
-func (c *Clients) VerifySecret(ctx context.Context, id azure.Identity) error {
-	return c.identities.VerifySecret(ctx, id)
+// SignIn reports whether Entra ID accepts id now, with a fresh sign-in.
+func (c *Clients) SignIn(ctx context.Context, id azure.Identity) error {
+	return c.identities.SignIn(ctx, id)
 }
 
 // errNoObjectID: Graph writes an application by its object ID, which only a read finds.

@@ -29,7 +29,7 @@ func (i *identities) Credential(id azure.Identity) (azcore.TokenCredential, erro
 	return i.creds[id.ClientID], i.err
 }
 
-func (i *identities) VerifySecret(_ context.Context, id azure.Identity) error {
+func (i *identities) SignIn(_ context.Context, id azure.Identity) error {
 	i.asked = append(i.asked, id)
 	return i.err
 }

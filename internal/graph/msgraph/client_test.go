@@ -334,7 +334,7 @@ func budgeted(t *testing.T, limiter *budget.Limiter) (*fakegraph.Server, *Client
 		t.Fatal(err)
 	}
 	ids := azure.NewIdentities(azure.Cloud{AuthorityHost: fake.URL() + "/", GraphEndpoint: fake.URL()}, fake.Client(), nil)
-	cred, err := ids.ClientSecret(tenant, client, secret)
+	cred, err := ids.Credential(azure.ClientSecret(tenant, client, secret))
 	if err != nil {
 		t.Fatal(err)
 	}
