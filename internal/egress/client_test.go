@@ -1,0 +1,214 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// listener is a local HTTP server that counts the connections made to it, so a test can tell
+// that a refused request never reached it, not even to open a connection.
+type listener struct {
+	*httptest.Server
+	conns, requests atomic.Int32
+}
+
+func listen(t *testing.T, tls bool, h http.HandlerFunc) *listener {
+	t.Helper()
+	l := &listener{}
+	l.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.requests.Add(1)
+		h(w, r)
+	}))
+	l.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			l.conns.Add(1)
+		}
+	}
+	if tls {
+		l.StartTLS()
+	} else {
+		l.Start()
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func accepted(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }
+
+// client is p's HTTPClient, without a proxy whatever the environment says, trusting the test
+// server's certificate.
+func client(p Policy, tlsServer *httptest.Server) *http.Client {
+	tr := p.transport(func(*http.Request) (*url.URL, error) { return nil, nil }, net.DefaultResolver)
+	if tlsServer != nil {
+		tr.https.TLSClientConfig = tlsServer.Client().Transport.(*http.Transport).TLSClientConfig
+	}
+	c := p.HTTPClient(5 * time.Second)
+	c.Transport = tr
+	return c
+}
+
+// post returns the status of the answer to a POST to rawURL.
+func post(c *http.Client, rawURL string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, strings.NewReader(`{"alert":1}`))
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestDirectRequests(t *testing.T) {
+	loopback := Policy{Allow: prefixes(t, "127.0.0.0/8,::1")}
+	tests := map[string]struct {
+		policy     Policy
+		tls        bool
+		host       string // in place of the listener's 127.0.0.1
+		wantStatus int    // 0: refused, and the listener sees no connection
+	}{
+		"loopback, by address":             {},
+		"loopback, over https":             {tls: true},
+		"a name that resolves to loopback": {host: "localhost"},
+		"loopback, allowlisted":            {policy: loopback, wantStatus: http.StatusAccepted},
+		"a name for loopback, allowlisted": {policy: loopback, host: "localhost", wantStatus: http.StatusAccepted},
+		"loopback allowlisted, over https": {policy: loopback, tls: true, wantStatus: http.StatusAccepted},
+		"allowlisted, and denied":          {policy: Policy{Allow: loopback.Allow, Deny: prefixes(t, "127.0.0.1")}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			l := listen(t, tc.tls, accepted)
+			u := l.URL + "/hooks/T0K3N"
+			if tc.host != "" {
+				u = strings.Replace(u, "127.0.0.1", tc.host, 1)
+			}
+			var tlsServer *httptest.Server
+			if tc.tls {
+				tlsServer = l.Server
+			}
+			status, err := post(client(tc.policy, tlsServer), u)
+			if tc.wantStatus != 0 {
+				if err != nil || status != tc.wantStatus {
+					t.Fatalf("POST = %d, %v; want %d", status, err, tc.wantStatus)
+				}
+				return
+			}
+			var refused *RefusedError
+			if !errors.As(err, &refused) {
+				t.Errorf("POST = %d, %v; want a *RefusedError", status, err)
+			}
+			if n := l.conns.Load(); n != 0 {
+				t.Errorf("the listener saw %d connections, want none", n)
+			}
+		})
+	}
+}
+
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	target := listen(t, false, accepted)
+	first := listen(t, false, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusTemporaryRedirect)
+	})
+	status, err := post(client(Policy{Allow: prefixes(t, "127.0.0.0/8")}, nil), first.URL)
+	if err != nil || status != http.StatusTemporaryRedirect {
+		t.Errorf("POST = %d, %v; want the 307 itself", status, err)
+	}
+	if n := target.conns.Load(); n != 0 {
+		t.Errorf("the redirect's target saw %d connections, want none", n)
+	}
+}
+
+// names resolves the test's host names, as DNS would.
+type names map[string][]netip.Addr
+
+func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	if addrs, ok := n[host]; ok {
+		return addrs, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// Through a proxy the target is judged by name before the proxy hears of it. The proxy here is
+// a local listener: were a refused target let through, the request would reach it, not the
+// address it names.
+func TestProxiedRequests(t *testing.T) {
+	resolve := names{
+		"metadata.test":   {netip.MustParseAddr("169.254.169.254")},
+		"split.test":      {netip.MustParseAddr("20.50.2.1"), netip.MustParseAddr("10.0.0.7")},
+		"hooks.test":      {netip.MustParseAddr("20.50.2.1"), netip.MustParseAddr("2603:1030::1")},
+		"relay.corp.test": {netip.MustParseAddr("10.20.0.5")},
+	}
+	relays := Policy{Allow: prefixes(t, "10.20.0.0/16")}
+	tests := map[string]struct {
+		policy      Policy
+		url         string
+		wantReached bool
+		wantErr     string
+	}{
+		"the metadata address":                 {url: "http://169.254.169.254/metadata/instance", wantErr: "refused"},
+		"a name for the metadata address":      {url: "https://metadata.test/hook", wantErr: "refused"},
+		"a name with one address inside":       {url: "https://split.test/hook", wantErr: "refused"},
+		"Azure's host endpoint":                {url: "https://168.63.129.16/", wantErr: "refused"},
+		"a public name, https":                 {url: "https://hooks.test/hook", wantReached: true},
+		"a public name, plain http":            {url: "http://hooks.test/hook", wantErr: "use https"},
+		"an allowlisted relay, plain http":     {policy: relays, url: "http://relay.corp.test/hook", wantReached: true},
+		"a name that does not resolve":         {url: "https://nowhere.test/hook", wantErr: "no such host"},
+		"a denied name, whatever else is said": {policy: Policy{Allow: relays.Allow, Deny: prefixes(t, "10.20.0.5")}, url: "http://relay.corp.test/", wantErr: "refused"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			proxy := listen(t, false, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+			proxyURL, _ := url.Parse(proxy.URL)
+			c := &http.Client{Timeout: 5 * time.Second, Transport: tc.policy.transport(http.ProxyURL(proxyURL), resolve)}
+			_, err := post(c, tc.url)
+			if reached := proxy.requests.Load() > 0; reached != tc.wantReached {
+				t.Errorf("the proxy was asked %d times, want reached %v (error %v)", proxy.requests.Load(), tc.wantReached, err)
+			}
+			if tc.wantErr == "" {
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("POST = %v, want an error saying %q", err, tc.wantErr)
+			}
+			if n := proxy.conns.Load(); n != 0 {
+				t.Errorf("the proxy saw %d connections, want none", n)
+			}
+		})
+	}
+}
+
+// The proxied transport is only for requests the judge has seen: should the proxy function say
+// nothing the second time it is asked, it must not dial the target itself.
+func TestProxiedTransportNeverDialsTheTarget(t *testing.T) {
+	target := listen(t, false, accepted)
+	asked := 0
+	proxy := func(*http.Request) (*url.URL, error) {
+		asked++
+		if asked == 1 {
+			return url.Parse("http://127.0.0.1:1")
+		}
+		return nil, nil
+	}
+	tr := Policy{Allow: prefixes(t, "127.0.0.0/8")}.transport(proxy, names{})
+	_, err := post(&http.Client{Transport: tr}, target.URL)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || target.conns.Load() != 0 {
+		t.Errorf("POST = %v with %d connections to the target, want refused with none", err, target.conns.Load())
+	}
+}
