@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/credwatch/credwatch/internal/egress"
 )
 
 // DeliveryError is a failed Send. Its message never holds a token, password or webhook URL:
@@ -27,6 +29,17 @@ func RetryAfterOf(err error) time.Duration {
 		return de.RetryAfter
 	}
 	return 0
+}
+
+// Refused returns the DeliveryError of a send that the destination policy refused, nil when err
+// is no refusal. It holds the refusal alone: the words around it in err (net/http's "dial tcp
+// 10.0.0.7:443", go-mail's relay address) would say where the destination's name led.
+func Refused(err error) *DeliveryError {
+	var refused *egress.RefusedError
+	if !errors.As(err, &refused) {
+		return nil
+	}
+	return &DeliveryError{Permanent: true, Err: refused}
 }
 
 // Redact returns err with every non-empty secret in its message replaced, for errors whose text

@@ -48,6 +48,9 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// Timeout bounds connecting and each SMTP command; 0 means go-mail's default of 15 seconds.
 	Timeout time.Duration
+	// Dialer connects to the relay; nil means a plain one. A watch's relay gets one that refuses
+	// what the operator's destination policy does.
+	Dialer *net.Dialer
 }
 
 // Channel sends alerts as email. It is safe for concurrent use: every Send opens its own connection.
@@ -140,6 +143,9 @@ func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
 		return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("building the email: %w", err)}
 	}
 	if err := c.deliver(ctx, msg); err != nil {
+		if refused := notify.Refused(err); refused != nil {
+			return refused
+		}
 		addr := net.JoinHostPort(c.opts.Host, strconv.Itoa(c.opts.Port))
 		return &notify.DeliveryError{
 			Permanent: ctx.Err() == nil && permanent(err),
@@ -158,7 +164,10 @@ func (c *Channel) deliver(ctx context.Context, msg *gomail.Msg) error {
 	stop := func() bool { return false }
 	dial := func(dialCtx context.Context, network, addr string) (net.Conn, error) {
 		var err error
-		d := &net.Dialer{}
+		d := c.opts.Dialer
+		if d == nil {
+			d = &net.Dialer{}
+		}
 		if c.opts.TLS == ImplicitTLS {
 			// A custom dial function replaces go-mail's TLS dialer too, so ImplicitTLS handshakes here.
 			conn, err = (&tls.Dialer{NetDialer: d, Config: tlsConfig}).DialContext(dialCtx, network, addr)

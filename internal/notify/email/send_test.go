@@ -7,11 +7,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/test/mailpit"
 )
@@ -310,4 +313,47 @@ func fakeSMTP(t *testing.T, serve func(net.Conn)) *mailpit.Server {
 		}
 	}()
 	return &mailpit.Server{SMTPPort: l.Addr().(*net.TCPAddr).Port}
+}
+
+// A relay a watch names is dialled through the destination policy: refused inside, by address
+// or by a name that resolves there, before a connection is made and with nothing said of where
+// the name led; let through where the policy allows it.
+func TestSendThroughTheDestinationPolicy(t *testing.T) {
+	t.Parallel()
+	const refused = "refused by the operator's destination policy"
+	loopback := egress.Policy{Allow: egress.Prefixes{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	for name, tc := range map[string]struct {
+		policy egress.Policy
+		host   string
+		tls    TLSMode
+	}{
+		"127.0.0.1":                           {host: "127.0.0.1", tls: NoTLS},
+		"a name that resolves to loopback":    {host: "localhost", tls: StartTLS},
+		"ImplicitTLS, dialled by tls.Dialer":  {host: "127.0.0.1", tls: ImplicitTLS},
+		"loopback, denied though allowed too": {host: "127.0.0.1", tls: NoTLS, policy: egress.Policy{Allow: loopback.Allow, Deny: loopback.Allow[:1]}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var conns atomic.Int32
+			relay := fakeSMTP(t, func(net.Conn) { conns.Add(1) })
+			err := send(t, options(relay, tc.tls, nil, func(o *Options) { o.Host, o.Dialer = tc.host, tc.policy.Dialer() }), reminder())
+			wantFailed(t, nil, err, true, refused)
+			if err.Error() != refused {
+				t.Errorf("Send() = %q, want %q and nothing of where it led", err, refused)
+			}
+			if n := conns.Load(); n != 0 {
+				t.Errorf("the relay saw %d connections, want none", n)
+			}
+		})
+	}
+
+	t.Run("loopback, allowlisted", func(t *testing.T) {
+		t.Parallel()
+		m := mailpit.Start(t)
+		a := reminder()
+		if err := send(t, options(m, NoTLS, nil, func(o *Options) { o.Host, o.Dialer = "localhost", loopback.Dialer() }), a); err != nil {
+			t.Fatalf("Send() = %v", err)
+		}
+		wantDelivered(t, m, a)
+	})
 }

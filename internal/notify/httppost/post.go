@@ -34,6 +34,9 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if refused := notify.Refused(err); refused != nil {
+			return refused
+		}
 		return &notify.DeliveryError{Err: notify.Redact(err, URLSecrets(rawURL)...)}
 	}
 	defer func() { _ = resp.Body.Close() }() // its answer is read: a failed close tells nothing more
@@ -42,10 +45,15 @@ func PostJSON(ctx context.Context, client *http.Client, rawURL string, body []by
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
+	err = fmt.Errorf("%s answered %s", req.URL.Host, resp.Status)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Only a watch's client stops at one: where it points is up to whoever answered.
+		err = fmt.Errorf("%w, a redirect, which is not followed: set the URL it points to", err)
+	}
 	return &notify.DeliveryError{
 		Permanent:  PermanentStatus(resp.StatusCode),
 		RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
-		Err:        fmt.Errorf("%s answered %s", req.URL.Host, resp.Status),
+		Err:        err,
 	}
 }
 

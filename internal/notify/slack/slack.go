@@ -96,6 +96,9 @@ func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
 // deliveryError classifies what slack-go returned: a rate limit says how long to wait, an HTTP
 // status or a Slack error code says whether trying again can help.
 func (c *Channel) deliveryError(doing string, err error) error {
+	if refused := notify.Refused(err); refused != nil {
+		return refused
+	}
 	de := &notify.DeliveryError{}
 	var (
 		limited *slack.RateLimitedError

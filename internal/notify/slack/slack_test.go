@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
@@ -332,5 +334,29 @@ func TestNewRejectsIncompleteOrMixedOptions(t *testing.T) {
 				t.Errorf("error %q quotes a secret", err)
 			}
 		})
+	}
+}
+
+// A webhook a watch names goes through the destination policy's client; Slack's webhooks are
+// not inside, a local listener is.
+func TestSendToWebhookThroughTheDestinationPolicy(t *testing.T) {
+	const refused = "refused by the operator's destination policy"
+	var received atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		received.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	ch, err := New(Options{WebhookURL: srv.URL + "/services/T000/B000/SECRETHOOK", HTTPClient: egress.Policy{}.HTTPClient(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ch.Send(context.Background(), notifytest.Alerts()["reminder"])
+	checkDeliveryError(t, err, true, 0, refused)
+	if err.Error() != refused {
+		t.Errorf("Send() = %q, want %q and nothing of where it led", err, refused)
+	}
+	if n := received.Load(); n != 0 {
+		t.Errorf("the listener got %d requests, want none", n)
 	}
 }

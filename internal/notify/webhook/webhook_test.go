@@ -8,10 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
@@ -234,6 +237,68 @@ func TestNewRejectsBadURLs(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("error %q quotes the URL", err)
+			}
+		})
+	}
+}
+
+// A webhook a watch names goes through the destination policy's client: refused inside, with
+// nothing said of where the name led, and no redirect followed.
+func TestSendThroughTheDestinationPolicy(t *testing.T) {
+	const refused = "refused by the operator's destination policy"
+	loopback := egress.Policy{Allow: egress.Prefixes{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	tests := map[string]struct {
+		policy       egress.Policy
+		host         string // in place of 127.0.0.1
+		redirect     bool
+		wantErr      string // exactly
+		wantReceived int
+	}{
+		"to 127.0.0.1":                      {wantErr: refused},
+		"to a name that resolves there":     {host: "localhost", wantErr: refused},
+		"to loopback, allowlisted":          {policy: loopback, wantReceived: 1},
+		"to a name for it, allowlisted":     {policy: loopback, host: "localhost", wantReceived: 1},
+		"to a redirect, which is an answer": {policy: loopback, redirect: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rv := &receiver{t: t, status: http.StatusNoContent}
+			var received atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				received.Add(1)
+				rv.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			first := srv
+			if tc.redirect {
+				first = httptest.NewServer(http.RedirectHandler(srv.URL+"/hook", http.StatusFound))
+				defer first.Close()
+			}
+			hook := first.URL + "/hooks/SECRET-PATH"
+			if tc.host != "" {
+				hook = strings.Replace(hook, "127.0.0.1", tc.host, 1)
+			}
+			ch, err := New(hook, nil, tc.policy.HTTPClient(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = ch.Send(context.Background(), notifytest.Alerts()["reminder"])
+			switch {
+			case tc.wantErr != "":
+				checkDeliveryError(t, err, true, 0)
+				if err.Error() != tc.wantErr {
+					t.Errorf("Send() = %q, want %q and nothing of where it led", err, tc.wantErr)
+				}
+			case tc.redirect:
+				checkDeliveryError(t, err, false, 0, "SECRET")
+				if !strings.Contains(err.Error(), "302 Found, a redirect, which is not followed") {
+					t.Errorf("Send() = %q, want it to say the redirect was not followed", err)
+				}
+			case err != nil:
+				t.Errorf("Send() = %v", err)
+			}
+			if n := int(received.Load()); n != tc.wantReceived {
+				t.Errorf("the receiver got %d requests, want %d", n, tc.wantReceived)
 			}
 		})
 	}
