@@ -24,11 +24,18 @@ type Channel struct {
 	now func() time.Time
 }
 
+// MinSigningKey is the shortest signing key New accepts, in bytes: HMAC-SHA256's output, below
+// which a key is easier to guess than the signature it makes (RFC 2104).
+const MinSigningKey = 32
+
 // New returns a channel posting to url, signing with signingKey when it is not empty. A nil client
 // means one with a 15 s timeout.
 func New(url string, signingKey []byte, client *http.Client) (*Channel, error) {
 	if err := httppost.ValidateURL(url); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	if len(signingKey) > 0 && len(signingKey) < MinSigningKey {
+		return nil, fmt.Errorf("webhook: the signing key is shorter than %d bytes: make one with `openssl rand -hex 32`", MinSigningKey)
 	}
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}

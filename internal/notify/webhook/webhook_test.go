@@ -71,7 +71,7 @@ func TestSendDeliversThePayload(t *testing.T) {
 		key        []byte
 		wantSigned bool
 	}{
-		"signed":   {key: []byte("s3cret-signing-key"), wantSigned: true},
+		"signed":   {key: []byte("s3cret-signing-key-of-32-bytes-at-least"), wantSigned: true},
 		"unsigned": {},
 	}
 	for name, tc := range tests {
@@ -175,7 +175,7 @@ func TestSendClassifiesAnswers(t *testing.T) {
 			}))
 			defer srv.Close()
 			hook := srv.URL + "/hooks/SECRET-PATH?sig=SECRET-SIG"
-			ch, err := New(hook, []byte("SECRET-KEY"), nil)
+			ch, err := New(hook, []byte("SECRET-KEY-0123456789abcdef0123456789"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,6 +239,16 @@ func TestNewRejectsBadURLs(t *testing.T) {
 				t.Errorf("error %q quotes the URL", err)
 			}
 		})
+	}
+}
+
+func TestNewRefusesAShortSigningKey(t *testing.T) {
+	_, err := New("https://hooks.example/x", []byte("SECRET-0123456789abcdef01234567"), nil)
+	if err == nil || !strings.Contains(err.Error(), "shorter than 32 bytes") || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("New with a 31-byte key = %v, want it refused without quoting the key", err)
+	}
+	if _, err := New("https://hooks.example/x", []byte("SECRET-0123456789abcdef012345678"), nil); err != nil {
+		t.Errorf("New with a 32-byte key = %v", err)
 	}
 }
 
