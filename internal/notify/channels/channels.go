@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/notify/slack"
@@ -40,10 +44,49 @@ type Builder struct {
 	Defaults *v1alpha1.Alerts
 	// DefaultsNamespace holds the Secrets the default channels name: the operator's namespace.
 	DefaultsNamespace string
-	// HTTPClient carries Slack, Teams and webhook requests; nil means each channel's default.
+	// HTTPClient carries the requests of the default channels, and of Slack bot tokens to
+	// SlackAPIURL; nil means each channel's default.
 	HTTPClient *http.Client
 	// SlackAPIURL replaces Slack's API root, for tests and GovSlack; empty means Slack's.
 	SlackAPIURL string
+	// Destinations judges the destinations a watch names itself: its webhook, Teams and Slack
+	// webhook URLs and its SMTP host. The default channels and Slack's API are the operator's
+	// configuration, and are not judged. The zero Policy refuses the built-in ranges.
+	Destinations egress.Policy
+
+	watchReach     reach
+	watchReachOnce sync.Once
+}
+
+// watchTimeout bounds a request to a watch's webhook, as each channel's own default does.
+const watchTimeout = 15 * time.Second
+
+// reach is how the channels of one alert spec connect to their destinations.
+type reach struct {
+	http   *http.Client // nil: each channel's default
+	dialer *net.Dialer  // nil: a plain one
+}
+
+// reachFor returns how channels connect: the defaults as configured, a watch's own through the
+// destination policy, whose client is built once so that its connections are reused.
+func (b *Builder) reachFor(s source) reach {
+	if !s.watch {
+		return reach{http: b.HTTPClient}
+	}
+	b.watchReachOnce.Do(func() {
+		b.watchReach = reach{http: b.Destinations.HTTPClient(watchTimeout), dialer: b.Destinations.Dialer()}
+	})
+	return b.watchReach
+}
+
+// source is the alert spec in effect for a watch, and who wrote it.
+type source struct {
+	spec *v1alpha1.Alerts
+	// namespace holds the Secrets the spec names.
+	namespace string
+	// watch: the watch's own spec, written by whoever may create watches; else the operator's
+	// defaults, written by its admin.
+	watch bool
 }
 
 // ConfigError is a channel configuration that a person must fix: a Secret or key that is
@@ -79,10 +122,11 @@ func (s Set) IDs() []string {
 // has not opted out. Channels that cannot be built have a nil Notifier, and the error says why,
 // as a ConfigError where a person must act; one broken Secret silences only its channel.
 func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, error) {
-	spec, ns := b.effective(obj)
-	if spec == nil {
+	src := b.effective(obj)
+	if src.spec == nil {
 		return nil, nil
 	}
+	spec, ns, via := src.spec, src.namespace, b.reachFor(src)
 	r := secretReader{ctx: ctx, reader: b.Secrets, namespace: ns}
 	var set Set
 	var errs []error
@@ -94,16 +138,16 @@ func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, 
 		set = append(set, Channel{ID: channelID(kind, ns, settings), Notifier: c})
 	}
 	if s := spec.Slack; s != nil {
-		add(notify.ChannelSlack, s, func() (notify.Channel, error) { return b.slack(r, s) })
+		add(notify.ChannelSlack, s, func() (notify.Channel, error) { return b.slack(r, s, via) })
 	}
 	if e := spec.Email; e != nil {
-		add(notify.ChannelEmail, e, func() (notify.Channel, error) { return b.email(r, e, b.owners(obj, spec)) })
+		add(notify.ChannelEmail, e, func() (notify.Channel, error) { return b.email(r, e, b.owners(obj, spec), via) })
 	}
 	if t := spec.Teams; t != nil {
-		add(notify.ChannelTeams, t, func() (notify.Channel, error) { return b.teams(r, t) })
+		add(notify.ChannelTeams, t, func() (notify.Channel, error) { return b.teams(r, t, via) })
 	}
 	if w := spec.Webhook; w != nil {
-		add(notify.ChannelWebhook, w, func() (notify.Channel, error) { return b.webhook(r, w) })
+		add(notify.ChannelWebhook, w, func() (notify.Channel, error) { return b.webhook(r, w, via) })
 	}
 	return set, errors.Join(errs...)
 }
@@ -119,20 +163,20 @@ func channelID(kind, namespace string, settings any) string {
 // NotifiesOwners reports whether obj's alerts mail the application's owners, so that the check
 // reads them: the watch's own email channel or, when it uses them, the defaults'.
 func (b *Builder) NotifiesOwners(obj *v1alpha1.CredentialWatch) bool {
-	spec, _ := b.effective(obj)
+	spec := b.effective(obj).spec
 	return spec != nil && spec.Email != nil && spec.Email.NotifyOwners
 }
 
-// effective picks the alert spec that applies to obj and the namespace its Secrets live in.
-func (b *Builder) effective(obj *v1alpha1.CredentialWatch) (*v1alpha1.Alerts, string) {
+// effective picks the alert spec that applies to obj: its own, or the operator's defaults.
+func (b *Builder) effective(obj *v1alpha1.CredentialWatch) source {
 	a := obj.Spec.Alerts
 	if a != nil && (a.Slack != nil || a.Email != nil || a.Teams != nil || a.Webhook != nil) {
-		return a, obj.Namespace
+		return source{spec: a, namespace: obj.Namespace, watch: true}
 	}
 	if a != nil && a.UseDefaultChannels != nil && !*a.UseDefaultChannels {
-		return nil, ""
+		return source{}
 	}
-	return b.Defaults, b.DefaultsNamespace
+	return source{spec: b.Defaults, namespace: b.DefaultsNamespace}
 }
 
 // owners are the application owners' addresses the last check found, when the alerts in effect
@@ -144,14 +188,17 @@ func (b *Builder) owners(obj *v1alpha1.CredentialWatch, spec *v1alpha1.Alerts) [
 	return obj.Status.ServicePrincipal.OwnerEmails
 }
 
-func (b *Builder) slack(r secretReader, s *v1alpha1.SlackAlerts) (notify.Channel, error) {
-	o := slack.Options{Channel: s.Channel, HTTPClient: b.HTTPClient}
+func (b *Builder) slack(r secretReader, s *v1alpha1.SlackAlerts, via reach) (notify.Channel, error) {
+	o := slack.Options{Channel: s.Channel}
 	var err error
 	if s.TokenSecretRef != nil {
+		// A bot token posts to Slack's API or to --slack-api-url, whoever names the token: the
+		// destination is the operator's.
 		o.Token, err = r.key(*s.TokenSecretRef, "slack.tokenSecretRef")
-		o.APIURL = b.SlackAPIURL
+		o.APIURL, o.HTTPClient = b.SlackAPIURL, b.HTTPClient
 	} else if s.WebhookSecretRef != nil {
 		o.WebhookURL, err = r.key(*s.WebhookSecretRef, "slack.webhookSecretRef")
+		o.HTTPClient = via.http
 	}
 	if err != nil {
 		return nil, err
@@ -163,13 +210,14 @@ func (b *Builder) slack(r secretReader, s *v1alpha1.SlackAlerts) (notify.Channel
 	return c, nil
 }
 
-func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string) (notify.Channel, error) {
+func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string, via reach) (notify.Channel, error) {
 	o := email.Options{
-		Host: e.SMTP.Host,
-		Port: int(e.SMTP.Port),
-		TLS:  tlsModes[e.SMTP.TLS],
-		From: e.SMTP.From,
-		To:   recipients(e.To, owners),
+		Host:   e.SMTP.Host,
+		Port:   int(e.SMTP.Port),
+		TLS:    tlsModes[e.SMTP.TLS],
+		From:   e.SMTP.From,
+		To:     recipients(e.To, owners),
+		Dialer: via.dialer,
 	}
 	if len(o.To) == 0 {
 		return nil, &ConfigError{"email: no recipients: to is empty and the application has no owner with a mail address"}
@@ -221,19 +269,19 @@ var tlsModes = map[v1alpha1.SMTPTLS]email.TLSMode{
 	v1alpha1.SMTPNoTLS:       email.NoTLS,
 }
 
-func (b *Builder) teams(r secretReader, t *v1alpha1.TeamsAlerts) (notify.Channel, error) {
+func (b *Builder) teams(r secretReader, t *v1alpha1.TeamsAlerts, via reach) (notify.Channel, error) {
 	url, err := r.key(t.WebhookSecretRef, "teams.webhookSecretRef")
 	if err != nil {
 		return nil, err
 	}
-	c, err := teams.New(url, b.HTTPClient)
+	c, err := teams.New(url, via.http)
 	if err != nil {
 		return nil, &ConfigError{err.Error()}
 	}
 	return c, nil
 }
 
-func (b *Builder) webhook(r secretReader, w *v1alpha1.WebhookAlerts) (notify.Channel, error) {
+func (b *Builder) webhook(r secretReader, w *v1alpha1.WebhookAlerts, via reach) (notify.Channel, error) {
 	url, err := r.key(w.URLSecretRef, "webhook.urlSecretRef")
 	if err != nil {
 		return nil, err
@@ -246,7 +294,7 @@ func (b *Builder) webhook(r secretReader, w *v1alpha1.WebhookAlerts) (notify.Cha
 		}
 		key = []byte(k)
 	}
-	c, err := webhook.New(url, key, b.HTTPClient)
+	c, err := webhook.New(url, key, via.http)
 	if err != nil {
 		return nil, &ConfigError{err.Error()}
 	}

@@ -3,15 +3,24 @@ package channels
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/egress"
+	"github.com/credwatch/credwatch/internal/notify"
 )
 
 func secret(ns, name string, data map[string]string) *corev1.Secret {
@@ -157,3 +166,121 @@ func TestFor(t *testing.T) {
 		})
 	}
 }
+
+const refused = "refused by the operator's destination policy"
+
+// peers are local listeners for every kind of channel, counting what reaches them.
+type peers struct {
+	http     *httptest.Server
+	requests atomic.Int32
+	smtp     net.Listener
+	conns    atomic.Int32
+}
+
+func startPeers(t *testing.T) *peers {
+	t.Helper()
+	p := &peers{}
+	p.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		if strings.HasSuffix(r.URL.Path, "/chat.postMessage") {
+			_, _ = io.WriteString(w, `{"ok":true,"channel":"C0","ts":"1.0"}`)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(p.http.Close)
+	var err error
+	if p.smtp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.smtp.Close() })
+	go func() {
+		for {
+			conn, err := p.smtp.Accept()
+			if err != nil {
+				return
+			}
+			p.conns.Add(1)
+			_ = conn.Close()
+		}
+	}()
+	return p
+}
+
+func (p *peers) reached() int { return int(p.requests.Load() + p.conns.Load()) }
+
+// The destinations a watch names are judged by the destination policy; the operator's own
+// (the default channels, Slack's API root) are not.
+func TestWhoNamedTheDestination(t *testing.T) {
+	p := startPeers(t)
+	smtpPort := p.smtp.Addr().(*net.TCPAddr).Port
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	var objs []client.Object
+	for _, ns := range []string{"team", "ops"} {
+		objs = append(objs, secret(ns, "hooks", map[string]string{
+			"url":   p.http.URL + "/hooks/SECRETPATH",
+			"slack": p.http.URL + "/services/T0/B0/SECRETPATH",
+			"token": "xoxb-TOKEN",
+		}))
+	}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	ref := func(key string) v1alpha1.SecretKeyRef { return v1alpha1.SecretKeyRef{Name: "hooks", Key: key} }
+	kinds := map[string]*v1alpha1.Alerts{
+		"webhook":       {Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: ref("url")}},
+		"teams":         {Teams: &v1alpha1.TeamsAlerts{WebhookSecretRef: ref("url")}},
+		"slack webhook": {Slack: &v1alpha1.SlackAlerts{WebhookSecretRef: ptr(ref("slack"))}},
+		"email": {Email: &v1alpha1.EmailAlerts{To: []string{"ops@example.com"}, SMTP: v1alpha1.SMTPServer{
+			Host: "localhost", Port: int32(smtpPort), TLS: v1alpha1.SMTPNoTLS, From: "credwatch@example.com"}}},
+	}
+	loopback := egress.Policy{Allow: egress.Prefixes{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	for kind, alerts := range kinds {
+		for name, tc := range map[string]struct {
+			policy      egress.Policy
+			defaults    bool // the operator's default channels name it, not the watch
+			wantRefused bool
+		}{
+			"named by the watch":              {wantRefused: true},
+			"named by the watch, allowlisted": {policy: loopback},
+			"a default channel":               {defaults: true},
+		} {
+			t.Run(kind+", "+name, func(t *testing.T) {
+				b := &Builder{Secrets: reader, DefaultsNamespace: "ops", Destinations: tc.policy}
+				w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}}
+				if tc.defaults {
+					b.Defaults = alerts
+				} else {
+					w.Spec.Alerts = alerts
+				}
+				sendOne(t, b, w, p, tc.wantRefused)
+			})
+		}
+	}
+
+	// A bot token posts to Slack's API root, which the operator names, whoever names the token.
+	t.Run("a slack bot token the watch names", func(t *testing.T) {
+		b := &Builder{Secrets: reader, SlackAPIURL: p.http.URL + "/api/"}
+		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"},
+			Spec: v1alpha1.CredentialWatchSpec{Alerts: &v1alpha1.Alerts{Slack: &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: ptr(ref("token"))}}}}
+		sendOne(t, b, w, p, false)
+	})
+}
+
+// sendOne builds w's one channel and sends it an alert, which must reach p unless refused.
+func sendOne(t *testing.T, b *Builder, w *v1alpha1.CredentialWatch, p *peers, wantRefused bool) {
+	t.Helper()
+	set, err := b.For(context.Background(), w)
+	if err != nil || len(set) != 1 || set[0].Notifier == nil {
+		t.Fatalf("For = %v, %v", set, err)
+	}
+	before := p.reached()
+	err = set[0].Notifier.Send(context.Background(), notify.Alert{ID: "a1", Kind: notify.KindReminder, Namespace: "team", Name: "w"})
+	if reached := p.reached() > before; reached == wantRefused {
+		t.Errorf("reached the peer: %v, want %v (Send: %v)", reached, !wantRefused, err)
+	}
+	if wantRefused && (err == nil || err.Error() != refused) {
+		t.Errorf("Send() = %v, want %q", err, refused)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
