@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/compose"
@@ -171,7 +172,7 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 	permanent := errors.As(err, &de) && de.Permanent
 	before := policy.Failure(ledger, ch.ID)
 	changed := before == nil || before.Message != oneLine(err.Error())
-	f := policy.RecordFailure(ledger, ch.ID, oneLine(err.Error()), permanent, notify.RetryAfterOf(err), now)
+	f := policy.RecordFailure(ledger, ch.ID, failureReason(err), oneLine(err.Error()), permanent, notify.RetryAfterOf(err), now)
 	log.Info("Sending alert failed", "channel", ch.ID, "alert", a.Title(), "error", err.Error(), "failures", f.Failures, "permanent", permanent)
 	if changed {
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventAlertDeliveryFailed, "Sending %q to %s failed, retrying with backoff: %v", a.Title(), ch.ID, err)
@@ -179,8 +180,19 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 	return false, nil
 }
 
+// failureReason is the AlertsDelivered reason a failed send gives. It is kept in the ledger with
+// the failure, so the condition says the same while the channel waits for its next attempt.
+func failureReason(err error) string {
+	var refused *egress.RefusedError
+	if errors.As(err, &refused) {
+		return v1alpha1.ReasonDestinationRefused
+	}
+	return v1alpha1.ReasonDeliveryFailed
+}
+
 // alertsCondition says whether alerts reach their channels: a channel that cannot be built comes
-// first (a person must act), then channels that fail to deliver, else all is well.
+// first (a person must act), then destinations the operator refuses (the watch's author must
+// act), then channels that fail to deliver, else all is well.
 func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) compose.Condition {
 	var ce *channels.ConfigError
 	if errors.As(cfgErr, &ce) {
@@ -190,11 +202,15 @@ func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr err
 		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: oneLine(cfgErr.Error())}
 	}
 	if len(ledger.Failing) > 0 {
+		reason := v1alpha1.ReasonDeliveryFailed
 		var msgs []string
 		for _, f := range ledger.Failing {
+			if f.Reason == v1alpha1.ReasonDestinationRefused {
+				reason = f.Reason
+			}
 			msgs = append(msgs, fmt.Sprintf("%s: %s (%d failures, next try at %s)", f.Channel, f.Message, f.Failures, f.NextAttemptTime.UTC().Format(time.RFC3339)))
 		}
-		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: strings.Join(msgs, "; ")}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: strings.Join(msgs, "; ")}
 	}
 	return compose.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDelivered, Message: "Alerts go to " + strings.Join(set.IDs(), ", ")}
 }

@@ -118,7 +118,7 @@ func (h *harness) restart() {
 	old := h.r
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, DefaultIdentity: old.DefaultIdentity, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
-		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
+		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
 	}
 }
 
@@ -158,7 +158,7 @@ func TestAlertScheduleOverFortyDays(t *testing.T) {
 	t0 := h.clock.Now()
 	s := seed(t, t0, 35*day+time.Hour, 400*day, 200*day)
 	h.create(s.appID, nil)
-	rc := newReceiver(t, []byte("hm4c-k3y"))
+	rc := newReceiver(t, []byte("hm4c-k3y-0f-32-bytes-or-more-0123"))
 	h.withWebhook(rc)
 
 	reconciles := h.run(40*day, []scripted{
@@ -224,7 +224,7 @@ func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 10*day+30*time.Minute, 400*day, 200*day)
 	h.create(s.appID, nil)
-	rc := newReceiver(t, []byte("k3y"))
+	rc := newReceiver(t, []byte("k3y-0123456789abcdef0123456789abc"))
 	h.withWebhook(rc)
 	rc.failNextDeliveries(2)
 
@@ -507,7 +507,7 @@ func TestAnOperatorThatDiesRightAfterSendingDoesNotSendAgain(t *testing.T) {
 	var dead atomic.Bool
 	rc.onDelivery = func() { dead.Store(true) }
 	h.r.Client = crashingClient{Client: k8s, mortal: mortal{dead: &dead}}
-	h.r.Channels = &channels.Builder{Secrets: k8s}
+	h.r.Channels = &channels.Builder{Secrets: k8s, Destinations: localPeers}
 	w := h.get()
 	w.Spec.Alerts.RemindBefore = []v1alpha1.Duration{"30d", "14d", "10d"}
 	if err := k8s.Update(context.Background(), w); err != nil {

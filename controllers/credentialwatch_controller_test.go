@@ -61,7 +61,7 @@ func newHarness(t *testing.T) *harness {
 		Clock:           h.clock,
 		Rand:            func() float64 { return 0 },
 		Azure:           clients.New(identities, graphAPI, nil),
-		Channels:        &channels.Builder{Secrets: k8s},
+		Channels:        &channels.Builder{Secrets: k8s, Destinations: localPeers},
 		Scans:           scans.New(),
 		CheckTimeout:    time.Second,
 	}

@@ -71,7 +71,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Clock:           clock.RealClock{},
 		Rand:            rand.Float64,
 		Azure:           clients.New(identities, counted, nil),
-		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader()},
+		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader(), Destinations: localPeers},
 		Scans:           scanStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

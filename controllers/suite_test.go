@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -38,6 +40,10 @@ var (
 	identities *azure.Identities
 	graphAPI   *msgraph.Client
 )
+
+// localPeers lets the channels a story's watch names reach the webhook receivers and mailpit,
+// which listen on loopback, as --alert-destinations-allow=127.0.0.0/8 would.
+var localPeers = egress.Policy{Allow: egress.Prefixes{netip.MustParsePrefix("127.0.0.0/8")}}
 
 const (
 	tenantID         = "7a3c5b9e-1f2d-4e6a-8b0c-9d1e2f3a4b5c"

@@ -182,6 +182,10 @@ type ChannelFailure struct {
 	Failures int32 `json:"failures"`
 	// Message says why the last delivery failed; it never holds a secret.
 	Message string `json:"message"`
+	// Reason is the AlertsDelivered reason this failure gives: DestinationRefused when the
+	// operator's destination policy refused the channel's destination, else DeliveryFailed.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// NextAttemptTime is when delivery is tried again.
 	NextAttemptTime metav1.Time `json:"nextAttemptTime"`
 }

@@ -142,6 +142,10 @@ const (
 	ReasonChannelMisconfigured = "ChannelMisconfigured"
 	// ReasonDeliveryFailed: a channel refused or did not answer; delivery is retried with backoff.
 	ReasonDeliveryFailed = "DeliveryFailed"
+	// ReasonDestinationRefused: a destination the watch names (a webhook, Teams or Slack webhook
+	// URL, an SMTP host) is one the operator's destination policy refuses to connect to: inside
+	// the cluster or its host, or plain http. Retried with backoff, in case its name moves.
+	ReasonDestinationRefused = "DestinationRefused"
 )
 
 // Reasons of the Rotating condition besides the steps (RotationStep values), which are its

@@ -45,17 +45,18 @@ func Failure(l *v1alpha1.AlertsStatus, channel string) *v1alpha1.ChannelFailure 
 	return nil
 }
 
-// RecordFailure notes a failed delivery on channel and schedules the next attempt. A permanent
-// failure (a revoked token, an unknown channel) is tried again only after the longest backoff:
-// nothing changes until someone fixes the configuration.
-func RecordFailure(l *v1alpha1.AlertsStatus, channel, message string, permanent bool, retryAfter time.Duration, now time.Time) v1alpha1.ChannelFailure {
+// RecordFailure notes a failed delivery on channel, with the AlertsDelivered reason it gives, and
+// schedules the next attempt. A permanent failure (a revoked token, an unknown channel, a refused
+// destination) is tried again only after the longest backoff: nothing changes until someone
+// fixes the configuration.
+func RecordFailure(l *v1alpha1.AlertsStatus, channel, reason, message string, permanent bool, retryAfter time.Duration, now time.Time) v1alpha1.ChannelFailure {
 	f := Failure(l, channel)
 	if f == nil {
 		l.Failing = append(l.Failing, v1alpha1.ChannelFailure{Channel: channel})
 		f = &l.Failing[len(l.Failing)-1]
 	}
 	f.Failures++
-	f.Message = message
+	f.Reason, f.Message = reason, message
 	wait := DeliveryBackoff(f.Failures, retryAfter)
 	if permanent {
 		wait = max(wait, deliveryCap)
