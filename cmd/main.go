@@ -39,6 +39,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/coalesce"
@@ -70,6 +71,7 @@ type options struct {
 	imagePulls     bool
 	issuerChecks   bool
 	pullThresholds pullauth.Thresholds
+	destinations   egress.Policy
 }
 
 // coalesceWindow is how long a credential read waits for others to share its $batch: short
@@ -111,6 +113,8 @@ func main() {
 	flag.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
 	flag.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")
 	flag.IntVar(&o.pullThresholds.NodeLocalMaxNodes, "image-pull-node-local-max-nodes", pullauth.DefaultThresholds.NodeLocalMaxNodes, "At most this many refused nodes, while others pull from the registry, make the failure those nodes' kubelets.")
+	flag.Var(&o.destinations.Allow, "alert-destinations-allow", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may reach though they are loopback, private or link-local (a relay inside the cluster); plain http only to these. The default channels are not limited.")
+	flag.Var(&o.destinations.Deny, "alert-destinations-deny", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may not reach, besides loopback, private and link-local ranges: the cluster's Service and Pod CIDRs. Wins over --alert-destinations-allow.")
 	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
 	zapOpts := zap.Options{Development: false}
@@ -228,7 +232,7 @@ func run(o options) error {
 		Clock:             clock.RealClock{},
 		Rand:              rand.Float64,
 		Azure:             az,
-		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL},
+		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL, Destinations: o.destinations},
 		Scans:             scanStore,
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {

@@ -45,6 +45,9 @@ defaultAlerts:
   slack:
     channel: "#platform-alerts"
     tokenSecretRef: {name: credwatch-slack, key: token}
+alertDestinations:
+  allow: [10.20.0.0/16]
+  deny: [10.0.0.0/16, 10.244.0.0/16]
 serviceAccount:
   annotations:
     azure.workload.identity/client-id: 11111111-2222-3333-4444-555555555555
@@ -344,7 +347,8 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 			t.Error("the pod may run as root")
 		}
 		args, _ := json.Marshal(containers[0].(map[string]any)["args"])
-		for _, want := range []string{"--default-alerts=/etc/credwatch/default-alerts.yaml", "--watch-namespace=team-a", "--leader-elect=true", "--operator-namespace=$(POD_NAMESPACE)"} {
+		for _, want := range []string{"--default-alerts=/etc/credwatch/default-alerts.yaml", "--watch-namespace=team-a", "--leader-elect=true", "--operator-namespace=$(POD_NAMESPACE)",
+			"--alert-destinations-allow=10.20.0.0/16", "--alert-destinations-deny=10.0.0.0/16,10.244.0.0/16"} {
 			if !strings.Contains(string(args), want) {
 				t.Errorf("args %s lack %s", args, want)
 			}
