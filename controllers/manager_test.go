@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -172,9 +173,14 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 	sp, _ := fake.ServicePrincipal(tenantID, s.appID)
 	sp.Passwords = nil
 	fake.PutServicePrincipal(tenantID, sp)
-	_ = k8s.Get(ctx, key, w)
-	w.Spec.Thresholds.Warning = "45d"
-	if err := k8s.Update(ctx, w); err != nil {
+	// The operator writes status meanwhile; a person's kubectl edit retries the same way.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, key, w); err != nil {
+			return err
+		}
+		w.Spec.Thresholds.Warning = "45d"
+		return k8s.Update(ctx, w)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the removed secret's series to disappear", func() bool {

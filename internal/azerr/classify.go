@@ -83,8 +83,15 @@ func (c Credential) GetToken(ctx context.Context, opts policy.TokenRequestOption
 	// Typically DefaultAzureCredential finding no identity: its text lists what it tried, which
 	// is what a person needs to set workload identity up. It holds no secret; it is flattened
 	// to one line for conditions and events.
-	return tok, &Error{Kind: KindUnauthenticated, Err: errors.New(strings.Join(strings.Fields(err.Error()), " "))}
+	return tok, &Error{Kind: KindUnauthenticated, Err: oneLine{err}}
 }
+
+// oneLine prints an error on one line, and keeps it for errors.As: a credential's own error
+// (such as a ServiceAccount token that could not be minted) is what a caller sorts by.
+type oneLine struct{ err error }
+
+func (o oneLine) Error() string { return strings.Join(strings.Fields(o.err.Error()), " ") }
+func (o oneLine) Unwrap() error { return o.err }
 
 // tokenErrorCode reads Entra's error and first AADSTS code from a token response, such as
 // "invalid_client AADSTS7000215" (a wrong secret) or "invalid_client AADSTS7000222" (expired).

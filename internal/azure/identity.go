@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
@@ -212,17 +213,22 @@ func (i *Identities) build(id Identity) (azcore.TokenCredential, error) {
 		if i.Tokens == nil {
 			return nil, errors.New("workload identity needs ServiceAccount tokens, and this operator cannot mint them")
 		}
+		c := &assertionCredential{}
 		sa := *id.ServiceAccount
 		assertion := func(ctx context.Context) (string, error) {
 			tok, err := i.Tokens.Token(ctx, sa.Namespace, sa.Name, TokenExchangeAudience)
 			if err != nil {
-				return "", &TokenError{ServiceAccount: sa, Err: err}
+				te := &TokenError{ServiceAccount: sa, Err: err}
+				c.failed.Store(te)
+				return "", te
 			}
 			return tok, nil
 		}
-		return azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, assertion, &azidentity.ClientAssertionCredentialOptions{
+		var err error
+		c.TokenCredential, err = azidentity.NewClientAssertionCredential(id.TenantID, id.ClientID, assertion, &azidentity.ClientAssertionCredentialOptions{
 			ClientOptions: opts, DisableInstanceDiscovery: discovery,
 		})
+		return c, err
 	}
 }
 
@@ -235,6 +241,24 @@ func (i *Identities) defaultCredential(tenantID string) (azcore.TokenCredential,
 		TenantID:                 tenantID,
 		DisableInstanceDiscovery: !i.cloud.Known(),
 	})
+}
+
+// assertionCredential is a workload identity's credential that returns the TokenError of a
+// ServiceAccount token it could not mint: azidentity keeps only its text, and a token the API
+// server refuses needs another fix (the ServiceAccount, the operator's rights) than an
+// assertion Entra refuses (the federated credential).
+type assertionCredential struct {
+	azcore.TokenCredential
+	failed atomic.Pointer[TokenError]
+}
+
+func (c *assertionCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	c.failed.Store(nil)
+	tok, err := c.TokenCredential.GetToken(ctx, opts)
+	if te := c.failed.Load(); err != nil && te != nil {
+		return tok, te
+	}
+	return tok, err
 }
 
 // scoped is a credential that names the Graph throttling scope its requests spend.

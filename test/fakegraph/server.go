@@ -44,6 +44,9 @@ type tenant struct {
 	apps    map[string]*stored
 	sps     map[string]*stored
 	clients map[string]map[string]bool // lower client ID -> secrets
+	// certs and federated are the certificates and federated credentials of lower client IDs.
+	certs     map[string][]*x509.Certificate
+	federated map[string][]FederatedCredential
 }
 
 type stored struct {
@@ -163,7 +166,8 @@ func (s *Server) tenantLocked(tenantID string, create bool) *tenant {
 	key := strings.ToLower(tenantID)
 	t := s.tenants[key]
 	if t == nil && create {
-		t = &tenant{id: tenantID, apps: map[string]*stored{}, sps: map[string]*stored{}, clients: map[string]map[string]bool{}}
+		t = &tenant{id: tenantID, apps: map[string]*stored{}, sps: map[string]*stored{}, clients: map[string]map[string]bool{},
+			certs: map[string][]*x509.Certificate{}, federated: map[string][]FederatedCredential{}}
 		s.tenants[key] = t
 	}
 	return t

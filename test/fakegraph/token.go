@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -163,16 +164,34 @@ func (s *Server) issueToken(r *http.Request, tenantID string, clientID *string) 
 	}
 	scope := resources[0]
 
+	if assertion := form.Get("client_assertion"); assertion != "" || form.Get("client_assertion_type") != "" {
+		if form.Get("client_assertion_type") != jwtBearer {
+			return nil, badRequest("invalid_request", 90014, "The request body must contain the following parameter: 'client_assertion_type'.")
+		}
+		s.mu.Lock()
+		t := s.tenantLocked(tenantID, false)
+		key := strings.ToLower(id)
+		certs, federated := slices.Clone(t.certs[key]), slices.Clone(t.federated[key])
+		s.mu.Unlock()
+		if len(certs) == 0 && len(federated) == 0 {
+			return nil, badRequest("unauthorized_client", 700016, fmt.Sprintf("Application with identifier '%s' was not found in the directory '%s'.", id, t.id))
+		}
+		if f := checkAssertion(id, assertion, s.URL()+"/"+tenantID+"/oauth2/v2.0/token", certs, federated); f != nil {
+			return nil, f
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tenantLocked(tenantID, false)
 	if t == nil { // deleted meanwhile; cannot happen today but keeps the lookup honest
 		return nil, badRequest("invalid_tenant", 90002, tenantNotFound(tenantID))
 	}
-	if err := t.checkSecret(id, secret, time.Now()); err != nil {
-		var f *tokenFailure
-		errors.As(err, &f)
-		return nil, f
+	if form.Get("client_assertion") == "" {
+		if err := t.checkSecret(id, secret, time.Now()); err != nil {
+			var f *tokenFailure
+			errors.As(err, &f)
+			return nil, f
+		}
 	}
 	lifetime := int(s.tokenLifetime / time.Second)
 	access := newOpaqueToken()
