@@ -94,14 +94,14 @@ func pullsNotListed(obj *v1alpha1.CredentialWatch, listErr error, now time.Time)
 			hint = " (it needs list and watch on them cluster-wide)"
 		}
 		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed,
-			oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pending pods and nodes%s, "+
+			oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pods and nodes%s, "+
 				"so image pulls are as last seen: %v", hint, listErr)), now)
 		return now.Add(listFailedRetry)
 	}
 	// A condition from before is left for the few seconds listing takes: it is likely still true.
 	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized); c == nil || c.Reason == v1alpha1.ReasonPullsNotWatched {
 		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing,
-			"The operator is listing the cluster's pull events, pending pods and nodes", now)
+			"The operator is listing the cluster's pull events, pods and nodes", now)
 	}
 	return now.Add(listingRetry)
 }

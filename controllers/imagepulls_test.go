@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -35,12 +36,15 @@ type pulls struct {
 	// registry is this test's own, so that the events of other tests, which every watcher sees,
 	// do not count; nodes likewise.
 	registry, ns string
+
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod // by name, as last written
 }
 
 // newPulls gives the harness a watcher that has listed the cluster.
 func newPulls(t *testing.T, h *harness) *pulls {
 	t.Helper()
-	p := &pulls{t: t, ns: h.key.Namespace, registry: h.key.Namespace + ".azurecr.io"}
+	p := &pulls{t: t, ns: h.key.Namespace, registry: h.key.Namespace + ".azurecr.io", pods: map[string]*corev1.Pod{}}
 	p.restart(h)
 	p.start()
 	return p
@@ -98,54 +102,96 @@ func (p *pulls) createNodes(names ...string) {
 	}
 }
 
-// event records what a kubelet on node reports about pulling image at.
-func (p *pulls) event(node, reason, message string, at time.Time) {
+// image is the test's image in its own registry.
+func (p *pulls) image() string { return p.registry + "/shop/api:1.4" }
+
+// event records what a kubelet on node reports about pulling image for pod at, as kubelet's
+// recorder fills an event: component and node in source and reporting fields alike; unless
+// forge says otherwise.
+func (p *pulls) event(node string, pod *corev1.Pod, reason, message string, at time.Time, forge ...func(*corev1.Event)) {
 	p.t.Helper()
 	e := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: "api-0.", Namespace: p.ns},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: p.ns, Name: "api-0", APIVersion: "v1"},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: p.ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
 		Reason:         reason, Message: message, Type: corev1.EventTypeWarning,
-		Source:         corev1.EventSource{Component: "kubelet", Host: p.node(node)},
+		Source:              corev1.EventSource{Component: "kubelet", Host: p.node(node)},
+		ReportingController: "kubelet", ReportingInstance: p.node(node),
 		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
+	}
+	for _, f := range forge {
+		f(e)
 	}
 	if err := k8s.Create(context.Background(), e); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
-func (p *pulls) refused(node string, at time.Time) {
-	p.event(node, "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": rpc error: code = Unknown desc = failed to pull and unpack image: `+
-		`failed to resolve reference: failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized`, p.registry), at)
+func refusedMessage(image string) string {
+	return fmt.Sprintf(`Failed to pull image "%s": rpc error: code = Unknown desc = failed to pull and unpack image: `+
+		`failed to resolve reference: failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized`, image)
 }
 
+// refused records that node's kubelet was refused the test's image for the pod api-<node>, which
+// shows it: its container waits on the pull, with the message of kubelets before 1.30, which
+// names no error, so that the event alone tells of the refusal.
+func (p *pulls) refused(node string, at time.Time) {
+	p.t.Helper()
+	pod := p.pod("api-"+node, node, p.image(), false, backingOff(p.image()))
+	p.event(node, pod, "Failed", refusedMessage(p.image()), at)
+}
+
+// pulled records that node's kubelet pulled the test's image for the pod web-<node>, whose
+// container started then.
 func (p *pulls) pulled(node string, at time.Time) {
-	p.event(node, "Pulled", fmt.Sprintf(`Successfully pulled image "%s/shop/api:1.4" in 1.2s (1.2s including waiting)`, p.registry), at)
+	p.t.Helper()
+	pod := p.pod("web-"+node, node, p.image(), false, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}})
+	p.event(node, pod, "Pulled", fmt.Sprintf(`Successfully pulled image "%s" in 1.2s (1.2s including waiting)`, p.image()), at)
+}
+
+func backingOff(image string) corev1.ContainerState {
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprintf(`Back-off pulling image "%s"`, image)}}
 }
 
 // stuckPod creates a pod on node whose image registry refuses, with a pull secret of its own or
-// not, and deletes it when the test ends: a pending pod is listed by every watcher after.
+// not, as kubelets since 1.30 word it: the pod's status alone tells of the refusal.
 func (p *pulls) stuckPod(name, node, image string, pullSecret bool) {
 	p.t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns},
-		Spec:       corev1.PodSpec{NodeName: p.node(node), Containers: []corev1.Container{{Name: "api", Image: image}}},
-	}
-	if pullSecret {
-		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
-	}
+	p.pod(name, node, image, pullSecret, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+		Message: fmt.Sprintf(`Back-off pulling image "%s": ErrImagePull: unauthorized: authentication required`, image)}})
+}
+
+// pod creates the pod name on node, or finds it, and gives its container the state, as its
+// kubelet would; it is deleted when the test ends: every watcher after lists it.
+func (p *pulls) pod(name, node, image string, pullSecret bool, state corev1.ContainerState) *corev1.Pod {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	ctx := context.Background()
-	if err := k8s.Create(ctx, pod); err != nil {
-		p.t.Fatal(err)
+	pod := p.pods[name]
+	if pod == nil {
+		pod = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns},
+			Spec:       corev1.PodSpec{NodeName: p.node(node), Containers: []corev1.Container{{Name: "api", Image: image}}},
+		}
+		if pullSecret {
+			pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+		}
+		if err := k8s.Create(ctx, pod); err != nil {
+			p.t.Fatal(err)
+		}
+		p.t.Cleanup(func() { _ = k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	} else if equality.Semantic.DeepEqual(pod.Status.ContainerStatuses[0].State, state) {
+		return pod
 	}
-	p.t.Cleanup(func() { _ = k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
-	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "api", Image: image,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
-			Message: fmt.Sprintf(`Back-off pulling image "%s": ErrImagePull: unauthorized: authentication required`, image)}},
-	}}}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "api", Image: image, State: state}}}
+	if state.Running != nil {
+		pod.Status.Phase = corev1.PodRunning
+	}
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		p.t.Fatal(err)
 	}
+	p.pods[name] = pod
+	return pod
 }
 
 // waitFor waits until the tracker's incident of the test's registry is as want says.
@@ -263,7 +309,9 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	h.drainEvents()
 	h.takeEvents()
 
-	// A flood: kubelets retry, pods multiply. Nothing new to say, nothing said.
+	// A flood: kubelets retry, pods multiply. Nothing new to say, nothing said. Reported a minute
+	// on: an event dated ahead of the operator's clock counts as of now.
+	h.step(time.Minute)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -275,7 +323,6 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 		}()
 	}
 	wg.Wait()
-	h.step(time.Minute)
 	// Event times have whole seconds: the last of the flood is at 14 s.
 	p.waitFor(h, "the flood to be read", func(in *pullauth.Incident) bool {
 		return in != nil && !in.Changes.Before(t0.Add(10*time.Minute+14*time.Second))
@@ -350,9 +397,11 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		p.pulled(n, t0)
 	}
-	// Not about credentials: an image that does not exist, a rate limit.
-	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:9.9": rpc error: code = NotFound desc = failed to resolve reference "%s/shop/api:9.9": not found`, p.registry, p.registry), t0)
-	p.event("e", "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": 429 Too Many Requests - Server message: toomanyrequests: retry later`, p.registry), t0)
+	// Not about credentials: an image that does not exist, a rate limit, of a pod whose status
+	// bears out that it failed.
+	stuck := p.pod("api-e", "e", p.image(), false, backingOff(p.image()))
+	p.event("e", stuck, "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:9.9": rpc error: code = NotFound desc = failed to resolve reference "%s/shop/api:9.9": not found`, p.registry, p.registry), t0)
+	p.event("e", stuck, "Failed", fmt.Sprintf(`Failed to pull image "%s/shop/api:1.4": 429 Too Many Requests - Server message: toomanyrequests: retry later`, p.registry), t0)
 	// A pod stuck on node d, whose kubelet reports the refusal in the pod's status.
 	p.stuckPod("api-1", "d", p.registry+"/shop/api:1.4", false)
 	p.waitFor(h, "a node-local incident on d", func(in *pullauth.Incident) bool {
@@ -381,6 +430,73 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
 	if got := pullAlerts(rc); len(got) != 2 || got[1].Kind != notify.KindPullsRecovered {
 		t.Errorf("alerts = %+v, want the incident and its end", got)
+	}
+}
+
+// Anyone who may create events in a namespace can write "Failed to pull image" as if from a
+// kubelet. Forged on as many nodes as make a cluster-wide incident, they raise nothing: each is
+// given away by the pod it names, or by who reports it. The kubelets' own, of the same pods, do.
+func TestImagePullsForgedEventsRaiseNothing(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, -2*time.Hour, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	p := newPulls(t, h)
+	p.cover(h)
+	p.createNodes("a", "b", "c", "e", "f")
+
+	image := p.image()
+	stuckA := p.pod("api-a", "a", image, false, backingOff(image))
+	stuckB := p.pod("api-b", "b", image, false, backingOff(image))
+	onGhost := p.pod("api-ghost", "ghost", image, false, backingOff(image)) // bound to no node there is
+	runningE := p.pod("web-e", "e", image, false, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-5 * time.Minute))}})
+	nobody := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nobody", Namespace: p.ns}}
+
+	// Each forgery is given away by one thing; together they name a, ghost, c and e.
+	p.event("a", stuckA, "Failed", refusedMessage(image), t0, func(e *corev1.Event) {
+		e.Source.Component, e.ReportingController = "kubectl", "kubectl"
+	})
+	p.event("ghost", onGhost, "Failed", refusedMessage(image), t0) // not a node
+	p.event("c", nobody, "Failed", refusedMessage(image), t0)      // no such pod
+	p.event("c", stuckB, "Failed", refusedMessage(image), t0)      // the pod is on b
+	p.event("e", runningE, "Failed", refusedMessage(image), t0)    // the pod runs
+
+	// A refusal of another registry, reported after them, tells when they have been read.
+	sentinel := "sentinel." + p.ns + ".example/api:1"
+	p.event("f", p.pod("sentinel", "f", sentinel, false, backingOff(sentinel)), "Failed", refusedMessage(sentinel), t0)
+	eventually(t, 20*time.Second, "the events to be read", func() bool {
+		return slices.ContainsFunc(p.tracker.Incidents(h.clock.Now()), func(in pullauth.Incident) bool { return strings.HasPrefix(in.Registry, "sentinel.") })
+	})
+	for _, in := range p.tracker.Incidents(h.clock.Now()) {
+		if in.Registry == p.registry {
+			t.Fatalf("forged events made an incident: %+v", in)
+		}
+	}
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
+	if got := pullAlerts(rc); len(got) != 0 {
+		t.Errorf("alerts = %+v after forged events, want none", got)
+	}
+	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 0 {
+		t.Errorf("%d ImagePullsRefused events after forged ones, want none", n)
+	}
+
+	// The kubelets of a, b and c report the refusals their pods show.
+	now := h.clock.Now()
+	for _, n := range []string{"a", "b", "c"} {
+		p.refused(n, now)
+	}
+	p.waitFor(h, "a cluster-wide incident", func(in *pullauth.Incident) bool { return in != nil && in.Scope == v1alpha1.PullScopeClusterWide })
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
+	if got := w.Status.ImagePulls; len(got) != 1 || !slices.Equal(got[0].Nodes, []string{p.node("a"), p.node("b"), p.node("c")}) {
+		t.Errorf("status.imagePulls = %+v, want a, b and c", got)
+	}
+	if got := pullAlerts(rc); len(got) != 1 {
+		t.Errorf("%d alerts, want the cluster-wide one", len(got))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Observation is one pull by a node's kubelet from a registry: refused for want of credentials,
@@ -65,16 +66,30 @@ func Refused(message string) bool {
 	return false
 }
 
-// FromEvent reads a kubelet's pull event about a pod. Events without a node, an image, or a
-// refusal or success are not observations. The event's own time is used, so that old events
-// listed again after a restart fall outside the window; now stands in for an event without one.
-func FromEvent(e *corev1.Event, now time.Time) (Observation, bool) {
+// Claim is what a pull event says: that a node's kubelet pulled an image for a pod, or was
+// refused it. Anyone who may create events in a namespace writes every field of one, so nothing in
+// a claim is taken on trust: Corroborate checks it against the cluster.
+type Claim struct {
+	Observation
+	// Components are who reports the event, as source.component and reportingComponent give it;
+	// Hosts the node, as source.host and reportingInstance do. Empty when unset.
+	Components, Hosts [2]string
+	// Namespace is the event's own.
+	Namespace string
+	// Pod is the pod the event is about (involvedObject), and PodUID its UID when the event gives it.
+	Pod    types.NamespacedName
+	PodUID types.UID
+	// Image is the image's repository, normalized as runtimes resolve it: "nginx:1.27" is
+	// "docker.io/library/nginx".
+	Image string
+}
+
+// FromEvent reads a pull event about a pod. Events without an image, or a refusal or success, are
+// none. The event's own time is used, so that old events listed again after a restart fall
+// outside the window; now stands in for an event without one, or with one to come.
+func FromEvent(e *corev1.Event, now time.Time) (Claim, bool) {
 	if e.InvolvedObject.Kind != "Pod" {
-		return Observation{}, false
-	}
-	node := e.Source.Host
-	if node == "" {
-		node = e.ReportingInstance
+		return Claim{}, false
 	}
 	var refused bool
 	var image string
@@ -82,19 +97,31 @@ func FromEvent(e *corev1.Event, now time.Time) (Observation, bool) {
 	case e.Reason == "Failed" && strings.HasPrefix(e.Message, failedPrefix):
 		image, _, _ = strings.Cut(e.Message[len(failedPrefix):], `"`)
 		if !Refused(e.Message[len(failedPrefix)+len(image):]) {
-			return Observation{}, false
+			return Claim{}, false
 		}
 		refused = true
 	case e.Reason == "Pulled" && strings.HasPrefix(e.Message, pulledPrefix):
 		image, _, _ = strings.Cut(e.Message[len(pulledPrefix):], `"`)
 	default:
-		return Observation{}, false
+		return Claim{}, false
 	}
-	registry, ok := registryOf(image)
-	if !ok || node == "" {
-		return Observation{}, false
+	registry, repository, ok := parseImage(image)
+	if !ok {
+		return Claim{}, false
 	}
-	return Observation{Registry: registry, Node: node, Time: eventTime(e, now), Refused: refused, Event: string(e.UID), Times: eventCount(e)}, true
+	node := e.Source.Host
+	if node == "" {
+		node = e.ReportingInstance
+	}
+	return Claim{
+		Observation: Observation{Registry: registry, Node: node, Time: eventTime(e, now), Refused: refused, Event: string(e.UID), Times: eventCount(e)},
+		Components:  [2]string{e.Source.Component, e.ReportingController},
+		Hosts:       [2]string{e.Source.Host, e.ReportingInstance},
+		Namespace:   e.Namespace,
+		Pod:         types.NamespacedName{Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name},
+		PodUID:      e.InvolvedObject.UID,
+		Image:       repository,
+	}, true
 }
 
 // eventCount is how many times an event has happened: kubelets repeat one by bumping its count.
@@ -107,6 +134,7 @@ func eventCount(e *corev1.Event) int32 {
 }
 
 // eventTime is when the event last happened: events repeat by bumping a count and a timestamp.
+// A time to come is now: an event dated ahead would keep its node failing for as long.
 func eventTime(e *corev1.Event, now time.Time) time.Time {
 	var t time.Time
 	for _, c := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
@@ -117,7 +145,7 @@ func eventTime(e *corev1.Event, now time.Time) time.Time {
 	if e.Series != nil && e.Series.LastObservedTime.After(t) {
 		t = e.Series.LastObservedTime.Time
 	}
-	if t.IsZero() {
+	if t.IsZero() || t.After(now) {
 		return now
 	}
 	return t
@@ -125,7 +153,8 @@ func eventTime(e *corev1.Event, now time.Time) time.Time {
 
 // FromPod reads the containers of a scheduled pod that wait on an image its registry refused.
 // Pod statuses carry no time, so they are observed at now: kubelet rewrites the waiting reason at
-// every retry of the pull, so a pod still stuck keeps being observed.
+// every retry of the pull, so a pod still stuck keeps being observed. Unlike an event, a pod's
+// status is the node's kubelet's word (see Corroborate), and needs no corroboration.
 func FromPod(p *corev1.Pod, now time.Time) []Observation {
 	if p.Spec.NodeName == "" {
 		return nil
@@ -149,9 +178,16 @@ func FromPod(p *corev1.Pod, now time.Time) []Observation {
 // registryOf is the registry host of an image reference, as container runtimes resolve it:
 // "nginx" is docker.io's.
 func registryOf(image string) (string, bool) {
+	registry, _, ok := parseImage(image)
+	return registry, ok
+}
+
+// parseImage gives an image reference's registry host and repository, as container runtimes
+// resolve them, lower-case: "nginx:1.27" is docker.io's "docker.io/library/nginx".
+func parseImage(image string) (registry, repository string, ok bool) {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
-	return strings.ToLower(reference.Domain(named)), true
+	return strings.ToLower(reference.Domain(named)), strings.ToLower(named.Name()), true
 }

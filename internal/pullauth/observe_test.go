@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 var t0 = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
@@ -54,16 +55,33 @@ func TestFromEvent(t *testing.T) {
 		{"kubelet's summary event names no image", pullEvent("Failed", "Error: ErrImagePull", "aks-pool-1", t0), Observation{}, false},
 		{"back-off names no error", pullEvent("BackOff", `Back-off pulling image "myacr.azurecr.io/shop/api:1.4"`, "aks-pool-1", t0), Observation{}, false},
 		{"image already on the node proves nothing", pullEvent("Pulled", `Container image "myacr.azurecr.io/shop/api:1.4" already present on machine`, "n", t0), Observation{}, false},
-		{"no node", pullEvent("Failed", docker401, "", t0), Observation{}, false},
+		{"dated ahead: now", pullEvent("Failed", docker401, "n", t0.Add(48*time.Hour)), Observation{Registry: "myacr.azurecr.io", Node: "n", Time: t0.Add(time.Hour), Refused: true, Times: 1}, true},
+		{"no node: a claim Corroborate refuses", pullEvent("Failed", docker401, "", t0), Observation{Registry: "myacr.azurecr.io", Time: t0, Refused: true, Times: 1}, true},
 		{"not about a pod", notPod, Observation{}, false},
 		{"unparsable image", pullEvent("Failed", `Failed to pull image "UPPER/Case": unauthorized: authentication required`, "n", t0), Observation{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := FromEvent(tc.e, t0.Add(time.Hour))
-			if ok != tc.ok || got != tc.want {
-				t.Errorf("FromEvent = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			if ok != tc.ok || got.Observation != tc.want {
+				t.Errorf("FromEvent = %+v, %v; want %+v, %v", got.Observation, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// A claim carries what corroboration checks, as the event gives it.
+func TestFromEventClaims(t *testing.T) {
+	e := pullEvent("Pulled", `Successfully pulled image "nginx:1.27" in 1.2s (1.2s including waiting). Image size: 1234 bytes.`, "aks-pool-1", t0)
+	e.Namespace, e.UID, e.InvolvedObject.UID = "shop", "e-1", "pod-1"
+	e.ReportingController, e.ReportingInstance = "kubelet", "aks-pool-1"
+	got, ok := FromEvent(e, t0)
+	want := Claim{
+		Observation: Observation{Registry: "docker.io", Node: "aks-pool-1", Time: t0, Event: "e-1", Times: 1},
+		Components:  [2]string{"kubelet", "kubelet"}, Hosts: [2]string{"aks-pool-1", "aks-pool-1"},
+		Namespace: "shop", Pod: types.NamespacedName{Namespace: "shop", Name: "api-0"}, PodUID: "pod-1", Image: "docker.io/library/nginx",
+	}
+	if !ok || got != want {
+		t.Errorf("FromEvent = %+v, %v; want %+v", got, ok, want)
 	}
 }
 

@@ -79,6 +79,7 @@ type Tracker struct {
 	mu         sync.Mutex
 	registries map[string]*registry
 	events     map[string]reported // by event UID
+	ignored    map[Reason]uint64
 }
 
 type registry struct {
@@ -115,16 +116,38 @@ type summary struct {
 
 // NewTracker returns a Tracker; nodes counts the cluster's nodes, 0 when unknown.
 func NewTracker(th Thresholds, nodes func() int) *Tracker {
-	return &Tracker{th: th, nodes: nodes, registries: map[string]*registry{}, events: map[string]reported{}}
+	return &Tracker{th: th, nodes: nodes, registries: map[string]*registry{}, events: map[string]reported{}, ignored: map[Reason]uint64{}}
+}
+
+// current says whether a pull at at still counts at now; an older one is history.
+func (t *Tracker) current(at, now time.Time) bool { return at.After(now.Add(-t.th.Window)) }
+
+// Ignore counts a pull event that does not count, by why.
+func (t *Tracker) Ignore(r Reason) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ignored[r]++
+}
+
+// Ignored counts the pull events ignored so far by why, for metrics: each time one is decided,
+// so an event listed again counts again.
+func (t *Tracker) Ignored() map[Reason]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[Reason]uint64, len(t.ignored))
+	for r, n := range t.ignored {
+		out[r] = n
+	}
+	return out
 }
 
 // Observe records o, as of now, and reports whether its registry's incident opened, closed,
 // changed scope, or gained or lost nodes: what people would want to hear about again.
 func (t *Tracker) Observe(o Observation, now time.Time) bool {
-	cutoff := now.Add(-t.th.Window)
-	if !o.Time.After(cutoff) {
+	if !t.current(o.Time, now) {
 		return false // history listed again: it says nothing about now
 	}
+	cutoff := now.Add(-t.th.Window)
 	nodes := t.nodes()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -207,7 +230,8 @@ func (t *Tracker) Incidents(now time.Time) []Incident {
 	return out
 }
 
-// Refusals counts the refused pulls seen per registry and the scope each fell in, for metrics.
+// Refusals counts the refused pulls seen per registry and the scope each fell in, for metrics:
+// those of kubelets' events that their pods' statuses bore out.
 func (t *Tracker) Refusals() map[string]map[v1alpha1.PullScope]uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()

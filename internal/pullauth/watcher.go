@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -25,10 +26,13 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
-// Watcher feeds kubelets' pull events and the statuses of pending pods to a tracker, and
+// Watcher feeds kubelets' pull events and the statuses of scheduled pods to a tracker, and
 // names on Changed the registries whose incident changed. It lists and watches through
-// reflectors that keep nothing: an informer would hold every event of the cluster, and events
-// come by the thousand a minute when pulls fail. The API server filters by reason and phase.
+// reflectors that keep no copy: an informer would hold every event and pod of the cluster, and
+// events come by the thousand a minute when pulls fail. The API server filters events by reason
+// and pods by being scheduled. An event counts only once a pod's status bears it out (see
+// Corroborate): of the pods it keeps what can, within bounds (MaxPods), and of the nodes their
+// names.
 type Watcher struct {
 	Client  client.WithWatch
 	Tracker *Tracker
@@ -42,6 +46,17 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	failures map[string]failure // by reflector, while it can neither list nor watch
+
+	evidenceOnce sync.Once
+	ev           *evidence
+}
+
+// evidence is what bears out the watcher's events, made on first use.
+func (w *Watcher) evidence() *evidence {
+	w.evidenceOnce.Do(func() {
+		w.ev = newEvidence(w.Tracker.th.Window+startSlack, w.Nodes.Has, w.Tracker.Ignore)
+	})
+	return w.ev
 }
 
 // failure is why a reflector's lists or watches fail, since when.
@@ -85,7 +100,9 @@ type reflected struct {
 	store    toolscache.ReflectorStore
 }
 
-// Start runs the reflectors until ctx ends.
+// Start runs the reflectors until ctx ends: those of pods and nodes first, and those of events
+// once they have listed, so that the events listed at start find what bears them out rather
+// than wait for it.
 func (w *Watcher) Start(ctx context.Context) error {
 	events := func(reason string) fields.Selector {
 		return fields.Set{"involvedObject.kind": "Pod", "reason": reason}.AsSelector()
@@ -95,15 +112,35 @@ func (w *Watcher) Start(ctx context.Context) error {
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	node := &metav1.PartialObjectMetadata{}
 	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	all := []reflected{
-		{"pull-failed-events", &corev1.EventList{}, &corev1.Event{}, events("Failed"), observer{ctx, w, w.fromEvent}},
-		{"pulled-events", &corev1.EventList{}, &corev1.Event{}, events("Pulled"), observer{ctx, w, w.fromEvent}},
-		{"pending-pods", &corev1.PodList{}, &corev1.Pod{}, fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)), observer{ctx, w, w.fromPod}},
+	feed := feeder{ctx, w}
+	cluster := []reflected{
+		// Scheduled pods, not pending ones only: the status that bears out a successful pull is
+		// often the one that makes its pod Running, and a watch filtered by phase tells of a pod
+		// that leaves the filter as it was before, deleted.
+		{"scheduled-pods", &corev1.PodList{}, &corev1.Pod{}, fields.OneTermNotEqualSelector("spec.nodeName", ""), podStore{feed}},
 		{"nodes", nodes, node, fields.Everything(), w.Nodes},
 	}
-	w.reflectors.Store(int32(len(all)))
-	for _, r := range all {
-		w.run(ctx, r)
+	pulls := []reflected{
+		{"pull-failed-events", &corev1.EventList{}, &corev1.Event{}, events("Failed"), eventStore{feed}},
+		{"pulled-events", &corev1.EventList{}, &corev1.Event{}, events("Pulled"), eventStore{feed}},
+	}
+	w.reflectors.Store(int32(len(cluster) + len(pulls)))
+	listed := make(chan struct{})
+	var unlisted atomic.Int32
+	unlisted.Store(int32(len(cluster)))
+	for _, r := range cluster {
+		w.run(ctx, r, func() {
+			if unlisted.Add(-1) == 0 {
+				close(listed)
+			}
+		})
+	}
+	select {
+	case <-listed:
+		for _, r := range pulls {
+			w.run(ctx, r, nil)
+		}
+	case <-ctx.Done():
 	}
 	<-ctx.Done()
 	return nil
@@ -136,7 +173,8 @@ func (w *Watcher) note(name string, err error) {
 // NeedLeaderElection is true: only the leader alerts, so only it needs to know.
 func (w *Watcher) NeedLeaderElection() bool { return true }
 
-func (w *Watcher) run(ctx context.Context, r reflected) {
+// run runs r's reflector until ctx ends; listed, if any, is called once it has listed.
+func (w *Watcher) run(ctx context.Context, r reflected, listed func()) {
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = r.selector.String()
@@ -152,57 +190,106 @@ func (w *Watcher) run(ctx context.Context, r reflected) {
 			return wi, err
 		},
 	}
-	store := listedOnce{ReflectorStore: r.store, once: &sync.Once{}, done: func() { w.listed.Add(1) }}
+	store := listedOnce{ReflectorStore: r.store, once: &sync.Once{}, done: func() {
+		w.listed.Add(1)
+		if listed != nil {
+			listed()
+		}
+	}}
 	go toolscache.NewReflectorWithOptions(lw, r.obj, store, toolscache.ReflectorOptions{Name: r.name}).RunWithContext(ctx)
 }
 
-func (w *Watcher) fromEvent(obj any, now time.Time) []Observation {
-	if e, ok := obj.(*corev1.Event); ok {
-		if o, ok := FromEvent(e, now); ok {
-			return []Observation{o}
-		}
-	}
-	return nil
+// feeder gives observations to the tracker, and names on Changed the registries whose incident
+// they changed.
+type feeder struct {
+	ctx context.Context
+	w   *Watcher
 }
 
-func (w *Watcher) fromPod(obj any, now time.Time) []Observation {
-	if p, ok := obj.(*corev1.Pod); ok {
-		return FromPod(p, now)
-	}
-	return nil
-}
-
-// observer is a reflector's store that stores nothing: each object it is given is observed and
-// dropped.
-type observer struct {
-	ctx     context.Context
-	w       *Watcher
-	observe func(any, time.Time) []Observation
-}
-
-func (o observer) take(obj any) {
-	now := o.w.Clock.Now()
-	for _, ob := range o.observe(obj, now) {
-		if !o.w.Tracker.Observe(ob, now) || o.w.Changed == nil {
+func (f feeder) feed(obs []Observation, now time.Time) {
+	for _, ob := range obs {
+		if !f.w.Tracker.Observe(ob, now) || f.w.Changed == nil {
 			continue
 		}
 		select {
-		case o.w.Changed <- event.TypedGenericEvent[string]{Object: ob.Registry}:
-		case <-o.ctx.Done():
+		case f.w.Changed <- event.TypedGenericEvent[string]{Object: ob.Registry}:
+		case <-f.ctx.Done():
 			return
 		}
 	}
 }
 
-func (o observer) Add(obj any) error    { o.take(obj); return nil }
-func (o observer) Update(obj any) error { o.take(obj); return nil }
-func (o observer) Delete(any) error     { return nil }
-func (o observer) Resync() error        { return nil }
+// eventStore is a reflector's store of pull events that stores nothing: each event it is given
+// counts if the cluster bears it out, waits if it may yet, and is dropped.
+type eventStore struct{ feeder }
 
-func (o observer) Replace(list []any, _ string) error {
-	for _, obj := range list {
-		o.take(obj)
+func (s eventStore) take(obj any) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return
 	}
+	now := s.w.Clock.Now()
+	c, ok := FromEvent(e, now)
+	if !ok || !s.w.Tracker.current(c.Time, now) {
+		return // not a pull, or history listed again: it says nothing about now
+	}
+	if o, ok := s.w.evidence().claim(c, now); ok {
+		s.feed([]Observation{o}, now)
+	}
+}
+
+func (s eventStore) Add(obj any) error    { s.take(obj); return nil }
+func (s eventStore) Update(obj any) error { s.take(obj); return nil }
+func (s eventStore) Delete(any) error     { return nil }
+func (s eventStore) Resync() error        { return nil }
+
+func (s eventStore) Replace(list []any, _ string) error {
+	for _, obj := range list {
+		s.take(obj)
+	}
+	return nil
+}
+
+// podStore is a reflector's store of scheduled pods that keeps of each only what bears out
+// events: a pod's refusals are observed, and the events held for it decided again.
+type podStore struct{ feeder }
+
+func (s podStore) take(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := s.w.Clock.Now()
+	s.feed(append(FromPod(p, now), s.w.evidence().pod(p, now)...), now)
+}
+
+func (s podStore) Add(obj any) error    { s.take(obj); return nil }
+func (s podStore) Update(obj any) error { s.take(obj); return nil }
+func (s podStore) Resync() error        { return nil }
+
+// Delete forgets a pod: its events no longer count.
+func (s podStore) Delete(obj any) error {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		s.w.evidence().forget(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	}
+	return nil
+}
+
+// Replace swaps in the listed pods at once.
+func (s podStore) Replace(list []any, _ string) error {
+	now := s.w.Clock.Now()
+	pods := make([]*corev1.Pod, 0, len(list))
+	var obs []Observation
+	for _, obj := range list {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+			obs = append(obs, FromPod(p, now)...)
+		}
+	}
+	s.feed(append(obs, s.w.evidence().replace(pods, now)...), now)
 	return nil
 }
 
@@ -224,6 +311,14 @@ func (l listedOnce) Replace(list []any, resourceVersion string) error {
 type NodeSet struct {
 	mu    sync.Mutex
 	names map[string]struct{}
+}
+
+// Has says whether the cluster has a node of that name.
+func (s *NodeSet) Has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.names[name]
+	return ok
 }
 
 // Count is how many nodes the cluster has; 0 before they are listed.
