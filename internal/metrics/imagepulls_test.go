@@ -23,8 +23,18 @@ func TestImagePulls(t *testing.T) {
 	} {
 		tr.Observe(o, t0)
 	}
+	tr.Ignore(pullauth.NotKubelet)
+	tr.Ignore(pullauth.NotKubelet)
+	tr.Ignore(pullauth.OtherNode)
 	want := `
-# HELP credwatch_image_pull_refusals_total Image pulls registries refused for want of credentials, as kubelets' events report them, each once, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).
+# HELP credwatch_image_pull_events_ignored_total Pull events that did not count, each time one was decided, by reason: NotKubelet (not as a kubelet writes it), UnknownNode, NoPod, OtherNode (the pod is on another node), NoContainer (the pod's status does not show the pull).
+# TYPE credwatch_image_pull_events_ignored_total counter
+credwatch_image_pull_events_ignored_total{reason="NoContainer"} 0
+credwatch_image_pull_events_ignored_total{reason="NoPod"} 0
+credwatch_image_pull_events_ignored_total{reason="NotKubelet"} 2
+credwatch_image_pull_events_ignored_total{reason="OtherNode"} 1
+credwatch_image_pull_events_ignored_total{reason="UnknownNode"} 0
+# HELP credwatch_image_pull_refusals_total Image pulls registries refused for want of credentials, as kubelets' events report them and their pods' statuses bear out, each once, by registry and by the scope the refusals had when each was seen (ClusterWide, NodeLocal, Undetermined).
 # TYPE credwatch_image_pull_refusals_total counter
 credwatch_image_pull_refusals_total{registry="a.azurecr.io",scope="Undetermined"} 1
 credwatch_image_pull_refusals_total{registry="b.azurecr.io",scope="ClusterWide"} 1
