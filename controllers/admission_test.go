@@ -252,8 +252,8 @@ func TestAdmission(t *testing.T) {
 					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels) {
 					t.Errorf("alert defaults = %+v; want port 587, StartTLS, five reminders, 1h, default channels on", a)
 				}
-				if p := w.Spec.ImagePulls; p != nil && (len(p.Registries) == 0 || p.PodRegistries == nil || !*p.PodRegistries) {
-					t.Errorf("image pulls = %+v, want the default registries and the pods' registries", p)
+				if p := w.Spec.ImagePulls; p != nil && (len(p.Registries) == 0 || p.PodRegistries == nil || *p.PodRegistries) {
+					t.Errorf("image pulls = %+v, want the default registries, and not the pods' registries", p)
 				}
 				return
 			}

@@ -565,9 +565,11 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 	}
 }
 
-// By default a watch also hears of any registry that refuses pods pulling with the node's
-// credential, whatever its name; not of one refusing pods that bring their own pull secret.
-func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
+// By default a watch hears of the registries it names only: anyone who may create pods can have
+// kubelets pull from any registry. Told to, it also hears of any registry that refuses pods
+// pulling with the node's credential, whatever its name; never of one refusing pods that bring
+// their own pull secret.
+func TestImagePullsOfPodsOnTheNodesCredentialAreCoveredWhenAsked(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
@@ -599,21 +601,21 @@ func TestImagePullsOfPodsOnTheNodesCredentialAreCovered(t *testing.T) {
 		return out
 	}
 	w, _ := h.reconcile()
-	if got := ours(w); len(got) != 1 || got[0] != internal {
-		t.Errorf("incidents %v, want %s's only", got, internal)
+	if got := ours(w); len(got) != 0 {
+		t.Errorf("incidents %v, want none of this test's registries", got)
 	}
-	if got := w.Spec.ImagePulls; len(got.Registries) != 1 || got.Registries[0] != "*.azurecr.io" || !got.CoversPodRegistries() {
-		t.Errorf("spec.imagePulls defaulted to %+v", got)
+	if got := w.Spec.ImagePulls; len(got.Registries) != 1 || got.Registries[0] != "*.azurecr.io" || got.PodRegistries == nil || got.CoversPodRegistries() {
+		t.Errorf("spec.imagePulls defaulted to %+v, want *.azurecr.io and podRegistries false", got)
 	}
 
-	// Told to keep to its registries, it hears of neither.
-	w.Spec.ImagePulls.PodRegistries = ptr.To(false)
+	// Told to take the pods' registries, it hears of the one refusing the node's credential.
+	w.Spec.ImagePulls.PodRegistries = ptr.To(true)
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
 	w, _ = h.reconcile()
-	if got := ours(w); len(got) != 0 {
-		t.Errorf("incidents %v, want none of this test's registries", got)
+	if got := ours(w); len(got) != 1 || got[0] != internal {
+		t.Errorf("incidents %v, want %s's only", got, internal)
 	}
 }
 

@@ -17,18 +17,21 @@ type ImagePulls struct {
 	// +listType=set
 	// +optional
 	Registries []string `json:"registries,omitempty"`
-	// PodRegistries adds every registry that refuses pods pulling with the node's credential:
-	// pods without imagePullSecrets, whose kubelet signs in with the cluster's identity. A pod
-	// with its own pull secret is refused for that secret, which this watch does not hold.
-	// +kubebuilder:default=true
+	// PodRegistries, when true, adds every registry that refuses pods pulling with the node's
+	// credential: pods without imagePullSecrets, whose kubelet signs in with the cluster's
+	// identity. A pod with its own pull secret is refused for that secret, which this watch does
+	// not hold. Off unless set: anyone who may create pods can have real kubelets pull from a
+	// registry the cluster was never meant to use, and be refused on every node, which would
+	// raise a cluster-wide alert.
+	// +kubebuilder:default=false
 	// +optional
 	PodRegistries *bool `json:"podRegistries,omitempty"`
 }
 
 // CoversPodRegistries says whether the watch takes the registries its pods pull from with the
-// node's credential, as it does unless told not to.
+// node's credential, as it does only when told to.
 func (p *ImagePulls) CoversPodRegistries() bool {
-	return p.PodRegistries == nil || *p.PodRegistries
+	return p.PodRegistries != nil && *p.PodRegistries
 }
 
 // PullScope says what image-pull authentication failures point at.
