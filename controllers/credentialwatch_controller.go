@@ -90,7 +90,9 @@ type CredentialWatchReconciler struct {
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// Secrets are read cluster-wide, one by name; writing them (a rotation's target) is granted per
+// namespace by the chart's rotation.secretNamespaces, or config/rbac/rotation_secrets_role.yaml.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile runs the steps of a watch in order, writes status once, and comes back at the

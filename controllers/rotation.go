@@ -152,6 +152,9 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return ro.paused(err)
 	}
+	if _, err := ro.held(ctx); err != nil {
+		return ro.paused(err)
+	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		plan := ro.plan()
 		prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating)
@@ -215,6 +218,10 @@ func (ro *rotation) paused(err error) (time.Time, error) {
 		return time.Time{}, ke
 	}
 	reason := reasonFor(err)
+	var fe *foreignSecretError
+	if errors.As(err, &fe) {
+		reason = v1alpha1.ReasonRotationBlocked
+	}
 	msg := "A rotation is due, but it does not start: " + err.Error()
 	if ro.obj.Status.Rotation != nil {
 		msg = fmt.Sprintf("The rotation waits at step %s: %v", ro.st.Step, err)
@@ -339,6 +346,12 @@ func (ro *rotation) advance(ctx context.Context) (time.Time, error) {
 // another is added, so that at most one spare secret ever exists.
 func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 	held, err := ro.held(ctx)
+	var fe *foreignSecretError
+	if errors.As(err, &fe) {
+		// Someone else's Secret took the name since the rotation started: nothing is added that
+		// could not be stored.
+		return ro.fail(err, policy.ClusterBackoff(ro.st.Failures+1))
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -700,7 +713,8 @@ type heldSecret struct {
 	expiry             time.Time
 }
 
-// held reads what the target Secret holds; nothing when it does not exist or holds no secret.
+// held reads what the target Secret holds; nothing when it does not exist or holds no secret,
+// and a *foreignSecretError when it is someone else's.
 func (ro *rotation) held(ctx context.Context) (heldSecret, error) {
 	var s corev1.Secret
 	if err := ro.r.SecretReader.Get(ctx, ro.secretKey(), &s); err != nil {
@@ -708,6 +722,9 @@ func (ro *rotation) held(ctx context.Context) (heldSecret, error) {
 			return heldSecret{}, nil
 		}
 		return heldSecret{}, &kubernetesError{fmt.Errorf("reading Secret %s: %w", ro.secretKey(), err)}
+	}
+	if !policy.SecretOwned(s.Labels, s.Annotations, ro.obj.Name, string(ro.obj.UID)) {
+		return heldSecret{}, ro.foreign()
 	}
 	if len(s.Data[rotatedKeyClientSecret]) == 0 || string(s.Data[rotatedKeyClientID]) != ro.appID {
 		return heldSecret{}, nil
@@ -732,7 +749,39 @@ func (ro *rotation) secretText(ctx context.Context) (string, error) {
 
 // annotationSecretName, on the target Secret, names the Graph secret it holds: the rotation
 // that made it finds it there even before Graph lists it.
-const annotationSecretName = "credwatch.dev/secret-name"
+const annotationSecretName = policy.AnnotationSecretOld
+
+// foreignSecretError: the target Secret exists and credwatch did not create it for this watch.
+// Writing it would let anyone who may create a watch overwrite any Secret of the namespace.
+type foreignSecretError struct{ key types.NamespacedName }
+
+func (e *foreignSecretError) Error() string {
+	return fmt.Sprintf("Secret %s exists and credwatch did not create it for this watch, so a rotation does not write it: name another "+
+		"spec.rotation.secretRef, or, to let this watch write it on purpose, "+
+		"kubectl label secret -n %s %s %s=%s && kubectl annotate secret -n %s %s %s=<the watch's name>",
+		e.key, e.key.Namespace, e.key.Name, policy.LabelManagedBy, policy.ManagedByCredwatch, e.key.Namespace, e.key.Name, policy.AnnotationWatch)
+}
+
+func (ro *rotation) foreign() error { return &foreignSecretError{ro.secretKey()} }
+
+// markOwned marks s as this watch's, adopting one an earlier version wrote, and merges data in.
+func markOwned(s *corev1.Secret, watch, displayName string, data map[string][]byte) {
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Labels[policy.LabelManagedBy] = policy.ManagedByCredwatch
+	s.Annotations[policy.AnnotationWatch] = watch
+	s.Annotations[annotationSecretName] = displayName
+	for k, v := range data {
+		s.Data[k] = v
+	}
+}
 
 // writeSecret puts the new secret in the target Secret, creating it if need be. It reads through
 // SecretReader, not the cache, which would hold every Secret in the cluster.
@@ -749,19 +798,16 @@ func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret) err
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: ro.spec.SecretRef.Name, Namespace: ro.obj.Namespace,
-				Labels:      map[string]string{"app.kubernetes.io/managed-by": "credwatch"},
-				Annotations: map[string]string{annotationSecretName: ro.st.DisplayName}},
-			Type: corev1.SecretTypeOpaque,
-			Data: data,
+			ObjectMeta: metav1.ObjectMeta{Name: ro.spec.SecretRef.Name, Namespace: ro.obj.Namespace},
+			Type:       corev1.SecretTypeOpaque,
 		}
+		markOwned(&s, ro.obj.Name, ro.st.DisplayName, data)
 		err = ro.r.Create(ctx, &s)
+	case err == nil && !policy.SecretOwned(s.Labels, s.Annotations, ro.obj.Name, string(ro.obj.UID)):
+		return ro.foreign()
 	case err == nil:
-		s.Data = data
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[annotationSecretName] = ro.st.DisplayName
+		// Keys the rotation does not write stay: whoever consumes the Secret may keep more in it.
+		markOwned(&s, ro.obj.Name, ro.st.DisplayName, data)
 		err = ro.r.Update(ctx, &s)
 	}
 	if err != nil {

@@ -411,3 +411,60 @@ func TestDryRunPausesARotationInProgress(t *testing.T) {
 		t.Errorf("rotation %+v, want it kept where it was", w.Status.Rotation)
 	}
 }
+
+// TestRotationWritesOnlyItsOwnSecret: a rotation never writes a Secret credwatch did not create
+// for the watch, and adds nothing to Graph it could not store; a Secret an earlier version wrote
+// for the watch is adopted, and keys others keep in it stay.
+func TestRotationWritesOnlyItsOwnSecret(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	h.create(s.appID, rotationSpec(nil))
+	ctx := context.Background()
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: "sp-credentials"},
+		Data: map[string][]byte{"password": []byte("the database's")}}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.credwatchSecrets(s.appID))
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
+	if msg := condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "credwatch did not create it for this watch") ||
+		!strings.Contains(msg, "kubectl annotate secret -n "+h.key.Namespace+" sp-credentials credwatch.dev/watch=") {
+		t.Errorf("Rotating says %q, want why, and how to adopt the Secret on purpose", msg)
+	}
+	if w.Status.Rotation != nil || len(h.credwatchSecrets(s.appID)) != before {
+		t.Errorf("rotation %+v started, or a secret was added to Graph, for a Secret it may not write", w.Status.Rotation)
+	}
+	got, _ := h.targetSecret()
+	if len(got.Data) != 1 || string(got.Data["password"]) != "the database's" {
+		t.Errorf("someone else's Secret was written: %v", got.Data)
+	}
+
+	// As an earlier version left it: marked managed-by credwatch, holding a secret of this watch.
+	got.Labels = map[string]string{"app.kubernetes.io/managed-by": "credwatch"}
+	got.Annotations = map[string]string{"credwatch.dev/secret-name": policy.WatchPrefix(string(w.UID)) + "20251201T000000Z"}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	h.run(time.Hour, nil)
+	got, _ = h.targetSecret()
+	w = h.get()
+	if w.Status.Rotation == nil && w.Status.LastRotation == nil {
+		t.Fatalf("no rotation after the Secret was adopted: %+v", condition(w, v1alpha1.ConditionRotating))
+	}
+	if len(got.Data["clientSecret"]) == 0 || string(got.Data["password"]) != "the database's" || got.Annotations["credwatch.dev/watch"] != h.key.Name {
+		t.Errorf("the adopted Secret: keys %v, annotations %v; want the new secret merged in beside password, and the watch named", keysOf(got.Data), got.Annotations)
+	}
+	assertNoSecrets(t, h)
+}
+
+func keysOf(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

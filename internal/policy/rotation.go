@@ -174,3 +174,27 @@ func InWindow(w *v1alpha1.MaintenanceWindow, now time.Time) (bool, time.Time, er
 	}
 	return false, next, nil
 }
+
+// Marks of a Secret a rotation writes: the label every Secret credwatch creates carries, and the
+// annotation naming the watch whose rotations write it.
+const (
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByCredwatch  = "credwatch"
+	AnnotationWatch     = "credwatch.dev/watch"
+	AnnotationSecretOld = "credwatch.dev/secret-name"
+)
+
+// SecretOwned reports whether a rotation of the watch watchName (UID watchUID) may write a Secret
+// with these labels and annotations: one credwatch created for this watch, or one an earlier
+// version created for it (marked managed-by credwatch, and holding a secret whose name carries
+// the watch's prefix), which is adopted. Any other Secret belongs to someone else, and writing it
+// would let a namespace user overwrite a Secret by naming it.
+func SecretOwned(labels, annotations map[string]string, watchName, watchUID string) bool {
+	if labels[LabelManagedBy] != ManagedByCredwatch {
+		return false
+	}
+	if w, ok := annotations[AnnotationWatch]; ok {
+		return w == watchName
+	}
+	return strings.HasPrefix(annotations[AnnotationSecretOld], WatchPrefix(watchUID))
+}

@@ -117,3 +117,28 @@ func TestInWindow(t *testing.T) {
 		t.Error("an unknown time zone was accepted")
 	}
 }
+
+func TestSecretOwned(t *testing.T) {
+	const name, uid = "payments", "2b9c0c1e-4d8e-4f1a-9c1b-1f0e2d3c4b5a"
+	ours := map[string]string{LabelManagedBy: ManagedByCredwatch}
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        bool
+	}{
+		{"created for this watch", ours, map[string]string{AnnotationWatch: name}, true},
+		{"created for another watch", ours, map[string]string{AnnotationWatch: "billing"}, false},
+		{"written by an earlier version for this watch", ours, map[string]string{AnnotationSecretOld: WatchPrefix(uid) + "20261203t090000z"}, true},
+		{"written by an earlier version for another watch", ours, map[string]string{AnnotationSecretOld: WatchPrefix("ffffffff-0000") + "x"}, false},
+		{"another watch's, claiming this one's old secret", ours, map[string]string{AnnotationWatch: "billing", AnnotationSecretOld: WatchPrefix(uid) + "x"}, false},
+		{"someone else's Secret", map[string]string{"app": "payments"}, nil, false},
+		{"someone else's, with the watch annotation but not the label", nil, map[string]string{AnnotationWatch: name}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SecretOwned(tc.labels, tc.annotations, name, uid); got != tc.want {
+				t.Errorf("SecretOwned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,8 @@ defaultIdentity:
   subscriptions: [{subscriptionID: 8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918, resourceGroups: [rg-prod]}]
   namespaces: [team-a]
 workloadIdentityNamespaces: [team-a]
+rotation:
+  secretNamespaces: [team-a]
 `
 
 func helm(t *testing.T, args ...string) string {
@@ -239,6 +241,44 @@ func TestDefaultIdentityAllowsWatchOnly(t *testing.T) {
 			}
 			if !strings.Contains(args, "--default-identity=credwatch-default") {
 				t.Errorf("the manager is not told its default identity: %s", args)
+			}
+		})
+	}
+}
+
+// TestSecretWritesOnlyWhereListed: rotations may write Secrets in the namespaces an admin lists,
+// everywhere only when asked, and by default nowhere.
+func TestSecretWritesOnlyWhereListed(t *testing.T) {
+	clusterWide := filepath.Join(t.TempDir(), "cluster-wide.yaml")
+	if err := os.WriteFile(clusterWide, []byte("rotation: {secretsClusterWide: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		values []string
+		want   []string // where Secret writes are granted: namespaces, or "cluster"
+	}{
+		"by default":          {},
+		"namespaces listed":   {values: []string{valuesFile(t)}, want: []string{"team-a"}},
+		"cluster-wide, asked": {values: []string{clusterWide}, want: []string{"cluster"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, obj := range render(t, tc.values...) {
+				if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
+					continue
+				}
+				var role rbacv1.ClusterRole
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range role.Rules {
+					if slices.Contains(r.Resources, "secrets") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "update")) {
+						got = append(got, where(obj.GetKind(), obj.GetNamespace()))
+					}
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Secret writes granted in %v, want %v", got, tc.want)
 			}
 		})
 	}
