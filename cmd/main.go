@@ -61,6 +61,7 @@ type options struct {
 	cloudName      string
 	authorityHost  string
 	graphEndpoint  string
+	graphAudience  string
 	armEndpoint    string
 	armAudience    string
 	defaultAlerts  string
@@ -102,6 +103,7 @@ func main() {
 	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
 	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
 	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
+	flag.StringVar(&o.graphAudience, "graph-audience", "", "Audience of Microsoft Graph tokens; empty means the Graph endpoint, which is Graph's audience in every Azure cloud.")
 	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultID, "default-identity", "", "ClusterAzureIdentity used by watches that name no spec.identityRef; empty, such watches are not checked (Ready False NoIdentity). The identity still decides what they may do, and which namespaces may use it.")
@@ -137,7 +139,7 @@ func (o options) cloud() (azure.Cloud, error) {
 	for _, override := range []struct {
 		to   *string
 		from string
-	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.ARMEndpoint, o.armEndpoint}, {&c.ARMAudience, o.armAudience}} {
+	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.GraphAudience, o.graphAudience}, {&c.ARMEndpoint, o.armEndpoint}, {&c.ARMAudience, o.armAudience}} {
 		if override.from != "" {
 			*override.to = override.from
 		}
@@ -324,6 +326,7 @@ func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clien
 	if err != nil {
 		return nil, err
 	}
+	graphClient.SetScope(cloud.GraphScope())
 	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ func TestCloudOptions(t *testing.T) {
 		wantGraph       string
 		wantAuth        string
 		wantARMAudience string
+		wantGraphScope  string
 		wantErr         bool
 	}{
 		"public by default": {
@@ -22,6 +23,10 @@ func TestCloudOptions(t *testing.T) {
 			o:         options{cloudName: "AzurePublic", graphEndpoint: "https://127.0.0.1:9443", authorityHost: "https://127.0.0.1:9443/", armEndpoint: "https://127.0.0.1:9444"},
 			wantGraph: "https://127.0.0.1:9443", wantAuth: "https://127.0.0.1:9443/", wantARMAudience: "https://127.0.0.1:9444/",
 		},
+		"a Graph behind another name keeps Graph's audience": {
+			o:         options{cloudName: "AzurePublic", graphEndpoint: "https://graph-proxy.corp.example", graphAudience: "https://graph.microsoft.com"},
+			wantGraph: "https://graph-proxy.corp.example", wantAuth: "https://login.microsoftonline.com/", wantGraphScope: "https://graph.microsoft.com/.default",
+		},
 		"unknown cloud":       {o: options{cloudName: "AzureMoon"}, wantErr: true},
 		"plain-HTTP override": {o: options{cloudName: "AzurePublic", graphEndpoint: "http://127.0.0.1:9443"}, wantErr: true},
 	}
@@ -33,6 +38,13 @@ func TestCloudOptions(t *testing.T) {
 			}
 			if err == nil && tc.wantARMAudience != "" && c.ARMAudience != tc.wantARMAudience {
 				t.Errorf("ARM audience = %q, want %q", c.ARMAudience, tc.wantARMAudience)
+			}
+			wantScope := tc.wantGraphScope
+			if wantScope == "" {
+				wantScope = tc.wantGraph + "/.default"
+			}
+			if err == nil && c.GraphScope() != wantScope {
+				t.Errorf("Graph scope = %q, want %q", c.GraphScope(), wantScope)
 			}
 			if err == nil && (c.GraphEndpoint != tc.wantGraph || c.AuthorityHost != tc.wantAuth) {
 				t.Errorf("cloud = %+v, want Graph %s and authority %s", c, tc.wantGraph, tc.wantAuth)

@@ -12,6 +12,10 @@ type Cloud struct {
 	AuthorityHost string
 	// GraphEndpoint is Microsoft Graph's root, such as https://graph.microsoft.com.
 	GraphEndpoint string
+	// GraphAudience is what tokens for Graph are requested for; empty means GraphEndpoint, which
+	// is Graph's audience in every Azure cloud. A Graph behind another name (a proxy, a private
+	// endpoint) keeps its own.
+	GraphAudience string
 	// ARMEndpoint is Azure Resource Manager's root, such as https://management.azure.com.
 	ARMEndpoint string
 	// ARMAudience is what tokens for Resource Manager are requested for.
@@ -58,6 +62,15 @@ func (c Cloud) Known() bool {
 		}
 	}
 	return false
+}
+
+// GraphScope is the scope of Graph tokens.
+func (c Cloud) GraphScope() string {
+	aud := c.GraphAudience
+	if aud == "" {
+		aud = c.GraphEndpoint
+	}
+	return strings.TrimSuffix(aud, "/") + "/.default"
 }
 
 // Validate checks that every endpoint is an https URL.

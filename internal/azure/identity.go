@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -302,7 +301,7 @@ func (i *Identities) SignIn(ctx context.Context, id Identity) error {
 		return err
 	}
 	_, err = azerr.Credential{TokenCredential: cred}.GetToken(ctx, policy.TokenRequestOptions{
-		Scopes: []string{strings.TrimSuffix(i.cloud.GraphEndpoint, "/") + "/.default"},
+		Scopes: []string{i.cloud.GraphScope()},
 	})
 	return err
 }

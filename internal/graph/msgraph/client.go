@@ -77,6 +77,10 @@ func New(endpoint string, transport http.RoundTripper) (*Client, error) {
 	}, nil
 }
 
+// SetScope makes the client ask for tokens of scope (such as https://graph.microsoft.com/.default)
+// rather than its endpoint's, for a Graph whose audience is not its URL.
+func (c *Client) SetScope(scope string) { c.scope = scope }
+
 // requestTimeout bounds one Graph request, well above Graph's own latency.
 const requestTimeout = 30 * time.Second
 
