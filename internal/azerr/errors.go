@@ -53,24 +53,46 @@ type Error struct {
 	Code string
 	// RetryAfter is the wait the service asked for with a 429 or 503, 0 when it named none.
 	RetryAfter time.Duration
+	// Needs names what the identity lacks when the service refused it (KindForbidden): the
+	// permission or role action the refused request requires, such as Application.Read.All. The
+	// client that made the request sets it, as only it knows what it asked for.
+	Needs string
 	// Err is the underlying failure; its text is not part of Error's message.
 	Err error
 }
 
 func (e *Error) Error() string {
+	var msg string
 	switch {
 	case e.Status != 0 && e.Code != "":
-		return fmt.Sprintf("%s (HTTP %d, %s)", e.Kind, e.Status, e.Code)
+		msg = fmt.Sprintf("%s (HTTP %d, %s)", e.Kind, e.Status, e.Code)
 	case e.Status != 0:
-		return fmt.Sprintf("%s (HTTP %d)", e.Kind, e.Status)
+		msg = fmt.Sprintf("%s (HTTP %d)", e.Kind, e.Status)
 	case e.Err != nil:
-		return fmt.Sprintf("%s: %v", e.Kind, e.Err)
+		msg = fmt.Sprintf("%s: %v", e.Kind, e.Err)
 	default:
-		return e.Kind.String()
+		msg = e.Kind.String()
 	}
+	if e.Needs != "" {
+		// The one place a refusal is worded: conditions, events and alerts all quote it.
+		msg += "; the identity needs " + e.Needs
+	}
+	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Needing returns e naming needs as what the identity lacks, when e is a refusal (KindForbidden)
+// that names nothing yet, and e itself otherwise; e is not changed. A client calls it where it
+// classifies a request's failure, as only it knows what the request asked for.
+func (e *Error) Needing(needs string) *Error {
+	if e.Kind != KindForbidden || e.Needs != "" || needs == "" {
+		return e
+	}
+	named := *e
+	named.Needs = needs
+	return &named
+}
 
 // KindOf returns the kind of the first *Error in err's chain, KindOther when there is none.
 func KindOf(err error) Kind {
