@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -156,5 +157,38 @@ func TestBatchAnswersABadURLOnItsOwn(t *testing.T) {
 	})
 	if r.status != http.StatusOK || r.responses["bad"].Status != http.StatusBadRequest || r.responses["good"].Status != http.StatusOK {
 		t.Errorf("got %d, bad %d, good %d; want 200 holding a 400 and a 200", r.status, r.responses["bad"].Status, r.responses["good"].Status)
+	}
+}
+
+// TestBatchRefusesADeniedClientPerRequest: Graph accepts a $batch from any signed-in client and
+// authorizes each of its requests on its own, answering each refused one with the OData error body
+// a request sent alone gets.
+func TestBatchRefusesADeniedClientPerRequest(t *testing.T) {
+	s := newFixture(t)
+	const denied = "aaaaaaaa-0000-0000-0000-00000000dead"
+	s.AddClient(tenantA, denied, "denied-secret")
+	tok := mustToken(t, s, tenantA, denied, "denied-secret")
+	s.Deny(denied, true)
+	r := postBatch(t, s, tok, []map[string]any{
+		get("app", "/applications(appId='"+appID+"')"),
+		get("sp", "/servicePrincipals(appId='"+appID+"')"),
+	})
+	if r.status != http.StatusOK {
+		t.Fatalf("$batch: %d %s, want 200 holding the refusals", r.status, r.err)
+	}
+	for _, id := range []string{"app", "sp"} {
+		got := r.responses[id]
+		if got.Status != http.StatusForbidden || !strings.HasPrefix(got.Headers["Content-Type"], "application/json") {
+			t.Errorf("%s: status %d, headers %v; want 403 with a JSON body", id, got.Status, got.Headers)
+		}
+		e, _ := got.Body["error"].(map[string]any)
+		inner, _ := e["innerError"].(map[string]any)
+		if len(got.Body) != 1 || len(e) != 3 || e["code"] != "Authorization_RequestDenied" ||
+			e["message"] != "Insufficient privileges to complete the operation." {
+			t.Errorf("%s: body %v, want Graph's {error: {code, message, innerError}}", id, got.Body)
+		}
+		if inner["date"] == nil || inner["request-id"] == nil || inner["client-request-id"] == nil {
+			t.Errorf("%s: innerError %v, want date, request-id and client-request-id", id, inner)
+		}
 	}
 }

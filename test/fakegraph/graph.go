@@ -126,7 +126,6 @@ func (s *Server) handleGraph(w http.ResponseWriter, r *http.Request, segs []stri
 	}
 	raw := bearer(r)
 	tok, known := s.tokens[raw]
-	denied := known && s.denied[strings.ToLower(tok.clientID)]
 	s.mu.Unlock()
 
 	if throttled {
@@ -155,11 +154,19 @@ func (s *Server) handleGraph(w http.ResponseWriter, r *http.Request, segs []stri
 		c.graphError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", authFail)
 		return
 	}
+	s.route(w, r, c, tok, segs)
+}
+
+// denied answers 403 to a client Deny refused. Graph authorizes each request of a $batch on its
+// own, so a batch is accepted and each of its requests is refused inside it.
+func (s *Server) denied(w http.ResponseWriter, c graphCall, tok issuedToken) bool {
+	s.mu.Lock()
+	denied := s.deniedClients[strings.ToLower(tok.clientID)]
+	s.mu.Unlock()
 	if denied {
 		c.graphError(w, http.StatusForbidden, "Authorization_RequestDenied", "Insufficient privileges to complete the operation.")
-		return
 	}
-	s.route(w, r, c, tok, segs)
+	return denied
 }
 
 // route resolves the URL to a resource. Only reads exist today; a write (addPassword, ...) would
@@ -193,6 +200,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 				{{"name", servicePrincipalsSet.name}, {"kind", "EntitySet"}, {"url", servicePrincipalsSet.name}},
 			}},
 		})
+		return
+	}
+	if s.denied(w, c, tok) {
 		return
 	}
 

@@ -24,7 +24,7 @@ type Server struct {
 	mu            sync.Mutex
 	tenants       map[string]*tenant // by lower-cased tenant ID: MSAL lower-cases parts of the authority
 	tokens        map[string]issuedToken
-	denied        map[string]bool // by lower-cased client ID
+	deniedClients map[string]bool // by lower-cased client ID
 	throttleLeft  int
 	throttleAfter time.Duration
 	budget        *budget
@@ -122,7 +122,7 @@ func New() *Server {
 		tenants:       map[string]*tenant{},
 		tokens:        map[string]issuedToken{},
 		closing:       make(chan struct{}),
-		denied:        map[string]bool{},
+		deniedClients: map[string]bool{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
 	s.ts = httptest.NewTLSServer(http.HandlerFunc(s.serveHTTP))
@@ -330,14 +330,15 @@ func (s *Server) RemoveClient(tenantID, clientID string) {
 }
 
 // Deny makes Graph answer 403 Authorization_RequestDenied to that client's tokens in every tenant,
-// as when the app lacks the Application.Read.All permission or consent.
+// as when the app lacks the Application.Read.All permission or consent. Inside a $batch, which
+// Graph accepts from any signed-in client, each request is refused on its own.
 func (s *Server) Deny(clientID string, denied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if denied {
-		s.denied[strings.ToLower(clientID)] = true
+		s.deniedClients[strings.ToLower(clientID)] = true
 	} else {
-		delete(s.denied, strings.ToLower(clientID))
+		delete(s.deniedClients, strings.ToLower(clientID))
 	}
 }
 
