@@ -2,18 +2,25 @@ package msgraph
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoft/kiota-abstractions-go/serialization"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
+	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 )
+
+// batchErrors registers, once for the process, how the SDK decodes a failed $batch: it keeps the
+// mappings in a global registry.
+var batchErrors sync.Once
 
 // MaxBatchAppIDs is how many appIds one $batch reads: two requests each, and Graph takes 20.
 const MaxBatchAppIDs = 10
@@ -54,6 +61,11 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 			*s.id = *item.GetId()
 		}
 	}
+	batchErrors.Do(func() {
+		// Without a mapping the SDK turns a refused batch into a bare ApiError, without Graph's code.
+		_ = msgraphcore.RegisterError(msgraphcore.BatchRequestErrorRegistryKey,
+			abstractions.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDiscriminatorValue})
+	})
 	resp, err := batch.Send(ctx, svc.GetAdapter())
 	if err != nil {
 		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err)))
@@ -98,9 +110,22 @@ func batchItem[T interface {
 	return obj, nil
 }
 
-// batchErrorCode is Graph's error code in a failed answer's body: {"error":{"code":...}}.
+// batchErrorCode is Graph's error code in a failed answer's body: {"error":{"code":...}}. The SDK
+// hands the body over as a generic map whose strings are *string, Kiota's JSON nodes holding
+// pointers (msgraph-sdk-go-core's deserializeValue passes them through), so the body is encoded
+// again and read as Graph wrote it.
 func batchErrorCode(body msgraphcore.RequestBody) string {
-	e, _ := body["error"].(map[string]any)
-	code, _ := e["code"].(string)
-	return code
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return ""
+	}
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return ""
+	}
+	return e.Error.Code
 }

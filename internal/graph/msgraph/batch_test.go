@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -56,7 +58,8 @@ func TestBatchReadsAsSingleReadsDo(t *testing.T) {
 		if !reflect.DeepEqual(reads[i].Snapshot, want) {
 			t.Errorf("%s: batch read %+v, single read %+v", id, reads[i].Snapshot, want)
 		}
-		if azerr.KindOf(reads[i].Err) != azerr.KindOf(wantErr) || (reads[i].Err == nil) != (wantErr == nil) {
+		// The same words: Graph's error code survives the batch's decoding.
+		if fmt.Sprint(reads[i].Err) != fmt.Sprint(wantErr) || azerr.KindOf(reads[i].Err) != azerr.KindOf(wantErr) {
 			t.Errorf("%s: batch error %v, single error %v", id, reads[i].Err, wantErr)
 		}
 	}
@@ -161,5 +164,21 @@ func TestBatchAnswerWithoutBodyIsAnError(t *testing.T) {
 	reads := c.ReadCredentialsBatch(context.Background(), staticToken{}, []string{appID})
 	if reads[0].Err == nil || !strings.Contains(reads[0].Err.Error(), "no body") {
 		t.Errorf("got %v, want an error naming the missing body", reads[0].Err)
+	}
+}
+
+// TestRefusedBatchKeepsGraphsCode: when Graph refuses the $batch itself, as with a revoked
+// token, its code survives as it does for a request sent alone.
+func TestRefusedBatchKeepsGraphsCode(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+	if _, err := c.ReadCredentials(context.Background(), cred, appID); err != nil {
+		t.Fatal(err) // signs in: the token is cached, and revoked below
+	}
+	fake.RevokeTokens()
+	reads := c.ReadCredentialsBatch(context.Background(), cred, []string{appID})
+	var ae *azerr.Error
+	if !errors.As(reads[0].Err, &ae) || ae.Kind != azerr.KindUnauthenticated || ae.Code != "InvalidAuthenticationToken" {
+		t.Errorf("a refused batch: %v, want authentication failed with Graph's code InvalidAuthenticationToken", reads[0].Err)
 	}
 }
