@@ -68,7 +68,7 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 	})
 	resp, err := batch.Send(ctx, svc.GetAdapter())
 	if err != nil {
-		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err)))
+		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err, needsRead)))
 	}
 	out := make([]graph.Read, len(appIDs))
 	for i, appID := range appIDs {
@@ -97,7 +97,7 @@ func batchItem[T interface {
 			}
 		}
 		ge.Err = fmt.Errorf("HTTP %d %s", status, ge.Code)
-		return nil, fmt.Errorf("reading %s %s: %w", what, appID, ge)
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, ge.Needing(needsRead))
 	}
 	if item.GetBody() == nil {
 		// The SDK's decoder dereferences a missing body.
@@ -105,7 +105,7 @@ func batchItem[T interface {
 	}
 	obj, err := msgraphcore.GetBatchResponseById[T](resp, id, ctor)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s %s: %w", what, appID, classify(err))
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, classify(err, needsRead))
 	}
 	return obj, nil
 }

@@ -45,6 +45,19 @@ func servicePrincipalQuery() *serviceprincipalswithappid.ServicePrincipalsWithAp
 	}
 }
 
+// What a refused request needs, named in its error: for each API the least privileged application
+// permission of Microsoft's Graph reference (see README, "Identity and permissions").
+const (
+	// GET /applications(appId='…') and /servicePrincipals(appId='…'), alone or in a $batch.
+	needsRead = "Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application)"
+	// POST /applications/{id}/addPassword and /applications/{id}/removePassword.
+	needsWrite = "Application.ReadWrite.OwnedBy as an owner of the application, or Application.ReadWrite.All"
+	// GET /applications/{id}/owners.
+	needsOwners = "Application.Read.All to list the application's owners"
+	// GET /applications and /servicePrincipals: a tenant scan.
+	needsList = "Application.Read.All to list the tenant's applications and service principals"
+)
+
 // Client reads application and service-principal credentials from one Graph endpoint.
 type Client struct {
 	baseURL    string
@@ -197,7 +210,7 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 	}
 	owners := svc.Applications().ByApplicationId(applicationID).Owners()
 	var out []string
-	err = pages(ctx, "the owners of application "+applicationID,
+	err = pages(ctx, "the owners of application "+applicationID, needsOwners,
 		func() (models.DirectoryObjectCollectionResponseable, error) { return owners.Get(ctx, nil) },
 		func(next string) (models.DirectoryObjectCollectionResponseable, error) {
 			return owners.WithUrl(next).Get(ctx, nil)
@@ -232,7 +245,7 @@ func (c *Client) AddPassword(ctx context.Context, cred azcore.TokenCredential, a
 	body.SetPasswordCredential(pc)
 	got, err := svc.Applications().ByApplicationId(applicationID).AddPassword().Post(ctx, body, nil)
 	if err != nil {
-		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: %w", applicationID, classify(err))
+		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: %w", applicationID, classify(err, needsWrite))
 	}
 	secret := graph.NewSecret{KeyID: uuidString(got.GetKeyId()), Text: deref(got.GetSecretText()), Hint: deref(got.GetHint()),
 		Start: derefTime(got.GetStartDateTime()), End: derefTime(got.GetEndDateTime())}
@@ -256,7 +269,7 @@ func (c *Client) RemovePassword(ctx context.Context, cred azcore.TokenCredential
 	body := applications.NewItemRemovePasswordPostRequestBody()
 	body.SetKeyId(&id)
 	if err := svc.Applications().ByApplicationId(applicationID).RemovePassword().Post(ctx, body, nil); err != nil {
-		return fmt.Errorf("removing secret %s from application %s: %w", keyID, applicationID, classify(err))
+		return fmt.Errorf("removing secret %s from application %s: %w", keyID, applicationID, classify(err, needsWrite))
 	}
 	return nil
 }
@@ -272,7 +285,7 @@ type credentialHolder interface {
 // fetch runs get and classifies its error; a missing object is (nil, a KindNotFound error).
 func fetch(what, appID string, get func() (credentialHolder, error)) (credentialHolder, error) {
 	obj, err := get()
-	if err := classify(err); err != nil {
+	if err := classify(err, needsRead); err != nil {
 		return nil, fmt.Errorf("reading %s %s: %w", what, appID, err)
 	}
 	return obj, nil
@@ -305,14 +318,15 @@ func convert(src graph.Source, obj credentialHolder) []graph.Credential {
 	return out
 }
 
-// classify turns an SDK or transport error into an azerr.Error; nil stays nil.
-func classify(err error) error {
+// classify turns an SDK or transport error into an azerr.Error, a refusal naming needs; nil stays
+// nil.
+func classify(err error, needs string) error {
 	if err == nil {
 		return nil
 	}
 	var ge *azerr.Error
 	if errors.As(err, &ge) {
-		return ge
+		return ge.Needing(needs)
 	}
 	var odata *odataerrors.ODataError
 	if errors.As(err, &odata) {
@@ -322,11 +336,12 @@ func classify(err error) error {
 		}
 		ge.Kind = azerr.KindOfStatus(ge.Status)
 		ge.RetryAfter = retryAfter(odata.GetResponseHeaders())
-		return ge
+		return ge.Needing(needs)
 	}
 	var api *abstractions.ApiError
 	if errors.As(err, &api) {
-		return &azerr.Error{Kind: azerr.KindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
+		ge := &azerr.Error{Kind: azerr.KindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
+		return ge.Needing(needs)
 	}
 	if ue := azerr.Unanswered(err); ue != nil {
 		return ue

@@ -44,7 +44,7 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 	}
 
 	apps := svc.Applications()
-	err = pages(ctx, "applications",
+	err = pages(ctx, "applications", needsList,
 		func() (models.ApplicationCollectionResponseable, error) {
 			return apps.Get(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
 				QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
@@ -57,7 +57,7 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 		return nil, err
 	}
 	sps := svc.ServicePrincipals()
-	err = pages(ctx, "service principals",
+	err = pages(ctx, "service principals", needsList,
 		func() (models.ServicePrincipalCollectionResponseable, error) {
 			return sps.Get(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
 				QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
@@ -90,8 +90,9 @@ type page[T any] interface {
 	GetOdataNextLink() *string
 }
 
-// pages reads a list to its end, following @odata.nextLink, and hands each item to visit.
-func pages[P page[T], T any](ctx context.Context, what string, first func() (P, error), next func(string) (P, error), visit func(T)) error {
+// pages reads a list to its end, following @odata.nextLink, and hands each item to visit; a
+// refusal names needs.
+func pages[P page[T], T any](ctx context.Context, what, needs string, first func() (P, error), next func(string) (P, error), visit func(T)) error {
 	p, err := first()
 	for err == nil {
 		for _, v := range p.GetValue() {
@@ -105,5 +106,5 @@ func pages[P page[T], T any](ctx context.Context, what string, first func() (P, 
 			p, err = next(*link)
 		}
 	}
-	return fmt.Errorf("reading %s: %w", what, classify(err))
+	return fmt.Errorf("reading %s: %w", what, classify(err, needs))
 }
