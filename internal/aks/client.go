@@ -22,6 +22,18 @@ import (
 // in with a managed identity instead of a service principal.
 const managedIdentityClientID = "msi"
 
+// The Resource Manager actions the requests of a watch need, named in a refusal's error: ARM
+// authorizes each request against the caller's roles by action (Reader holds the reads,
+// Contributor the reset).
+const (
+	actionRead  = "Microsoft.ContainerService/managedClusters/read"
+	actionReset = "Microsoft.ContainerService/managedClusters/resetServicePrincipalProfile/action"
+	// A long-running operation is followed at the location-level URLs Resource Manager returns
+	// in Azure-AsyncOperation and Location.
+	actionOperations       = "Microsoft.ContainerService/locations/operations/read"
+	actionOperationResults = "Microsoft.ContainerService/locations/operationresults/read"
+)
+
 // Cluster is what a watch needs to know of a managed cluster.
 type Cluster struct {
 	// ClientID is the appId of the service principal the cluster signs in with, empty when it
@@ -87,7 +99,7 @@ func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, r
 	}
 	resp, err := client.Get(ctx, ref.ResourceGroup, ref.Name, nil)
 	if err != nil {
-		return Cluster{}, fmt.Errorf("reading AKS cluster %s: %w", ref, classify(err))
+		return Cluster{}, fmt.Errorf("reading AKS cluster %s: %w", ref, classify(err, actionRead))
 	}
 	var out Cluster
 	if p := resp.Properties; p != nil {
@@ -118,11 +130,11 @@ func (c *Client) StartReset(ctx context.Context, cred azcore.TokenCredential, re
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name,
 		armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: &sp.ClientID, Secret: &text}, nil)
 	if err != nil {
-		return "", false, classifyReset(ref, err)
+		return "", false, classifyReset(ref, err, actionReset)
 	}
 	if poller.Done() {
 		if _, err := poller.Result(ctx); err != nil {
-			return "", false, classifyReset(ref, err)
+			return "", false, classifyReset(ref, err, actionReset)
 		}
 		return "", true, nil
 	}
@@ -142,45 +154,71 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
 		&armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions{ResumeToken: token})
 	if err != nil {
-		return false, fmt.Errorf("resuming the reset of AKS cluster %s: %w", ref, classify(err))
+		return false, fmt.Errorf("resuming the reset of AKS cluster %s: %w", ref, classify(err, actionOperations))
 	}
 	resp, err := poller.Poll(ctx)
 	if resp != nil {
 		_ = resp.Body.Close() // the poller has read what it needs of it
 	}
 	if err != nil {
-		return false, classifyReset(ref, err)
+		return false, classifyReset(ref, err, actionOperations)
 	}
 	if !poller.Done() {
 		return false, nil
 	}
 	if _, err := poller.Result(ctx); err != nil {
-		return false, classifyReset(ref, err)
+		return false, classifyReset(ref, err, actionOperations)
 	}
 	return true, nil
 }
 
-func classifyReset(ref ClusterRef, err error) error {
-	return fmt.Errorf("resetting the service principal of AKS cluster %s: %w", ref, classify(err))
+// classifyReset classifies a failure of the reset; see classify for the action a refusal names.
+func classifyReset(ref ClusterRef, err error, action string) error {
+	return fmt.Errorf("resetting the service principal of AKS cluster %s: %w", ref, classify(err, action))
 }
 
-// classify sorts a Resource Manager failure into an azerr.Error; sign-in failures arrive sorted
-// already, from azerr.Credential.
-func classify(err error) error {
+// classify sorts a Resource Manager failure into an azerr.Error; a refusal names action, or what
+// its URL shows it needed when the refused request followed an operation. Sign-in failures
+// arrive sorted already, from azerr.Credential.
+func classify(err error, action string) error {
 	var ae *azerr.Error
 	if errors.As(err, &ae) {
-		return ae
+		return ae.Needing(action)
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		var after time.Duration
 		if re.RawResponse != nil {
 			after = azerr.RetryAfterSeconds(re.RawResponse.Header.Get("Retry-After"))
+			if re.RawResponse.Request != nil {
+				action = operationAction(re.RawResponse.Request.URL.Path, action)
+			}
 		}
-		return &azerr.Error{Kind: azerr.KindOfStatus(re.StatusCode), Status: re.StatusCode, Code: re.ErrorCode, RetryAfter: after, Err: err}
+		ae := &azerr.Error{Kind: azerr.KindOfStatus(re.StatusCode), Status: re.StatusCode, Code: re.ErrorCode, RetryAfter: after, Err: err}
+		return ae.Needing(action)
 	}
 	if ue := azerr.Unanswered(err); ue != nil {
 		return ue
 	}
 	return &azerr.Error{Kind: azerr.KindOther, Err: err}
+}
+
+// operationAction is the action a request to path needs when path is one of the location-level
+// URLs a long-running operation is followed at,
+// /subscriptions/{id}/providers/Microsoft.ContainerService/locations/{location}/operations/{id}
+// or .../operationresults/{id}; otherwise it is action, what the caller asked for.
+func operationAction(path, action string) string {
+	segs := strings.Split(strings.Trim(strings.ToLower(path), "/"), "/")
+	for i := 1; i+2 < len(segs); i++ {
+		if segs[i-1] != "microsoft.containerservice" || segs[i] != "locations" {
+			continue
+		}
+		switch segs[i+2] {
+		case "operations":
+			return actionOperations
+		case "operationresults":
+			return actionOperationResults
+		}
+	}
+	return action
 }

@@ -209,3 +209,132 @@ func TestServicePrincipalHidesItsSecret(t *testing.T) {
 		}
 	}
 }
+
+// armOperations stands for Resource Manager following a reset the way it does, which the SDK's
+// fake does not: the POST answers 202 with the location-level URLs of the operation, and the
+// cluster named by refuse is refused at the step it names ("start", "operations" or
+// "operationresults") with ARM's AuthorizationFailed body.
+type armOperations struct{ refuse map[string]string }
+
+const refusalBody = `{"error":{"code":"AuthorizationFailed","message":"The client '5a1e2f3d-0000-4000-8000-00000000c0de' with object id ` +
+	`'5a1e2f3d-0000-4000-8000-00000000c0de' does not have authorization to perform action 'X' over scope '/subscriptions/s' or the scope is invalid."}}`
+
+func (a armOperations) Do(r *http.Request) (*http.Response, error) {
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	name, step := segs[len(segs)-1], ""
+	switch {
+	case r.Method == http.MethodPost:
+		name, step = segs[len(segs)-2], "start"
+	case len(segs) > 2:
+		step = segs[len(segs)-2]
+	}
+	answer := func(status int, body string, h http.Header) (*http.Response, error) {
+		h.Set("Content-Type", "application/json")
+		return &http.Response{StatusCode: status, Status: http.StatusText(status), Request: r, Header: h, Body: io.NopCloser(strings.NewReader(body))}, nil
+	}
+	if a.refuse[name] == step {
+		return answer(http.StatusForbidden, refusalBody, http.Header{})
+	}
+	ops := "https://management.azure.com/subscriptions/" + segs[1] + "/providers/Microsoft.ContainerService/locations/westeurope/"
+	switch step {
+	case "start":
+		return answer(http.StatusAccepted, "", http.Header{
+			"Azure-Asyncoperation": {ops + "operations/" + name + "?api-version=2025-02-01"},
+			"Location":             {ops + "operationresults/" + name + "?api-version=2025-02-01"},
+		})
+	case "operations":
+		return answer(http.StatusOK, `{"name":"`+name+`","status":"Succeeded"}`, http.Header{})
+	default:
+		return answer(http.StatusNoContent, "", http.Header{})
+	}
+}
+
+// TestRefusalsNameTheAction: a 403 from Resource Manager fails with its code and the action the
+// refused request needed, so that the condition and the event say what to grant.
+func TestRefusalsNameTheAction(t *testing.T) {
+	deniedReset := fake.NewManagedClustersServerTransport(&fake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(context.Context, string, string, armcontainerservice.ManagedClusterServicePrincipalProfile, *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			errResp.SetResponseError(http.StatusForbidden, "AuthorizationFailed")
+			return
+		},
+	})
+	sp := ServicePrincipal{ClientID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", Secret: secret.New("nEw~SECRET")}
+	reset := func(ctx context.Context, c *Client, ref ClusterRef) error {
+		token, done, err := c.StartReset(ctx, &azfake.TokenCredential{}, ref, sp)
+		for i := 0; i < 3 && !done && err == nil; i++ {
+			done, err = c.PollReset(ctx, &azfake.TokenCredential{}, ref, token)
+		}
+		return err
+	}
+	tests := map[string]struct {
+		transport policy.Transporter
+		name      string
+		do        func(context.Context, *Client, ClusterRef) error
+		wantNeeds string
+	}{
+		"cluster read": {
+			transport: fake.NewManagedClustersServerTransport(clusters(nil, map[string]int{"denied": 403})), name: "denied",
+			do: func(ctx context.Context, c *Client, ref ClusterRef) error {
+				_, err := c.ReadCluster(ctx, &azfake.TokenCredential{}, ref)
+				return err
+			},
+			wantNeeds: "Microsoft.ContainerService/managedClusters/read",
+		},
+		"reset": {
+			transport: deniedReset, name: "denied", do: reset,
+			wantNeeds: "Microsoft.ContainerService/managedClusters/resetServicePrincipalProfile/action",
+		},
+		"reset, as Resource Manager answers it": {
+			transport: armOperations{refuse: map[string]string{"denied": "start"}}, name: "denied", do: reset,
+			wantNeeds: "Microsoft.ContainerService/managedClusters/resetServicePrincipalProfile/action",
+		},
+		"following the reset": {
+			transport: armOperations{refuse: map[string]string{"denied": "operations"}}, name: "denied", do: reset,
+			wantNeeds: "Microsoft.ContainerService/locations/operations/read",
+		},
+		"reading the reset's result": {
+			transport: armOperations{refuse: map[string]string{"denied": "operationresults"}}, name: "denied", do: reset,
+			wantNeeds: "Microsoft.ContainerService/locations/operationresults/read",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := New("https://management.azure.com", "https://management.core.windows.net/", tc.transport)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = tc.do(ctx, c, ClusterRef{SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg", Name: tc.name})
+			var ae *azerr.Error
+			if !errors.As(err, &ae) || ae.Kind != azerr.KindForbidden || ae.Code != "AuthorizationFailed" {
+				t.Fatalf("error %v, want access denied with Resource Manager's code AuthorizationFailed", err)
+			}
+			want := "access denied (HTTP 403, AuthorizationFailed); the identity needs " + tc.wantNeeds
+			if !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("error %q\ndoes not end %q", err, want)
+			}
+			if strings.Contains(err.Error(), "nEw~SECRET") || strings.Contains(err.Error(), "5a1e2f3d") {
+				t.Errorf("error %q holds the secret or Resource Manager's message", err)
+			}
+		})
+	}
+}
+
+func TestOperationAction(t *testing.T) {
+	const fallback = "Microsoft.ContainerService/managedClusters/resetServicePrincipalProfile/action"
+	tests := map[string]string{
+		"/subscriptions/s/providers/Microsoft.ContainerService/locations/westeurope/operations/op1":                              "Microsoft.ContainerService/locations/operations/read",
+		"/subscriptions/s/providers/Microsoft.ContainerService/locations/westeurope/operationresults/op1":                        "Microsoft.ContainerService/locations/operationresults/read",
+		"/subscriptions/s/providers/Microsoft.ContainerService/Locations/westeurope/OperationResults/op1":                        "Microsoft.ContainerService/locations/operationresults/read",
+		"/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/c/resetServicePrincipalProfile": fallback,
+		// A resource group or cluster may be named "locations" or "operations".
+		"/subscriptions/s/resourceGroups/locations/providers/Microsoft.ContainerService/managedClusters/operations":                                   fallback,
+		"/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/locations/x/operations/resetServicePrincipalProfile": fallback,
+	}
+	for path, want := range tests {
+		if got := operationAction(path, fallback); got != want {
+			t.Errorf("operationAction(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
