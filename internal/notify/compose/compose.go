@@ -140,7 +140,7 @@ func issuerAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 // checkFixes says what a person can do about each reason checks fail.
 var checkFixes = map[string]string{
 	v1alpha1.ReasonServicePrincipalNotFound:   "Check spec.target: no application or service principal in the tenant has this appId.",
-	v1alpha1.ReasonAccessDenied:               "Grant the identity credwatch signs in with Application.Read.All, or make it an owner of the application.",
+	v1alpha1.ReasonAccessDenied:               "Grant the identity credwatch signs in with what the problem says it needs: a Microsoft Graph application permission (with admin consent), or a Resource Manager role holding the action.",
 	v1alpha1.ReasonAuthenticationFailed:       "Check the identity credwatch signs in with: the Secret in azureCredentialRef, or the operator's workload identity.",
 	v1alpha1.ReasonCredentialSecretInvalid:    "Create or fix the Secret named by azureCredentialRef, with keys clientID and clientSecret.",
 	v1alpha1.ReasonThrottled:                  "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",

@@ -105,7 +105,8 @@ func composedCases() map[string]composed {
 		"composed-check-failing": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				condition(w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied,
-					"reading application 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c: access denied (HTTP 403, Authorization_RequestDenied); retrying at 2026-12-02T09:15:00Z")
+					"reading application 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c: access denied (HTTP 403, Authorization_RequestDenied); "+
+						"the identity needs Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application); retrying at 2026-12-02T09:15:00Z")
 			},
 			plan: fixed(planned(notify.KindCheckFailing, policy.CheckSubject, "failing", At.Add(-time.Hour))),
 		},
