@@ -300,6 +300,8 @@ type failureStory struct {
 	edit         func(*v1alpha1.CredentialWatchSpec)
 	wantReason   string
 	wantMinRetry time.Duration
+	// wantMessage is said by the Ready condition and the event, when set.
+	wantMessage string
 }
 
 func TestGraphFailuresShowAndRecover(t *testing.T) {
@@ -325,6 +327,7 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			mendGraph:    func(seeded) { fake.Deny(operatorClientID, false) },
 			wantReason:   v1alpha1.ReasonAccessDenied,
 			wantMinRetry: 30 * time.Second,
+			wantMessage:  "access denied (HTTP 403, Authorization_RequestDenied); the identity needs Application.Read.All",
 		},
 		"throttled: Retry-After is honoured": {
 			breakGraph:   func(seeded) { fake.Throttle(1, 150*time.Second) },
@@ -360,7 +363,12 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			if w.Status.ConsecutiveFailures != 1 || w.Status.LastCheckTime != nil {
 				t.Errorf("failures %d, last check %v; want 1 and none", w.Status.ConsecutiveFailures, w.Status.LastCheckTime)
 			}
-			assertEvents(t, h.takeEvents(), "Warning "+story.wantReason+" Checking credentials failed")
+			events := h.takeEvents()
+			assertEvents(t, events, "Warning "+story.wantReason+" Checking credentials failed")
+			if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, story.wantMessage) ||
+				(len(events) > 0 && !strings.Contains(events[0], story.wantMessage)) {
+				t.Errorf("Ready says %q, the event %q; want both to say %q", msg, events, story.wantMessage)
+			}
 
 			// Before the retry is due a reconcile (a restart, an unrelated update) leaves Graph alone.
 			before := len(fake.Requests())
