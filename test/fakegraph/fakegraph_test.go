@@ -629,3 +629,38 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("%d requests logged, want 80", n)
 	}
 }
+
+// TestOwnersOfAClientThatMayNotReadUsers: Graph lists an application's owners to a client that
+// may read applications but not users, with each user's @odata.type and id only and every other
+// property null, rather than refusing the list.
+func TestOwnersOfAClientThatMayNotReadUsers(t *testing.T) {
+	s := newFixture(t)
+	app, _ := s.Application(tenantA, appID)
+	app.Owners = []Owner{{ID: "u1", DisplayName: "Ada", Mail: "ada@example.com", UserPrincipalName: "ada@contoso.example"},
+		{ID: "s1", DisplayName: "deploy-bot", ServicePrincipal: true}}
+	s.PutApplication(tenantA, app)
+	tok := mustToken(t, s, tenantA, reader, readerKey)
+	owners := func() []any {
+		r := do(t, s, "GET", "/v1.0/applications/"+appObjID+"/owners", tok, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("owners: %d %s", r.status, r.raw)
+		}
+		v, _ := r.body["value"].([]any)
+		if len(v) != 2 {
+			t.Fatalf("owners: %s, want two", r.raw)
+		}
+		return v
+	}
+	if u := owners()[0].(map[string]any); u["mail"] != "ada@example.com" || u["userPrincipalName"] != "ada@contoso.example" {
+		t.Errorf("a user owner, users readable: %v", u)
+	}
+	s.HideUsers(reader, true)
+	v := owners()
+	u, sp := v[0].(map[string]any), v[1].(map[string]any)
+	if u["@odata.type"] != "#microsoft.graph.user" || u["id"] != "u1" || u["displayName"] != nil || u["mail"] != nil || u["userPrincipalName"] != nil {
+		t.Errorf("a user owner, users hidden: %v, want its type and id only", u)
+	}
+	if sp["displayName"] != "deploy-bot" {
+		t.Errorf("a service principal owner, users hidden: %v, want it whole", sp)
+	}
+}

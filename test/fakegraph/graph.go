@@ -421,6 +421,7 @@ func (s *Server) owners(w http.ResponseWriter, c graphCall, set *entitySet, tok 
 		o := st.obj.clone()
 		found = &o
 	}
+	usersHidden := s.usersHidden[strings.ToLower(tok.clientID)]
 	s.mu.Unlock()
 	if found == nil {
 		c.notFound(w, id)
@@ -431,6 +432,10 @@ func (s *Server) owners(w http.ResponseWriter, c graphCall, set *entitySet, tok 
 		kind := "#microsoft.graph.user"
 		if o.ServicePrincipal {
 			kind = "#microsoft.graph.servicePrincipal"
+		}
+		if usersHidden && !o.ServicePrincipal {
+			value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", nil}, {"mail", nil}, {"userPrincipalName", nil}})
+			continue
 		}
 		value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", o.DisplayName},
 			{"mail", nullable(o.Mail)}, {"userPrincipalName", nullable(o.UserPrincipalName)}})

@@ -25,6 +25,7 @@ type Server struct {
 	tenants       map[string]*tenant // by lower-cased tenant ID: MSAL lower-cases parts of the authority
 	tokens        map[string]issuedToken
 	deniedClients map[string]bool // by lower-cased client ID
+	usersHidden   map[string]bool // by lower-cased client ID
 	throttleLeft  int
 	throttleAfter time.Duration
 	budget        *budget
@@ -123,6 +124,7 @@ func New() *Server {
 		tokens:        map[string]issuedToken{},
 		closing:       make(chan struct{}),
 		deniedClients: map[string]bool{},
+		usersHidden:   map[string]bool{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
 	s.ts = httptest.NewTLSServer(http.HandlerFunc(s.serveHTTP))
@@ -339,6 +341,19 @@ func (s *Server) Deny(clientID string, denied bool) {
 		s.deniedClients[strings.ToLower(clientID)] = true
 	} else {
 		delete(s.deniedClients, strings.ToLower(clientID))
+	}
+}
+
+// HideUsers makes Graph answer that client as one that may not read users: in a list of directory
+// objects, such as an application's owners, each user comes with its @odata.type and id only,
+// every other property null ("limited information for inaccessible member objects"), and no 403.
+func (s *Server) HideUsers(clientID string, hidden bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hidden {
+		s.usersHidden[strings.ToLower(clientID)] = true
+	} else {
+		delete(s.usersHidden, strings.ToLower(clientID))
 	}
 }
 
