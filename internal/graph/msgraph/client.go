@@ -54,6 +54,9 @@ const (
 	needsWrite = "Application.ReadWrite.OwnedBy as an owner of the application, or Application.ReadWrite.All"
 	// GET /applications/{id}/owners.
 	needsOwners = "Application.Read.All to list the application's owners"
+	// The users among the owners: without a permission to read users Graph lists them with
+	// limited information, their type and id, and refuses nothing.
+	needsOwnerAddresses = "User.ReadBasic.All (or User.Read.All) to read the owners' addresses"
 	// GET /applications and /servicePrincipals: a tenant scan.
 	needsList = "Application.Read.All to list the tenant's applications and service principals"
 )
@@ -201,7 +204,8 @@ func addObject(snap *graph.Snapshot, src graph.Source, o credentialHolder) {
 
 // ReadOwnerEmails returns the mail addresses of the owners of the application with object ID
 // applicationID: a user's mail, or its user principal name when it has none. Owners that are
-// service principals have neither and are skipped.
+// service principals have neither and are skipped. Every user has a user principal name, so a
+// user with neither is one Graph would not show: that fails as a refusal.
 func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
 	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
@@ -210,6 +214,7 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 	}
 	owners := svc.Applications().ByApplicationId(applicationID).Owners()
 	var out []string
+	hidden := 0
 	err = pages(ctx, "the owners of application "+applicationID, needsOwners,
 		func() (models.DirectoryObjectCollectionResponseable, error) { return owners.Get(ctx, nil) },
 		func(next string) (models.DirectoryObjectCollectionResponseable, error) {
@@ -221,11 +226,17 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 					out = append(out, mail)
 				} else if upn := deref(u.GetUserPrincipalName()); upn != "" {
 					out = append(out, upn)
+				} else {
+					hidden++
 				}
 			}
 		})
 	if err != nil {
 		return nil, err
+	}
+	if hidden > 0 {
+		ge := &azerr.Error{Kind: azerr.KindForbidden, Err: fmt.Errorf("%d of the users among them listed without their properties", hidden)}
+		return nil, fmt.Errorf("reading the owners of application %s: %w", applicationID, ge.Needing(needsOwnerAddresses))
 	}
 	return out, nil
 }

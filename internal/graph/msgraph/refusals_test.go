@@ -3,6 +3,7 @@ package msgraph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,29 @@ func TestRefusalsNameWhatIsMissing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOwnersGraphWouldNotShowNameWhatIsMissing: to an identity that may not read users Graph
+// lists the owners without their properties, refusing nothing; reading no address from them
+// must not pass for an application without owners to mail.
+func TestOwnersGraphWouldNotShowNameWhatIsMissing(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+	app, _ := fake.Application(tenant, appID)
+	app.Owners = []fakegraph.Owner{{ID: "u1", DisplayName: "Ada", Mail: "ada@example.com", UserPrincipalName: "ada@contoso.onmicrosoft.com"},
+		{ID: "s1", DisplayName: "deploy-bot", ServicePrincipal: true}}
+	fake.PutApplication(tenant, app)
+	fake.HideUsers(client, true)
+
+	got, err := c.ReadOwnerEmails(context.Background(), cred, app.ID)
+	want := "access denied: 1 of the users among them listed without their properties; the identity needs User.ReadBasic.All (or User.Read.All) to read the owners' addresses"
+	if azerr.KindOf(err) != azerr.KindForbidden || !strings.HasSuffix(fmt.Sprint(err), want) || got != nil {
+		t.Errorf("ReadOwnerEmails = %v, %v; want no owners and an error ending %q", got, err, want)
+	}
+	fake.HideUsers(client, false)
+	if got, err := c.ReadOwnerEmails(context.Background(), cred, app.ID); err != nil || len(got) != 1 {
+		t.Errorf("ReadOwnerEmails with users readable = %v, %v; want Ada's address", got, err)
 	}
 }
 
