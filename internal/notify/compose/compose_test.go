@@ -39,6 +39,8 @@ func TestEveryCheckFailureHasAFix(t *testing.T) {
 		v1alpha1.ReasonAccessDenied, v1alpha1.ReasonAuthenticationFailed, v1alpha1.ReasonCredentialSecretInvalid,
 		v1alpha1.ReasonThrottled, v1alpha1.ReasonGraphUnreachable, v1alpha1.ReasonGraphError, v1alpha1.ReasonFilterRejected,
 		v1alpha1.ReasonEndpointUnreachable, v1alpha1.ReasonCanaryUnavailable, v1alpha1.ReasonIssuerNotChecked,
+		v1alpha1.ReasonNoIdentity, v1alpha1.ReasonIdentityNotFound, v1alpha1.ReasonIdentityNotReady, v1alpha1.ReasonIdentityNotAllowed,
+		v1alpha1.ReasonIdentityMigrationNeeded,
 	} {
 		if compose.CheckFix(reason) == "" {
 			t.Errorf("no fix for %s", reason)
