@@ -27,6 +27,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
 )
 
@@ -491,6 +492,51 @@ func rotatingWatch(step v1alpha1.RotationStep, objectID string) *v1alpha1.Creden
 	return w
 }
 
+// storedSecret is the target Secret as the rotation of rotatingWatch wrote it.
+func storedSecret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp",
+		Labels:      map[string]string{policy.LabelManagedBy: policy.ManagedByCredwatch},
+		Annotations: map[string]string{policy.AnnotationWatch: "payments", policy.AnnotationSecretOld: "credwatch-2b9c0c1e-20261203T085900Z"}},
+		Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
+}
+
+// An identity that stops allowing a rotation in progress pauses it where it is, saying why, and
+// nothing is asked of Azure; allowed again, it goes on from that step.
+func TestUnitRotationPausesWhenItsIdentityNoLongerAllowsIt(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
+	w.Spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "graph-reader"}
+	id := teamIdentity(func(s *v1alpha1.IdentitySpec) {}) // Watch only: Rotate was taken away
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"}, Data: map[string][]byte{"clientSecret": []byte("x")}}
+	signIns := 0
+	u := newUnit(t, &azurefake.Azure{SignInFunc: func(context.Context, azure.Identity) error { signIns++; return nil }}, w, storedSecret(), id, secret)
+
+	w, _ = u.reconcile()
+	st := w.Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepSecretStored || st.Failures != 0 || signIns != 0 {
+		t.Fatalf("status.rotation = %+v after %d sign-ins, want it left at SecretStored, untouched", st, signIns)
+	}
+	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+	if c := condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, "waits at step SecretStored") || !strings.Contains(c.Message, "allow.operations does not list Rotate") {
+		t.Errorf("Rotating says %q, want where it waits and the rule", c.Message)
+	}
+	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], v1alpha1.ReasonIdentityNotAllowed) {
+		t.Errorf("events %q, want one IdentityNotAllowed", ev)
+	}
+
+	id.Spec.Allow.Operations = []v1alpha1.Operation{v1alpha1.OperationRotate}
+	if err := u.c.Update(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	u.r.Azure = &azurefake.Azure{
+		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
+		SignInFunc:      func(context.Context, azure.Identity) error { signIns++; return nil },
+	}
+	w, _ = u.reconcile()
+	if st := w.Status.Rotation; signIns != 1 || st == nil || st.Step == v1alpha1.StepSecretStored {
+		t.Errorf("status.rotation = %+v after %d sign-ins, want the new secret verified and the rotation moved on", st, signIns)
+	}
+}
+
 // A rotation in progress acts on the application pinned when it started, whatever the watch's
 // status has read since.
 func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
@@ -524,8 +570,7 @@ func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
 		t.Run(string(step), func(t *testing.T) {
 			w := rotatingWatch(step, "a0e1")
 			w.Status.Rotation.Cluster = pinnedCluster
-			stored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp"},
-				Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
+			stored := storedSecret()
 			u := newUnit(t, &azurefake.Azure{
 				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
 				SignInFunc:      func(context.Context, azure.Identity) error { return nil }, // Entra accepts the new secret
@@ -550,8 +595,7 @@ func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
 func TestUnitRotationStartingOverKeepsItsCluster(t *testing.T) {
 	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
 	w.Status.Rotation.Cluster, w.Status.Rotation.Failures = pinnedCluster, verifyTriesBeforeRecheck
-	stored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp"},
-		Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
+	stored := storedSecret()
 	gone := errors.New("AADSTS7000215: invalid client secret")
 	u := newUnit(t, &azurefake.Azure{
 		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
