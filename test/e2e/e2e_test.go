@@ -185,15 +185,39 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	}
 
 	// Image pulls: the registry refuses three nodes for want of credentials. The sample watch of
-	// the service principal the cluster pulls with says so, and its channel hears it once.
+	// the service principal the cluster pulls with says so, and its channel hears it once. A pull
+	// event counts only when its pod bears it out: a pod on that node, waiting on that image.
 	var pulls strings.Builder
 	now := time.Now().UTC().Format(time.RFC3339)
-	for i, node := range []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"} {
+	nodes := []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"}
+	for i, node := range nodes {
 		fmt.Fprintf(&pulls, `---
 apiVersion: v1
 kind: Node
 metadata: {name: %[1]s}
 ---
+apiVersion: v1
+kind: Pod
+metadata: {name: api-%[2]d, namespace: platform}
+spec:
+  nodeName: %[1]s
+  containers: [{name: api, image: "myacr.azurecr.io/shop/api:1.4"}]
+`, node, i)
+	}
+	podsFile := filepath.Join(work, "pods.yaml")
+	if err := os.WriteFile(podsFile, []byte(pulls.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl("apply", "-f", podsFile)
+	for i := range nodes {
+		// What the node's kubelet reports of the pod: its one container waiting on the pull.
+		kubectl("patch", "pod", "-n", "platform", fmt.Sprintf("api-%d", i), "--subresource=status", "--type=merge", "-p",
+			`{"status":{"containerStatuses":[{"name":"api","image":"myacr.azurecr.io/shop/api:1.4","imageID":"","ready":false,"restartCount":0,`+
+				`"state":{"waiting":{"reason":"ErrImagePull","message":"failed to authorize: 401 Unauthorized"}}}]}}`)
+	}
+	pulls.Reset()
+	for i, node := range nodes {
+		fmt.Fprintf(&pulls, `---
 apiVersion: v1
 kind: Event
 metadata: {name: api-%[2]d.pull, namespace: platform}
