@@ -156,7 +156,10 @@ func (r *IdentityReconciler) signIn(ctx context.Context, id access.Identity) err
 func signInReason(err error) string {
 	var se *secretError
 	var te *azure.TokenError
+	var sae *serviceAccountError
 	switch {
+	case errors.As(err, &sae):
+		return v1alpha1.ReasonServiceAccountTokenFailed
 	case errors.As(err, &se):
 		return v1alpha1.ReasonCredentialSecretInvalid
 	case errors.As(err, &te):

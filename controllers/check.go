@@ -163,6 +163,10 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 	if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
 		forgetCredentials(obj)
 	}
+	if identityReasons[reason] && obj.Spec.Target.TenantScan != nil {
+		// A tenant its identity no longer lets it scan: its credentials leave the metrics too.
+		r.Scans.Forget(client.ObjectKeyFromObject(obj))
+	}
 }
 
 // checkSucceeded schedules the next check, and tells when checks work again.
@@ -219,14 +223,16 @@ func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alph
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
+	if err := res.grant.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID}); err != nil {
+		// Not allowed any more: what was read while it was is not kept either.
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "The application's owners are not read, so they are not mailed: %v", err)
+		return nil
+	}
 	var owners []string
-	err := res.grant.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID})
+	app, err := r.Azure.Application(res.id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
 	if err == nil {
-		var app graph.AppClient
-		if app, err = r.Azure.Application(res.id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID}); err == nil {
-			if owners, err = app.ReadOwnerEmails(ctx); err == nil {
-				return owners
-			}
+		if owners, err = app.ReadOwnerEmails(ctx); err == nil {
+			return owners
 		}
 	}
 	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
@@ -429,6 +435,10 @@ func reasonFor(err error) string {
 	var ie *identityError
 	if errors.As(err, &ie) {
 		return ie.reason
+	}
+	var sae *serviceAccountError
+	if errors.As(err, &sae) {
+		return v1alpha1.ReasonIdentityNotReady
 	}
 	var refusal *access.Refusal
 	if errors.As(err, &refusal) {

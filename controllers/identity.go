@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -140,6 +141,11 @@ const (
 func (s signIns) identity(ctx context.Context, id access.Identity, tenantID string) (azure.Identity, error) {
 	spec := id.Spec
 	if spec.Operator != nil {
+		// The API server refuses this for an AzureIdentity; refused here too, in case its CRD
+		// was applied without the rule: the operator's identity is a cluster admin's to hand out.
+		if id.Kind != v1alpha1.KindClusterAzureIdentity {
+			return azure.Identity{}, errors.New(id.String() + " cannot sign in as the operator: only a ClusterAzureIdentity may")
+		}
 		return azure.Operator(tenantID), nil
 	}
 	ns := id.Namespace
@@ -152,6 +158,9 @@ func (s signIns) identity(ctx context.Context, id access.Identity, tenantID stri
 	switch {
 	case spec.WorkloadIdentity != nil:
 		w := spec.WorkloadIdentity
+		if err := s.serviceAccountConsents(ctx, id, types.NamespacedName{Namespace: ns, Name: w.ServiceAccountRef.Name}, w.ClientID); err != nil {
+			return azure.Identity{}, err
+		}
 		return azure.WorkloadIdentity(tenantID, w.ClientID, ns, w.ServiceAccountRef.Name), nil
 	case spec.ClientSecret != nil:
 		c := spec.ClientSecret
@@ -170,6 +179,34 @@ func (s signIns) identity(ctx context.Context, id access.Identity, tenantID stri
 		return azure.ClientCertificate(tenantID, c.ClientID, pem), nil
 	}
 	return azure.Identity{}, errors.New(id.String() + " names no way to sign in")
+}
+
+// AnnotationWorkloadIdentityClientID is the annotation by which a ServiceAccount names the
+// application its tokens sign in as, as Azure Workload Identity's webhook reads it.
+const AnnotationWorkloadIdentityClientID = "azure.workload.identity/client-id"
+
+// serviceAccountError: the ServiceAccount a workload identity names is missing, or does not
+// consent to sign in as its client.
+type serviceAccountError struct{ msg string }
+
+func (e *serviceAccountError) Error() string { return e.msg }
+
+// serviceAccountConsents checks that the ServiceAccount names clientID in its workload identity
+// annotation. Whoever may create an identity may not mint that ServiceAccount's tokens: its own
+// annotation, which only those who may edit it set, is what lets the operator do so for them.
+func (s signIns) serviceAccountConsents(ctx context.Context, id access.Identity, key types.NamespacedName, clientID string) error {
+	var sa corev1.ServiceAccount
+	if err := s.Secrets.Get(ctx, key, &sa); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &serviceAccountError{fmt.Sprintf("ServiceAccount %s, which %s signs in with, does not exist", key, id)}
+		}
+		return &kubernetesError{fmt.Errorf("reading ServiceAccount %s: %w", key, err)}
+	}
+	if !strings.EqualFold(sa.Annotations[AnnotationWorkloadIdentityClientID], clientID) {
+		return &serviceAccountError{fmt.Sprintf("ServiceAccount %s does not consent to sign in as client %s: annotate it %s=%s",
+			key, clientID, AnnotationWorkloadIdentityClientID, clientID)}
+	}
+	return nil
 }
 
 // secretData reads the Secret key names, all of which must be there and non-empty.

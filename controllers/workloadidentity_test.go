@@ -70,7 +70,9 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	other := newNamespace(t)
 	for _, ns := range []string{team, other} {
-		if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graph"}}); err != nil {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graph",
+			Annotations: map[string]string{AnnotationWorkloadIdentityClientID: wiClient}}}
+		if err := k8s.Create(ctx, sa); err != nil {
 			t.Fatal(err)
 		}
 		id := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}}
@@ -121,6 +123,22 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 		}
 	}
 
+	fake.ResetRequests()
+	// A ServiceAccount that does not name the client in its annotation has no token minted for
+	// it: whoever may create an identity may not borrow any ServiceAccount's tokens.
+	var sa corev1.ServiceAccount
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: team, Name: "graph"}, &sa); err != nil {
+		t.Fatal(err)
+	}
+	sa.Annotations = nil
+	if err := k8s.Update(ctx, &sa); err != nil {
+		t.Fatal(err)
+	}
+	h.step(2 * time.Hour)
+	if c := ready(team); c.Reason != v1alpha1.ReasonServiceAccountTokenFailed || !strings.Contains(c.Message, "does not consent to sign in as client "+wiClient) {
+		t.Errorf("a ServiceAccount without the annotation: Ready %+v, want ServiceAccountTokenFailed saying what to annotate", c)
+	}
+
 	// Without its ServiceAccount, no token is minted, and the identity says what to fix.
 	if err := k8s.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "graph"}}); err != nil {
 		t.Fatal(err)
@@ -128,5 +146,8 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 	h.step(2 * time.Hour)
 	if c := ready(team); c.Reason != v1alpha1.ReasonServiceAccountTokenFailed || !strings.Contains(c.Message, team+"/graph") {
 		t.Errorf("a deleted ServiceAccount: Ready %+v, want ServiceAccountTokenFailed naming it", c)
+	}
+	if n := len(fake.TokenRequests()); n != 0 {
+		t.Errorf("%d token requests for ServiceAccounts that may not be used", n)
 	}
 }

@@ -2,6 +2,7 @@ package aks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -71,6 +72,7 @@ type ClusterClient interface {
 // Client reads managed clusters from one Resource Manager endpoint.
 type Client struct {
 	options arm.ClientOptions
+	host    string
 }
 
 // New returns a Client for the Resource Manager endpoint and its token audience (for the public
@@ -81,7 +83,7 @@ func New(endpoint, audience string, transport policy.Transporter) (*Client, erro
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("ARM endpoint %q: want an https URL such as https://management.azure.com", endpoint)
 	}
-	return &Client{options: arm.ClientOptions{ClientOptions: azcore.ClientOptions{
+	return &Client{host: u.Host, options: arm.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Cloud: cloud.Configuration{Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
 			cloud.ResourceManager: {Endpoint: endpoint, Audience: audience},
 		}},
@@ -151,6 +153,9 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 	if err != nil {
 		return false, err
 	}
+	if err := c.checkResumeToken(token); err != nil {
+		return false, err
+	}
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
 		&armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions{ResumeToken: token})
 	if err != nil {
@@ -170,6 +175,36 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 		return false, classifyReset(ref, err, actionOperations)
 	}
 	return true, nil
+}
+
+// checkResumeToken refuses a resume token whose URLs lead anywhere but this Resource Manager: the
+// poller sends its bearer token to them, and the token is kept in the watch's status, which
+// whoever may write status can change.
+func (c *Client) checkResumeToken(token string) error {
+	var doc any
+	if err := json.Unmarshal([]byte(token), &doc); err != nil {
+		return fmt.Errorf("the reset's resume token is not one credwatch kept: %w", err)
+	}
+	var bad error
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			if u, err := url.Parse(v); err == nil && u.Scheme != "" && (u.Scheme != "https" || !strings.EqualFold(u.Host, c.host)) {
+				bad = fmt.Errorf("the reset's resume token leads to %s, not to Resource Manager at %s: it is not followed", u.Host, c.host)
+			}
+		}
+	}
+	walk(doc)
+	return bad
 }
 
 // classifyReset classifies a failure of the reset; see classify for the action a refusal names.

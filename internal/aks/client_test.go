@@ -338,3 +338,32 @@ func TestOperationAction(t *testing.T) {
 		}
 	}
 }
+
+// A resume token is kept in status: one changed to lead elsewhere is refused before the poller
+// sends Resource Manager's bearer token there.
+func TestPollResetRefusesATokenLeadingElsewhere(t *testing.T) {
+	srv := &fake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(context.Context, string, string, armcontainerservice.ManagedClusterServicePrincipalProfile, *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
+			return
+		},
+	}
+	c, _ := New("https://management.azure.com", "https://management.core.windows.net/", fake.NewManagedClustersServerTransport(srv))
+	ref := ClusterRef{SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg", Name: "aks-prod"}
+	token, _, err := c.StartReset(context.Background(), &azfake.TokenCredential{}, ref, ServicePrincipal{ClientID: "c", Secret: secret.New("s")})
+	if err != nil || !strings.Contains(token, "management.azure.com") {
+		t.Fatalf("StartReset = %q, %v; want a token naming Resource Manager's host", token, err)
+	}
+	for name, forged := range map[string]string{
+		"another host": strings.ReplaceAll(token, "management.azure.com", "169.254.169.254"),
+		"plain http":   strings.ReplaceAll(token, "https://management.azure.com", "http://management.azure.com"),
+		"not a token":  "eyJhbGciOi",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := c.PollReset(context.Background(), &azfake.TokenCredential{}, ref, forged); err == nil {
+				t.Error("a forged token was followed")
+			}
+		})
+	}
+}

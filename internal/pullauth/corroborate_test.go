@@ -82,7 +82,11 @@ func TestCorroborate(t *testing.T) {
 func TestPodPullsOf(t *testing.T) {
 	since := t0.Add(-10 * time.Minute)
 	waiting := func(image, reason string) corev1.ContainerStatus {
-		return corev1.ContainerStatus{Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+		w := &corev1.ContainerStateWaiting{Reason: reason}
+		if reason == "ErrImagePull" {
+			w.Message = "failed to pull and unpack image: failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized"
+		}
+		return corev1.ContainerStatus{Image: image, State: corev1.ContainerState{Waiting: w}}
 	}
 	running := func(image, imageID string, at time.Time) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Image: image, ImageID: imageID, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}
@@ -100,6 +104,11 @@ func TestPodPullsOf(t *testing.T) {
 			[]corev1.ContainerStatus{waiting(shopImage, "ErrImagePull")},
 			[]corev1.ContainerStatus{waiting("nginx", "ImagePullBackOff"), waiting("myacr.azurecr.io/shop/api:2", "ImagePullBackOff")},
 			PodPulls{Waiting: []string{shopAPI, "docker.io/library/nginx"}}, true,
+		},
+		"a pull that failed for another reason bears out no refusal": {
+			nil, []corev1.ContainerStatus{{Image: shopImage, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull",
+				Message: `rpc error: code = NotFound desc = failed to pull and unpack image "myacr.azurecr.io/shop/api:1.4": not found`}}}},
+			PodPulls{}, false,
 		},
 		"creating, or stuck otherwise, says nothing": {
 			nil, []corev1.ContainerStatus{waiting(shopImage, "ContainerCreating"), waiting(shopImage, "CreateContainerConfigError")},

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -84,6 +85,9 @@ func (c *Clients) SignIn(ctx context.Context, id azure.Identity) error {
 	return c.identities.SignIn(ctx, id)
 }
 
+// errWrongObject: the object ID to write is not the application of the appId the client is bound to.
+var errWrongObject = errors.New("the application object does not match the appId")
+
 // errNoObjectID: Graph writes an application by its object ID, which only a read finds.
 var errNoObjectID = errors.New("the application's object ID is not known: this tenant holds no application object for the appId")
 
@@ -105,17 +109,34 @@ func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {
 }
 
 func (a application) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {
-	if a.ref.ObjectID == "" {
-		return graph.NewSecret{}, fmt.Errorf("adding a secret to %s: %w", a.ref.AppID, errNoObjectID)
+	if err := a.writable(ctx); err != nil {
+		return graph.NewSecret{}, fmt.Errorf("adding a secret to %s: %w", a.ref.AppID, err)
 	}
 	return a.graph.AddPassword(ctx, a.cred, a.ref.ObjectID, displayName, end)
 }
 
 func (a application) RemovePassword(ctx context.Context, keyID string) error {
-	if a.ref.ObjectID == "" {
-		return fmt.Errorf("removing secret %s of %s: %w", keyID, a.ref.AppID, errNoObjectID)
+	if err := a.writable(ctx); err != nil {
+		return fmt.Errorf("removing secret %s of %s: %w", keyID, a.ref.AppID, err)
 	}
 	return a.graph.RemovePassword(ctx, a.cred, a.ref.ObjectID, keyID)
+}
+
+// writable checks, before a write, that the object ID is the application of the appId: what was
+// allowed is the appId, the object ID comes from status, and a write to another application's
+// object would reach what no identity allowed.
+func (a application) writable(ctx context.Context) error {
+	if a.ref.ObjectID == "" {
+		return errNoObjectID
+	}
+	snap, err := a.graph.ReadCredentials(ctx, a.cred, a.ref.AppID)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(snap.ApplicationObjectID, a.ref.ObjectID) {
+		return fmt.Errorf("%w: object %s is not the application of appId %s (that is %q), and is not written", errWrongObject, a.ref.ObjectID, a.ref.AppID, snap.ApplicationObjectID)
+	}
+	return nil
 }
 
 type tenant struct {

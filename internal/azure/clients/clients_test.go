@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func (g fakeGraph) note(cred azcore.TokenCredential, args ...string) {
 
 func (g fakeGraph) ReadCredentials(_ context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
 	g.note(cred, "read", appID)
-	return graph.Snapshot{AppID: appID}, nil
+	return graph.Snapshot{AppID: appID, ApplicationObjectID: strings.Replace(appID, "app-", "obj-", 1)}, nil
 }
 
 func (g fakeGraph) ScanTenant(_ context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error) {
@@ -108,11 +109,12 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
 	_, _ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')")
-	if want := []string{"read", "app-1", "owners", "obj-1", "add", "obj-1", "credwatch-x", "remove", "obj-1", "key-1", "scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
-		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID", g.args, want)
+	if want := []string{"read", "app-1", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
+		"scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
+		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)
 	}
-	if want := []azcore.TokenCredential{reader, reader, reader, reader, operator}; !slices.Equal(g.creds, want) {
-		t.Errorf("Graph was called with the credentials %v, want the reader's four times, then the operator's", g.creds)
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, operator}; !slices.Equal(g.creds, want) {
+		t.Errorf("Graph was called with the credentials %v, want the reader's six times, then the operator's", g.creds)
 	}
 
 	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}
@@ -152,6 +154,23 @@ func TestWritesNeedTheObjectID(t *testing.T) {
 	}
 	if len(g.args) != 0 {
 		t.Errorf("Graph was called: %q", g.args)
+	}
+}
+
+// The object ID a write goes to comes from status; one that is not the application of the appId
+// the client is bound to is not written.
+func TestWritesGoOnlyToTheAppIDsApplication(t *testing.T) {
+	g := &calls{}
+	app, _ := New(&identities{}, fakeGraph{g}, nil).Application(azure.Operator("t1"), graph.AppRef{AppID: "app-1", ObjectID: "obj-2"})
+	ctx := context.Background()
+	if _, err := app.AddPassword(ctx, "n", time.Time{}); !errors.Is(err, errWrongObject) {
+		t.Errorf("AddPassword = %v, want errWrongObject", err)
+	}
+	if err := app.RemovePassword(ctx, "k"); !errors.Is(err, errWrongObject) {
+		t.Errorf("RemovePassword = %v, want errWrongObject", err)
+	}
+	if want := []string{"read", "app-1", "read", "app-1"}; !slices.Equal(g.args, want) {
+		t.Errorf("Graph was called with %q, want reads only", g.args)
 	}
 }
 
