@@ -71,6 +71,7 @@ type options struct {
 	graphBudget    int
 	imagePulls     bool
 	issuerChecks   bool
+	issuerAllowed  []string
 	pullThresholds pullauth.Thresholds
 	destinations   egress.Policy
 }
@@ -111,6 +112,14 @@ func main() {
 	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
 	flag.BoolVar(&o.issuerChecks, "service-account-issuer", true, "Check the API servers' service-account issuer for watches with a serviceAccountIssuer target (needs the canary ServiceAccount in --operator-namespace, and the rights the chart's serviceAccountIssuer.enabled grants).")
+	flag.Func("issuer-endpoints", "API server endpoints (https://host:port, comma-separated) that serviceAccountIssuer watches may name besides the kubernetes Service's and the operator's own.", func(v string) error {
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				o.issuerAllowed = append(o.issuerAllowed, e)
+			}
+		}
+		return nil
+	})
 	flag.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
 	flag.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
 	flag.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")
@@ -242,7 +251,7 @@ func run(o options) error {
 	}
 	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
 	if o.issuerChecks && o.namespace != "" {
-		r.Issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace}
+		r.Issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace, Allowed: o.issuerAllowed}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)

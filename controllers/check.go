@@ -421,6 +421,10 @@ func reasonFor(err error) string {
 	if errors.As(err, &ee) {
 		return v1alpha1.ReasonEndpointUnreachable
 	}
+	var ne *saissuer.NotAPIServerError
+	if errors.As(err, &ne) {
+		return v1alpha1.ReasonEndpointNotAllowed
+	}
 	if errors.Is(err, errIssuerNotChecked) {
 		return v1alpha1.ReasonIssuerNotChecked
 	}

@@ -176,7 +176,9 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	})
 	rc := newReceiver(t, nil)
 	h.withWebhook(rc)
-	h.r.Issuer = &saissuer.Prober{Config: cp.cfg, Namespace: canaryNamespace}
+	// The second API server is not in the kubernetes Service of this test's control plane: the
+	// admin names it, as --issuer-endpoints does.
+	h.r.Issuer = &saissuer.Prober{Config: cp.cfg, Namespace: canaryNamespace, Allowed: []string{cp.endpointA(), cp.endpointB()}}
 
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
@@ -324,7 +326,8 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 		t.Errorf("events = %q, want one %s about the service-account issuer", events, eventCheckRecovered)
 	}
 
-	// A named API server that does not answer.
+	// A named API server, which the admin allows, that does not answer.
+	h.r.Issuer = &saissuer.Prober{Config: cfg, Namespace: h.key.Namespace, Allowed: []string{"https://127.0.0.1:1"}}
 	w.Spec.Target.ServiceAccountIssuer.Endpoints = []string{self, "https://127.0.0.1:1"}
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/saissuer"
 )
 
 // armCalls is Resource Manager for a test that must not reach it: it counts calls and refuses.
@@ -178,6 +179,9 @@ func TestNamespaceUserCannotSteerTheOperator(t *testing.T) {
 		{name: "post alerts to the instance metadata service",
 			spec:      v1alpha1.CredentialWatchSpec{Target: spTarget(allowed.appID), Alerts: hook("metadata")},
 			condition: v1alpha1.ConditionAlertsDelivered, reason: v1alpha1.ReasonDestinationRefused, says: "refused by the operator's destination policy"},
+		{name: "have the issuer checks contact an address inside",
+			spec:      v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://" + hookAddr}}}},
+			condition: v1alpha1.ConditionReady, reason: v1alpha1.ReasonEndpointNotAllowed, says: "is not an API server of this cluster"},
 		{name: "mail alerts through a loopback relay",
 			spec: v1alpha1.CredentialWatchSpec{Target: spTarget(allowed.appID), Alerts: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{
 				To: []string{"dev@example.com"}, SMTP: v1alpha1.SMTPServer{Host: smtpHost, Port: port, TLS: v1alpha1.SMTPNoTLS, From: "credwatch@example.com"}}}},
@@ -188,7 +192,8 @@ func TestNamespaceUserCannotSteerTheOperator(t *testing.T) {
 			r := &CredentialWatchReconciler{Client: k8s, SecretReader: k8s, DefaultIdentity: devID.Name, Recorder: h.recorder, Clock: h.clock,
 				Rand: func() float64 { return 0 }, Azure: clients.New(identities, graphAPI, arm),
 				// The operator's destination policy as installed: no range allowed beyond the public.
-				Channels: &channels.Builder{Secrets: k8s}, Scans: h.r.Scans, CheckTimeout: time.Second}
+				Channels: &channels.Builder{Secrets: k8s}, Scans: h.r.Scans, CheckTimeout: time.Second,
+				Issuer: &saissuer.Prober{Config: cfg, Reader: k8s, Namespace: dev}}
 			w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: dev, GenerateName: "try-"}, Spec: tc.spec}
 			if err := alice.Create(ctx, w); err != nil {
 				t.Fatalf("alice creating the watch: %v", err)

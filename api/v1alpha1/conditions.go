@@ -43,6 +43,9 @@ const (
 	ReasonCanaryUnavailable = "CanaryUnavailable"
 	// ReasonIssuerNotChecked: the operator runs without service-account issuer checks.
 	ReasonIssuerNotChecked = "IssuerNotChecked"
+	// ReasonEndpointNotAllowed: the watch names an endpoint that is not known to be an API server
+	// of this cluster; it was not contacted.
+	ReasonEndpointNotAllowed = "EndpointNotAllowed"
 )
 
 // Reasons of the ImagePullsAuthorized condition.

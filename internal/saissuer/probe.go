@@ -39,6 +39,19 @@ type Prober struct {
 	Reader client.Reader
 	// Namespace holds the canary ServiceAccount.
 	Namespace string
+	// Allowed are API server endpoints, besides the kubernetes Service's and the operator's own,
+	// that a watch may name: the admin's (--issuer-endpoints).
+	Allowed []string
+}
+
+// NotAPIServerError is an endpoint a watch named that is not known to be an API server of this
+// cluster. The operator connects with its own credentials and trust, and tells what answered:
+// an endpoint anyone who may create a watch could name would make it a scanner of the network.
+type NotAPIServerError struct{ Endpoint string }
+
+func (e *NotAPIServerError) Error() string {
+	return fmt.Sprintf("endpoint %s is not an API server of this cluster (the kubernetes Service's endpoints, the operator's own, "+
+		"or one its --issuer-endpoints allows), so it is not contacted", e.Endpoint)
 }
 
 // EndpointError is an API server that could not be read.
@@ -71,6 +84,8 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 			// Not finding the API servers is as much a failed check as not reaching one.
 			return Observation{}, &EndpointError{"the kubernetes Service", err}
 		}
+	} else if err := p.checkNamed(ctx, endpoints); err != nil {
+		return Observation{}, err
 	}
 	obs := Observation{}
 	clients := map[string]*http.Client{}
@@ -127,6 +142,43 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 		}
 	}
 	return obs, nil
+}
+
+// checkNamed refuses endpoints that are not known API servers, before any is contacted.
+func (p *Prober) checkNamed(ctx context.Context, endpoints []string) error {
+	known := map[string]bool{}
+	for _, e := range append(append([]string{p.Config.Host}, p.Allowed...), p.knownService(ctx)...) {
+		known[endpointKey(e)] = true
+	}
+	for _, e := range endpoints {
+		if !known[endpointKey(e)] {
+			return &NotAPIServerError{e}
+		}
+	}
+	return nil
+}
+
+// knownService lists the kubernetes Service's endpoints, none when they cannot be read: then only
+// the operator's own and the allowed ones are known.
+func (p *Prober) knownService(ctx context.Context) []string {
+	if p.Reader == nil {
+		return nil
+	}
+	out, _ := p.serviceEndpoints(ctx)
+	return out
+}
+
+// endpointKey is an endpoint as compared: scheme, host and port, with https's port made plain.
+func endpointKey(e string) string {
+	u, err := url.Parse(e)
+	if err != nil || u.Host == "" {
+		return "invalid:" + e
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Hostname() + ":" + port)
 }
 
 // serviceEndpoints are the addresses of the kubernetes Service's EndpointSlices, which every API

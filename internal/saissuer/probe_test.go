@@ -9,12 +9,14 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -103,5 +105,34 @@ func TestReviewNeverSaysTheToken(t *testing.T) {
 				t.Errorf("review said %q", said)
 			}
 		})
+	}
+}
+
+// A watch may name only API servers of this cluster: anything else is refused before the
+// operator connects to it with its credentials.
+func TestNamedEndpointsMustBeAPIServers(t *testing.T) {
+	var conns atomic.Int32
+	inside := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { conns.Add(1) }))
+	t.Cleanup(inside.Close)
+	p := &Prober{Config: &rest.Config{Host: "https://10.0.0.1:6443"}, Allowed: []string{"https://api-b.example:443"}}
+	for _, tc := range []struct {
+		endpoints []string
+		refused   string
+	}{
+		{[]string{inside.URL}, inside.URL},
+		{[]string{"https://10.0.0.1:6443", "https://169.254.169.254"}, "https://169.254.169.254"},
+		{[]string{"https://10.0.0.1:6443", "https://API-B.example"}, ""},
+	} {
+		err := p.checkNamed(context.Background(), tc.endpoints)
+		var ne *NotAPIServerError
+		switch {
+		case tc.refused == "" && err != nil:
+			t.Errorf("%v refused: %v", tc.endpoints, err)
+		case tc.refused != "" && (!errors.As(err, &ne) || ne.Endpoint != tc.refused):
+			t.Errorf("%v: %v, want %s refused", tc.endpoints, err, tc.refused)
+		}
+	}
+	if _, err := p.Probe(context.Background(), []string{inside.URL}); err == nil || conns.Load() != 0 {
+		t.Errorf("Probe of an endpoint inside: %v, %d connections; want refused before connecting", err, conns.Load())
 	}
 }

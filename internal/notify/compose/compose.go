@@ -155,6 +155,7 @@ var checkFixes = map[string]string{
 	v1alpha1.ReasonResourceManagerUnreachable: "Check that the operator can reach Azure Resource Manager (egress, proxy, DNS); credwatch retries with backoff.",
 	v1alpha1.ReasonFilterRejected:             "Fix spec.target.tenantScan.filter: Microsoft Graph refused it (see the Ready condition for why).",
 	v1alpha1.ReasonEndpointUnreachable:        "Check that the operator can reach every API server endpoint, or name the reachable ones in spec.target.serviceAccountIssuer.endpoints.",
+	v1alpha1.ReasonEndpointNotAllowed:         "Name only API servers of this cluster in spec.target.serviceAccountIssuer.endpoints, or leave it empty for the kubernetes Service's; an admin allows others with --issuer-endpoints.",
 	v1alpha1.ReasonCanaryUnavailable:          "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
 	// A watch that cannot do its job is a failing one: someone asked for it, and must hear.
 	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true and --operator-namespace (chart: serviceAccountIssuer.enabled=true), or delete the watch.",

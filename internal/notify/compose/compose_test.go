@@ -40,7 +40,7 @@ func TestEveryCheckFailureHasAFix(t *testing.T) {
 		v1alpha1.ReasonThrottled, v1alpha1.ReasonGraphUnreachable, v1alpha1.ReasonGraphError, v1alpha1.ReasonFilterRejected,
 		v1alpha1.ReasonEndpointUnreachable, v1alpha1.ReasonCanaryUnavailable, v1alpha1.ReasonIssuerNotChecked,
 		v1alpha1.ReasonNoIdentity, v1alpha1.ReasonIdentityNotFound, v1alpha1.ReasonIdentityNotReady, v1alpha1.ReasonIdentityNotAllowed,
-		v1alpha1.ReasonIdentityMigrationNeeded,
+		v1alpha1.ReasonIdentityMigrationNeeded, v1alpha1.ReasonEndpointNotAllowed,
 	} {
 		if compose.CheckFix(reason) == "" {
 			t.Errorf("no fix for %s", reason)
