@@ -163,8 +163,9 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 	if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
 		forgetCredentials(obj)
 	}
-	if identityReasons[reason] && obj.Spec.Target.TenantScan != nil {
+	if identityReasons[reason] && reason != v1alpha1.ReasonIdentityNotReady && obj.Spec.Target.TenantScan != nil {
 		// A tenant its identity no longer lets it scan: its credentials leave the metrics too.
+		// An identity that only fails to sign in for now keeps them, and spares a full rescan.
 		r.Scans.Forget(client.ObjectKeyFromObject(obj))
 	}
 }

@@ -197,8 +197,12 @@ func (e *serviceAccountError) Error() string { return e.msg }
 func (s signIns) serviceAccountConsents(ctx context.Context, id access.Identity, key types.NamespacedName, clientID string) error {
 	var sa corev1.ServiceAccount
 	if err := s.Secrets.Get(ctx, key, &sa); err != nil {
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return &serviceAccountError{fmt.Sprintf("ServiceAccount %s, which %s signs in with, does not exist", key, id)}
+		case apierrors.IsForbidden(err):
+			return &serviceAccountError{fmt.Sprintf("the operator may not read ServiceAccounts in %s, so %s cannot sign in with workload identity there: "+
+				"a cluster admin lists the namespace in the chart's workloadIdentityNamespaces", key.Namespace, id)}
 		}
 		return &kubernetesError{fmt.Errorf("reading ServiceAccount %s: %w", key, err)}
 	}

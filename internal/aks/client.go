@@ -153,7 +153,7 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 	if err != nil {
 		return false, err
 	}
-	if err := c.checkResumeToken(token); err != nil {
+	if err := c.checkResumeToken(token, ref.SubscriptionID); err != nil {
 		return false, err
 	}
 	poller, err := client.BeginResetServicePrincipalProfile(ctx, ref.ResourceGroup, ref.Name, armcontainerservice.ManagedClusterServicePrincipalProfile{},
@@ -177,10 +177,11 @@ func (c *Client) PollReset(ctx context.Context, cred azcore.TokenCredential, ref
 	return true, nil
 }
 
-// checkResumeToken refuses a resume token whose URLs lead anywhere but this Resource Manager: the
+// checkResumeToken refuses a resume token whose URLs lead anywhere but the cluster's subscription
+// on this Resource Manager: the
 // poller sends its bearer token to them, and the token is kept in the watch's status, which
 // whoever may write status can change.
-func (c *Client) checkResumeToken(token string) error {
+func (c *Client) checkResumeToken(token, subscriptionID string) error {
 	var doc any
 	if err := json.Unmarshal([]byte(token), &doc); err != nil {
 		return fmt.Errorf("the reset's resume token is not one credwatch kept: %w", err)
@@ -198,8 +199,13 @@ func (c *Client) checkResumeToken(token string) error {
 				walk(e)
 			}
 		case string:
-			if u, err := url.Parse(v); err == nil && u.Scheme != "" && (u.Scheme != "https" || !strings.EqualFold(u.Host, c.host)) {
-				bad = fmt.Errorf("the reset's resume token leads to %s, not to Resource Manager at %s: it is not followed", u.Host, c.host)
+			u, err := url.Parse(v)
+			if err != nil || u.Scheme == "" {
+				return
+			}
+			if u.Scheme != "https" || !strings.EqualFold(u.Host, c.host) ||
+				!strings.HasPrefix(strings.ToLower(u.Path), "/subscriptions/"+strings.ToLower(subscriptionID)+"/") {
+				bad = fmt.Errorf("the reset's resume token leads to %s%s, not to the cluster's subscription on Resource Manager at %s: it is not followed", u.Host, u.Path, c.host)
 			}
 		}
 	}

@@ -356,9 +356,10 @@ func TestPollResetRefusesATokenLeadingElsewhere(t *testing.T) {
 		t.Fatalf("StartReset = %q, %v; want a token naming Resource Manager's host", token, err)
 	}
 	for name, forged := range map[string]string{
-		"another host": strings.ReplaceAll(token, "management.azure.com", "169.254.169.254"),
-		"plain http":   strings.ReplaceAll(token, "https://management.azure.com", "http://management.azure.com"),
-		"not a token":  "eyJhbGciOi",
+		"another host":         strings.ReplaceAll(token, "management.azure.com", "169.254.169.254"),
+		"plain http":           strings.ReplaceAll(token, "https://management.azure.com", "http://management.azure.com"),
+		"another subscription": strings.ReplaceAll(token, "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", "00000000-0000-0000-0000-000000000000"),
+		"not a token":          "eyJhbGciOi",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := c.PollReset(context.Background(), &azfake.TokenCredential{}, ref, forged); err == nil {

@@ -89,9 +89,10 @@ func PodPullsOf(p *corev1.Pod, now, since time.Time) (PodPulls, bool) {
 	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
 		for _, cs := range statuses {
 			if w := cs.State.Waiting; w != nil && (w.Reason == reasonErrImagePull || w.Reason == reasonImagePullBackOff) {
-				if w.Reason == reasonErrImagePull && !Refused(w.Message) {
+				if (w.Reason == reasonErrImagePull || strings.Contains(w.Message, reasonErrImagePull+":")) && !Refused(w.Message) {
 					// The pull failed for another reason (not found, DNS): it bears out no
-					// refusal, whatever an event claims. A back-off's message does not say why.
+					// refusal, whatever an event claims. A back-off says why since Kubernetes
+					// 1.32 ("Back-off pulling image …: ErrImagePull: <why>"); before, it does not.
 					continue
 				}
 				if repo, ok := repositoryOf(cs.Image); ok && !slices.Contains(out.Waiting, repo) {

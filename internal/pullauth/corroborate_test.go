@@ -110,6 +110,11 @@ func TestPodPullsOf(t *testing.T) {
 				Message: `rpc error: code = NotFound desc = failed to pull and unpack image "myacr.azurecr.io/shop/api:1.4": not found`}}}},
 			PodPulls{}, false,
 		},
+		"a back-off that says the pull failed for another reason bears out no refusal either": {
+			nil, []corev1.ContainerStatus{{Image: shopImage, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+				Message: `Back-off pulling image "myacr.azurecr.io/shop/api:1.4": ErrImagePull: failed to resolve reference: not found`}}}},
+			PodPulls{}, false,
+		},
 		"creating, or stuck otherwise, says nothing": {
 			nil, []corev1.ContainerStatus{waiting(shopImage, "ContainerCreating"), waiting(shopImage, "CreateContainerConfigError")},
 			PodPulls{}, false,

@@ -171,7 +171,8 @@ func (p *Prober) knownService(ctx context.Context) []string {
 // endpointKey is an endpoint as compared: scheme, host and port, with https's port made plain.
 func endpointKey(e string) string {
 	u, err := url.Parse(e)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		// Only https://host:port: paths are appended to it, and would reach other requests.
 		return "invalid:" + e
 	}
 	port := u.Port()

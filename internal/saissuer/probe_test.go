@@ -122,6 +122,9 @@ func TestNamedEndpointsMustBeAPIServers(t *testing.T) {
 		{[]string{inside.URL}, inside.URL},
 		{[]string{"https://10.0.0.1:6443", "https://169.254.169.254"}, "https://169.254.169.254"},
 		{[]string{"https://10.0.0.1:6443", "https://API-B.example"}, ""},
+		{[]string{"https://10.0.0.1:6443/api/v1/secrets?"}, "https://10.0.0.1:6443/api/v1/secrets?"},
+		{[]string{"https://user@10.0.0.1:6443"}, "https://user@10.0.0.1:6443"},
+		{[]string{"http://10.0.0.1:6443"}, "http://10.0.0.1:6443"},
 	} {
 		err := p.checkNamed(context.Background(), tc.endpoints)
 		var ne *NotAPIServerError
