@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// record puts what a check found into status.
+func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, res checkResult) {
+	obj, now := w.obj, w.now
+	if res.issuer != nil {
+		r.recordIssuer(obj, *res.issuer, now)
+		return
+	}
+	if res.tenant {
+		r.recordScan(obj, res.scan, now)
+		return
+	}
+	obj.Status.TenantScan = nil // a watch that scanned a tenant before its spec changed
+	if res.managedIdentity {
+		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,
+			"The AKS cluster signs in with a managed identity: it has no secret to expire", now)
+		return
+	}
+	snap := res.snap
+	var owners []string
+	if obj.Status.ServicePrincipal != nil {
+		owners = obj.Status.ServicePrincipal.OwnerEmails
+	}
+	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{
+		AppID:                    res.appID,
+		DisplayName:              snap.DisplayName,
+		ApplicationObjectID:      snap.ApplicationObjectID,
+		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
+		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
+	}
+	obj.Status.Credentials = credentialsOf(snap)
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
+	ctrl.LoggerFrom(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
+}
+
+// ownerEmails reads the application's owners when the watch mails them, keeping what was known
+// when they cannot be read: the credentials were read, and that is what the check is for.
+func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, res checkResult, known []string) []string {
+	snap := res.snap
+	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
+		return nil
+	}
+	if err := res.grant.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID}); err != nil {
+		// Not allowed any more: what was read while it was is not kept either.
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "The application's owners are not read, so they are not mailed: %v", err)
+		return nil
+	}
+	var owners []string
+	app, err := r.Azure.Application(res.id, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
+	if err == nil {
+		if owners, err = app.ReadOwnerEmails(ctx); err == nil {
+			return owners
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("Reading the application's owners failed", "error", err.Error())
+	r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "Reading the application's owners failed, so they are not mailed: %v", err)
+	return known
+}
+
+// forgetCredentials drops what was known of a service principal that no longer exists, so that
+// neither status nor metrics go on reporting credentials that are gone.
+func forgetCredentials(obj *v1alpha1.CredentialWatch) {
+	st := &obj.Status
+	st.ServicePrincipal, st.AKSCluster, st.Credentials, st.LastCheckTime = nil, nil, nil, nil
+	st.State, st.EarliestExpiry, st.ExpiresIn = "", nil, ""
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpiring)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionExpired)
+}
+
+// recordCluster notes what Resource Manager said of the cluster, and tells when the identity it
+// signs in with changed: the credentials watched from now on are another service principal's.
+func (r *CredentialWatchReconciler) recordCluster(obj *v1alpha1.CredentialWatch, c aks.Cluster) {
+	now := &v1alpha1.AKSClusterStatus{Identity: v1alpha1.IdentityServicePrincipal, ClientID: c.ClientID,
+		ProvisioningState: c.ProvisioningState, PowerState: c.PowerState}
+	if c.ClientID == "" {
+		now.Identity = v1alpha1.IdentityManagedIdentity
+	}
+	if prev := obj.Status.AKSCluster; prev != nil && (prev.ClientID != now.ClientID || prev.Identity != now.Identity) {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventServicePrincipalChanged, "The AKS cluster now signs in with %s (it was %s)",
+			clusterIdentity(now), clusterIdentity(prev))
+	}
+	obj.Status.AKSCluster = now
+}
+
+func clusterIdentity(s *v1alpha1.AKSClusterStatus) string {
+	if s.Identity == v1alpha1.IdentityManagedIdentity {
+		return "a managed identity"
+	}
+	return "service principal " + s.ClientID
+}
+
+func checkedMessage(snap graph.Snapshot) string {
+	var where string
+	switch {
+	case snap.ApplicationObjectID != "" && snap.ServicePrincipalObjectID != "":
+		where = "the application and its service principal"
+	case snap.ApplicationObjectID != "":
+		where = "the application; the tenant has no service principal for it"
+	default:
+		where = "the service principal; the application object is not in this tenant, so credentials on it are not seen"
+	}
+	return fmt.Sprintf("Read %d credentials of %q from %s", len(snap.Credentials), snap.DisplayName, where)
+}
+
+// credentialsOf lists a snapshot's credentials as status records them, soonest expiry first.
+// States are left for reconcileExpiry, which sets them for every reconcile.
+func credentialsOf(snap graph.Snapshot) []v1alpha1.Credential {
+	out := make([]v1alpha1.Credential, 0, len(snap.Credentials))
+	for _, c := range snap.Credentials {
+		cred := v1alpha1.Credential{
+			KeyID:       c.KeyID,
+			Type:        v1alpha1.CredentialType(c.Type),
+			Source:      v1alpha1.CredentialSource(c.Source),
+			DisplayName: c.DisplayName,
+			Hint:        c.Hint,
+			// Status stores whole seconds; a fraction kept here would differ from the stored
+			// value, and every schedule computed from it would differ from the last one.
+			EndTime: metav1.NewTime(c.End.Truncate(time.Second)),
+		}
+		if !c.Start.IsZero() {
+			start := metav1.NewTime(c.Start.Truncate(time.Second))
+			cred.StartTime = &start
+		}
+		out = append(out, cred)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].EndTime.Equal(&out[j].EndTime) {
+			return out[i].EndTime.Before(&out[j].EndTime)
+		}
+		return out[i].KeyID < out[j].KeyID
+	})
+	return out
+}
+
+// recordScan keeps what a tenant scan found for status and metrics, and counts it in status.
+func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, snaps []graph.Snapshot, now time.Time) {
+	var creds []v1alpha1.Credential
+	counts := &v1alpha1.TenantScanStatus{}
+	if prev := obj.Status.TenantScan; prev != nil {
+		*counts = *prev // the states are counted at every reconcile, by reconcileExpiry
+	}
+	counts.Applications, counts.ServicePrincipals = 0, 0
+	for _, s := range snaps {
+		if s.ApplicationObjectID != "" {
+			counts.Applications++
+		}
+		if s.ServicePrincipalObjectID != "" {
+			counts.ServicePrincipals++
+		}
+		for _, c := range credentialsOf(s) {
+			c.AppID, c.AppDisplayName = s.AppID, s.DisplayName
+			creds = append(creds, c)
+		}
+	}
+	counts.Credentials = int32(len(creds))
+	r.Scans.Put(client.ObjectKeyFromObject(obj), creds)
+	obj.Status.TenantScan = counts
+	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
+	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
+}
