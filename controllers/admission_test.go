@@ -227,6 +227,37 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"start must be HH:MM on a 24-hour clock"},
 		},
+		"rotation: a secret that lasts two minutes": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, Validity: "2m", RotateBefore: "1m"}
+			},
+			wantErr: []string{"rotation.validity must be at least 1d", "rotation.rotateBefore must be at least 1h"},
+		},
+		"rotation: no grace for consumers": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, GracePeriod: "0s"}
+			},
+			wantErr: []string{"rotation.gracePeriod must be at least 1h"},
+		},
+		"rotation: a window too short for a reset": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					MaintenanceWindow: &v1alpha1.MaintenanceWindow{Start: "02:00", Duration: "0s"}}
+			},
+			wantErr: []string{"duration must be at least 30m"},
+		},
+		"rotation: a Secret no API server would store": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "Payments_SP"}}
+			},
+			wantErr: []string{"secretRef.name must be a Secret name"},
+		},
+		"rotation: the shortest it allows": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "payments.sp-1"}, Validity: "1d", RotateBefore: "1h", GracePeriod: "60m",
+					MaintenanceWindow: &v1alpha1.MaintenanceWindow{Start: "02:00", Duration: "30m"}}
+			},
+		},
 		"threshold beyond ten years": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Thresholds.Warning = "999999w" },
 			wantErr: []string{"must be at most 3650d"},
@@ -244,7 +275,7 @@ func TestAdmission(t *testing.T) {
 				if name == "defaults" && (w.Spec.CheckInterval != "6h" || w.Spec.Thresholds.Warning != "30d" || w.Spec.Thresholds.Critical != "7d") {
 					t.Errorf("defaults = %q, %+v; want 6h, 30d, 7d", w.Spec.CheckInterval, w.Spec.Thresholds)
 				}
-				if r := w.Spec.Rotation; r != nil && (r.Mode != v1alpha1.RotationApply || r.RotateBefore != "30d" || r.Validity != "365d" ||
+				if r := w.Spec.Rotation; name == "rotation with defaults" && (r.Mode != v1alpha1.RotationApply || r.RotateBefore != "30d" || r.Validity != "365d" ||
 					r.GracePeriod != "7d" || r.RemoveOld != v1alpha1.RemoveOldCreatedByCredwatch) {
 					t.Errorf("rotation defaults = %+v; want Apply, 30d, 365d, 7d, CreatedByCredwatch", r)
 				}

@@ -492,6 +492,27 @@ func rotatingWatch(step v1alpha1.RotationStep, objectID string) *v1alpha1.Creden
 	return w
 }
 
+// A maintenance window in a time zone nobody knows blocks the rotation before it starts, rather
+// than after a secret was made for a reset that could never be scheduled.
+func TestUnitRotationWithAnUnknownTimeZoneDoesNotStart(t *testing.T) {
+	r := &reads{}
+	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", GracePeriod: "7d",
+			RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch, SecretRef: v1alpha1.SecretName{Name: "payments-sp"},
+			MaintenanceWindow: &v1alpha1.MaintenanceWindow{Start: "02:00", Duration: "4h", TimeZone: "Mars/Olympus_Mons"}}
+	})
+	u := newUnit(t, nil, w)
+	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(5 * 24 * time.Hour))) // due: within rotateBefore
+	w, _ = u.reconcile()
+	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
+	if c := condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, `maintenanceWindow.timeZone "Mars/Olympus_Mons"`) {
+		t.Errorf("Rotating says %q, want the unknown time zone named", c.Message)
+	}
+	if w.Status.Rotation != nil {
+		t.Errorf("a rotation started: %+v", w.Status.Rotation)
+	}
+}
+
 // storedSecret is the target Secret as the rotation of rotatingWatch wrote it.
 func storedSecret() *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "payments-sp",

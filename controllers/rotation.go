@@ -148,6 +148,12 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
 		return time.Time{}, nil
 	}
+	if _, _, err := policy.InWindow(ro.spec.MaintenanceWindow, now); err != nil {
+		// Found now, not after a secret was created for a reset that could never be scheduled.
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
+			"A rotation is due, but spec.rotation."+err.Error()+": fix it, and the rotation starts", now)
+		return time.Time{}, nil
+	}
 	g, err := ro.authorize(ctx)
 	if err != nil {
 		return ro.paused(err)

@@ -45,14 +45,17 @@ type Rotation struct {
 	// +optional
 	Mode RotationMode `json:"mode,omitempty"`
 
-	// RotateBefore is how long before the newest secret of the application expires a rotation starts.
+	// RotateBefore is how long before the newest secret of the application expires a rotation
+	// starts, at least 1h.
 	// +kubebuilder:default="30d"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 3600",message="rotation.rotateBefore must be at least 1h: a rotation takes time (Entra's replication, a maintenance window, an AKS reset) and must end before the old secret does"
 	// +optional
 	RotateBefore Duration `json:"rotateBefore,omitempty"`
 
-	// Validity is how long a new secret lasts, at most 730d: Graph's limit unless a tenant policy
-	// sets a shorter one.
+	// Validity is how long a new secret lasts, from 1d to 730d: Graph's limit unless a tenant
+	// policy sets a shorter one.
 	// +kubebuilder:default="365d"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 86400",message="rotation.validity must be at least 1d: a shorter secret would be due again before consumers could pick it up"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 63072000",message="rotation.validity must be at most 730d, the longest secret Graph issues"
 	// +optional
 	Validity Duration `json:"validity,omitempty"`
@@ -62,8 +65,9 @@ type Rotation struct {
 	SecretRef SecretName `json:"secretRef"`
 
 	// GracePeriod is how long old secrets stay after the new one is in use, for consumers that
-	// still hold them.
+	// still hold them; at least 1h.
 	// +kubebuilder:default="7d"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 3600",message="rotation.gracePeriod must be at least 1h: consumers that read the Secret (pods, pipelines) need time to move to the new secret before the old one goes"
 	// +optional
 	GracePeriod Duration `json:"gracePeriod,omitempty"`
 
@@ -80,9 +84,10 @@ type Rotation struct {
 
 // SecretName names a Secret in the watch's namespace.
 type SecretName struct {
-	// Name of the Secret.
+	// Name of the Secret: a DNS subdomain name, such as payments-sp.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must be a Secret name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, such as payments-sp"
 	Name string `json:"name"`
 }
 
@@ -98,7 +103,8 @@ type MaintenanceWindow struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([01][0-9]|2[0-3]):[0-5][0-9]$')",message="start must be HH:MM on a 24-hour clock, such as 02:00"
 	Start string `json:"start"`
 
-	// Duration is how long the window stays open, at most 24h.
+	// Duration is how long the window stays open, from 30m to 24h.
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] >= 1800",message="duration must be at least 30m: an AKS reset takes minutes, and a window it cannot fit in never opens for it"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{1,6}[smhdw]$') || int(self.substring(0, size(self)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.substring(size(self)-1)] <= 86400",message="duration must be at most 24h"
 	Duration Duration `json:"duration"`
 
