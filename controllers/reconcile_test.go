@@ -3,14 +3,18 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
@@ -634,5 +638,44 @@ func TestUnitRotationStartingOverKeepsItsCluster(t *testing.T) {
 	}
 	if st := got.Status.Rotation; st == nil || st.Cluster == nil || *st.Cluster != *pinnedCluster || st.KeyID != "" {
 		t.Errorf("status.rotation = %+v, want a new start that keeps the cluster %+v", st, pinnedCluster)
+	}
+}
+
+// Which rotation failures retrying does not mend.
+func TestUnitPermanentRotationFailures(t *testing.T) {
+	gr := schema.GroupResource{Resource: "secrets"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"Graph refusing the identity", &azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden}, true},
+		{"Graph not finding the application", &azerr.Error{Kind: azerr.KindNotFound, Status: http.StatusNotFound}, true},
+		{"Graph throttling", &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusTooManyRequests}, false},
+		{"a conflicting operation on the cluster", &azerr.Error{Status: http.StatusConflict}, false},
+		{"Graph failing", &azerr.Error{Kind: azerr.KindUnavailable, Status: http.StatusServiceUnavailable}, false},
+		{"no answer", &azerr.Error{Kind: azerr.KindUnavailable}, false},
+		{"an immutable Secret", fmt.Errorf("writing: %w", apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s", nil)), true},
+		{"no right to write Secrets here", apierrors.NewForbidden(gr, "s", errors.New("no")), true},
+		{"the API server busy", apierrors.NewTooManyRequests("busy", 1), false},
+	} {
+		if got := permanent(tc.err); got != tc.want {
+			t.Errorf("%s: permanent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A rotation step Azure throttles waits at least as long as Azure asked.
+func TestUnitRotationRetriesNoSoonerThanRetryAfter(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepStarted, "a0e1")
+	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+		return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+			return graph.Snapshot{}, &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusTooManyRequests, RetryAfter: 10 * time.Minute}
+		}}, nil
+	}}, w, storedSecret())
+	w, _ = u.reconcile()
+	st := w.Status.Rotation
+	if st == nil || st.NextAttemptTime == nil || st.NextAttemptTime.Sub(u.clock.Now()) < 10*time.Minute {
+		t.Errorf("status.rotation = %+v, want the next attempt 10 minutes away at the soonest", st)
 	}
 }

@@ -64,7 +64,8 @@ func TestUnitRefusalsSayWhatIsMissing(t *testing.T) {
 					},
 				}, nil
 			}},
-			condition: v1alpha1.ConditionRotating, wantReason: string(v1alpha1.StepStarted),
+			// A refusal retrying does not mend blocks the rotation, rather than trying every few minutes.
+			condition: v1alpha1.ConditionRotating, wantReason: v1alpha1.ReasonRotationBlocked,
 			want: "access denied (HTTP 403, Authorization_RequestDenied); the identity needs Application.ReadWrite.OwnedBy as an owner of the application",
 		},
 	}

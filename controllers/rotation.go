@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/notify/compose"
@@ -70,6 +73,8 @@ type rotation struct {
 	tenant  string
 	cluster *v1alpha1.AKSClusterTarget
 	now     time.Time
+	// stuck: the last failure was one retrying does not mend.
+	stuck bool
 }
 
 // reconcileRotation starts a rotation when one is due and moves the one in progress on by as
@@ -388,6 +393,12 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 		return ro.secretStored(ctx, held.keyID, held.expiry)
 	}
 
+	// The Secret must take the write before a secret exists whose text would have nowhere to go:
+	// an immutable or typed Secret, an admission policy or missing rights would otherwise add and
+	// remove a secret in Graph at every try.
+	if err := ro.writeSecret(ctx, graph.NewSecret{KeyID: "dry-run", End: ro.now}, tryOut); err != nil {
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
 	secret, err := ro.app.AddPassword(ctx, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
@@ -396,7 +407,7 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 	// operator stopping, or the secret is orphaned (and removed at the next start).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := ro.writeSecret(ctx, secret); err != nil {
+	if err := ro.writeSecret(ctx, secret, write); err != nil {
 		// The write may have landed though it reported failure (a timeout); only a secret the
 		// Secret does not hold is unusable, and must not stay.
 		if now, rerr := ro.held(ctx); rerr == nil && now.keyID == secret.KeyID {
@@ -669,6 +680,14 @@ func (ro *rotation) next(ctx context.Context) error {
 // error: the failure is the step's, shown in status, not the reconcile's.
 func (ro *rotation) fail(err error, wait time.Duration) (time.Time, error) {
 	ro.st.Failures++
+	// Azure's Retry-After is a floor; a refusal that retrying cannot mend (a 4xx other than a
+	// conflict or throttling, the API server refusing the Secret) waits as long as a cluster does,
+	// and says it is blocked, rather than trying every few minutes.
+	wait = max(wait, azerr.RetryAfterOf(err))
+	if permanent(err) {
+		wait = max(wait, policy.ClusterBackoff(ro.st.Failures))
+		ro.stuck = true
+	}
 	ro.st.Message = oneLine(err.Error())
 	at := metav1.NewTime(ro.now.Add(wait))
 	ro.st.NextAttemptTime = &at
@@ -704,9 +723,28 @@ func (ro *rotation) save(ctx context.Context) error {
 
 // report shows the rotation in progress in the Rotating condition.
 func (ro *rotation) report() {
-	if st := ro.obj.Status.Rotation; st != nil {
+	st := ro.obj.Status.Rotation
+	switch {
+	case st == nil:
+	case ro.stuck:
+		setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
+			fmt.Sprintf("The rotation is blocked at step %s until this is fixed (tried again at %s): %s", st.Step, st.NextAttemptTime.UTC().Format(time.RFC3339), st.Message), ro.now)
+	default:
 		setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionTrue, string(st.Step), st.Message, ro.now)
 	}
+}
+
+// permanent reports whether err is a refusal that retrying does not mend: Azure's 4xx other than
+// a conflict or throttling, or the API server refusing the Secret as invalid or forbidden.
+func permanent(err error) bool {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		return true
+	}
+	var ae *azerr.Error
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		return false
+	}
+	return ae.Status != http.StatusConflict && ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusRequestTimeout
 }
 
 func (ro *rotation) secretKey() types.NamespacedName {
@@ -770,6 +808,28 @@ func (e *foreignSecretError) Error() string {
 
 func (ro *rotation) foreign() error { return &foreignSecretError{ro.secretKey()} }
 
+// writeMode says whether a write is made or only tried by the API server (dry run).
+type writeMode bool
+
+const (
+	write  writeMode = false
+	tryOut writeMode = true
+)
+
+func (m writeMode) create() []client.CreateOption {
+	if m == tryOut {
+		return []client.CreateOption{client.DryRunAll}
+	}
+	return nil
+}
+
+func (m writeMode) update() []client.UpdateOption {
+	if m == tryOut {
+		return []client.UpdateOption{client.DryRunAll}
+	}
+	return nil
+}
+
 // markOwned marks s as this watch's, adopting one an earlier version wrote, and merges data in.
 func markOwned(s *corev1.Secret, watch, displayName string, data map[string][]byte) {
 	if s.Labels == nil {
@@ -791,7 +851,7 @@ func markOwned(s *corev1.Secret, watch, displayName string, data map[string][]by
 
 // writeSecret puts the new secret in the target Secret, creating it if need be. It reads through
 // SecretReader, not the cache, which would hold every Secret in the cluster.
-func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret) error {
+func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret, mode writeMode) error {
 	data := map[string][]byte{
 		rotatedKeyTenantID:     []byte(ro.tenant),
 		rotatedKeyClientID:     []byte(ro.appID),
@@ -808,13 +868,13 @@ func (ro *rotation) writeSecret(ctx context.Context, secret graph.NewSecret) err
 			Type:       corev1.SecretTypeOpaque,
 		}
 		markOwned(&s, ro.obj.Name, ro.st.DisplayName, data)
-		err = ro.r.Create(ctx, &s)
+		err = ro.r.Create(ctx, &s, mode.create()...)
 	case err == nil && !policy.SecretOwned(s.Labels, s.Annotations, ro.obj.Name, string(ro.obj.UID)):
 		return ro.foreign()
 	case err == nil:
 		// Keys the rotation does not write stay: whoever consumes the Secret may keep more in it.
 		markOwned(&s, ro.obj.Name, ro.st.DisplayName, data)
-		err = ro.r.Update(ctx, &s)
+		err = ro.r.Update(ctx, &s, mode.update()...)
 	}
 	if err != nil {
 		return fmt.Errorf("writing the new secret to Secret %s: %w", ro.secretKey(), err)

@@ -468,3 +468,35 @@ func keysOf(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// TestRotationThatCannotStoreItsSecretAddsNothing: a Secret the API server will not let the
+// rotation write (here an immutable one) is found by a dry run before a secret is added in Graph,
+// and the rotation says it is blocked, waiting an hour, rather than adding and removing a secret
+// every few minutes.
+func TestRotationThatCannotStoreItsSecretAddsNothing(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+	h.create(s.appID, rotationSpec(nil))
+	immutable := true
+	frozen := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: "sp-credentials",
+		Labels: map[string]string{policy.LabelManagedBy: policy.ManagedByCredwatch}, Annotations: map[string]string{policy.AnnotationWatch: h.key.Name}},
+		Immutable: &immutable, Data: map[string][]byte{"clientSecret": []byte("old")}}
+	if err := k8s.Create(context.Background(), frozen); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetRequests()
+	h.run(2*time.Hour, nil)
+
+	for _, r := range fake.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("Graph was asked to %s %s", r.Method, r.Path)
+		}
+	}
+	w := h.get()
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
+	st := w.Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepStarted || st.Failures > 2 || !strings.Contains(st.Message, "immutable") {
+		t.Errorf("status.rotation = %+v, want it blocked at Started, tried at most twice in two hours, saying why", st)
+	}
+}
