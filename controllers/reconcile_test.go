@@ -679,3 +679,61 @@ func TestUnitRotationRetriesNoSoonerThanRetryAfter(t *testing.T) {
 		t.Errorf("status.rotation = %+v, want the next attempt 10 minutes away at the soonest", st)
 	}
 }
+
+// Right before the cluster is moved onto the new secret, days after it was verified, the secret is
+// checked again: gone from Graph, the rotation starts over with a new one; no longer accepted, it
+// waits; only a secret that still exists and signs in is pushed to the cluster.
+func TestUnitTheNewSecretIsCheckedAgainBeforeTheReset(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		listed    bool
+		signIn    error
+		wantStep  v1alpha1.RotationStep
+		wantReset bool
+		wantEvent string
+	}{
+		{name: "removed by hand meanwhile", listed: false, wantStep: v1alpha1.StepStarted, wantEvent: eventRotationSecretVanished},
+		{name: "listed but refused", listed: true, signIn: errors.New("AADSTS7000215"), wantStep: v1alpha1.StepSecretVerified},
+		{name: "still good", listed: true, wantStep: v1alpha1.StepClusterUpdating, wantReset: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := rotatingWatch(v1alpha1.StepSecretVerified, "a0e1")
+			w.Spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: pinnedCluster.SubscriptionID,
+				ResourceGroup: pinnedCluster.ResourceGroup, Name: pinnedCluster.Name}}
+			w.Status.Rotation.Cluster = pinnedCluster
+			snap := graph.Snapshot{AppID: unitApp, ApplicationObjectID: "a0e1"}
+			if tc.listed {
+				snap.Credentials = []graph.Credential{{KeyID: "k-new", Type: graph.Password, Source: graph.Application}}
+			}
+			resets := 0
+			u := newUnit(t, &azurefake.Azure{
+				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+					return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) { return snap, nil }}, nil
+				},
+				ClusterFunc: func(azure.Identity, aks.ClusterRef) (aks.ClusterClient, error) {
+					return &azurefake.Cluster{
+						ReadFunc: func(context.Context) (aks.Cluster, error) {
+							return aks.Cluster{ClientID: unitApp, ProvisioningState: "Succeeded", PowerState: "Running"}, nil
+						},
+						StartResetFunc: func(context.Context, aks.ServicePrincipal) (string, bool, error) {
+							resets++
+							return "token", false, nil
+						},
+					}, nil
+				},
+				SignInFunc: func(context.Context, azure.Identity) error { return tc.signIn },
+			}, w, storedSecret())
+			w, _ = u.reconcile()
+			st := w.Status.Rotation
+			if st == nil || st.Step != tc.wantStep || (resets > 0) != tc.wantReset {
+				t.Fatalf("status.rotation = %+v after %d resets, want step %s and a reset %v", st, resets, tc.wantStep, tc.wantReset)
+			}
+			if tc.wantStep == v1alpha1.StepStarted && (st.Cluster == nil || *st.Cluster != *pinnedCluster || st.DisplayName == "credwatch-2b9c0c1e-20261203T085900Z") {
+				t.Errorf("status.rotation = %+v, want a new secret's name and the cluster still pinned", st)
+			}
+			if ev := strings.Join(u.events(), "\n"); tc.wantEvent != "" && !strings.Contains(ev, tc.wantEvent) {
+				t.Errorf("events %q, want %s", ev, tc.wantEvent)
+			}
+		})
+	}
+}

@@ -39,12 +39,13 @@ const (
 
 // Event reasons of rotation.
 const (
-	eventRotationStarted       = "RotationStarted"
-	eventRotationPlanned       = "RotationPlanned"
-	eventRotationOrphanRemoved = "RotationOrphanRemoved"
-	eventRotationClusterFailed = "RotationClusterFailed"
-	eventRotationStepFailed    = "RotationStepFailed"
-	eventRotated               = "Rotated"
+	eventRotationStarted        = "RotationStarted"
+	eventRotationPlanned        = "RotationPlanned"
+	eventRotationOrphanRemoved  = "RotationOrphanRemoved"
+	eventRotationClusterFailed  = "RotationClusterFailed"
+	eventRotationStepFailed     = "RotationStepFailed"
+	eventRotationSecretVanished = "RotationSecretVanished"
+	eventRotated                = "Rotated"
 )
 
 // rotationTimeout bounds the Azure calls of one reconcile's rotation steps.
@@ -436,12 +437,7 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	}
 	if err := ro.r.Azure.SignIn(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
 		if ro.st.Failures >= verifyTriesBeforeRecheck && ro.secretGone(ctx) {
-			// Deleted in Graph while waiting: start over with a new secret.
-			// What was pinned stays pinned: the application, and the cluster the old secret serves.
-			ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
-				AppID: ro.appID, ApplicationObjectID: ro.appOID, Cluster: ro.st.Cluster, StartTime: ro.st.StartTime, Request: ro.st.Request,
-				Message: "The new secret disappeared from Graph before it was accepted; adding another"}
-			return time.Time{}, ro.save(ctx)
+			return time.Time{}, ro.startOver(ctx, "The new secret disappeared from Graph before it was accepted; adding another")
 		}
 		ro.st.Failures++
 		wait := policy.PropagationBackoff(ro.st.Failures)
@@ -501,12 +497,50 @@ func (ro *rotation) startReset(ctx context.Context) (time.Time, error) {
 	if strings.EqualFold(c.PowerState, "Stopped") {
 		return ro.fail(errors.New("the AKS cluster is stopped, and a stopped cluster's service principal cannot be reset"), policy.ClusterBackoff(1))
 	}
+	// Days may have passed since the secret was verified (a window, a backoff): someone may have
+	// removed it meanwhile (az ad app credential reset without --append). A cluster moved onto a
+	// dead secret loses Azure; it is checked again right before.
+	if err := ro.usable(ctx); err != nil {
+		if errors.Is(err, errSecretGone) {
+			ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, eventRotationSecretVanished,
+				"The new secret "+ro.st.KeyID+" is no longer in Graph; a new one is added before the cluster is moved")
+			return time.Time{}, ro.startOver(ctx, "The new secret disappeared from Graph before the cluster was moved onto it; adding another")
+		}
+		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
+	}
 	ro.st.Step, ro.st.ResumeToken, ro.st.Message = v1alpha1.StepClusterUpdating, "", "Resetting the AKS cluster's service principal: its nodes restart"
 	ro.st.Resets++
 	if err := ro.save(ctx); err != nil {
 		return time.Time{}, err
 	}
 	return ro.reset(ctx)
+}
+
+// errSecretGone: the rotation's new secret is no longer among the application's.
+var errSecretGone = errors.New("the new secret is no longer in Graph")
+
+// usable checks that the new secret still exists in Graph and that Entra accepts it.
+func (ro *rotation) usable(ctx context.Context) error {
+	if ro.secretGone(ctx) {
+		return errSecretGone
+	}
+	text, err := ro.secretText(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ro.r.Azure.SignIn(ctx, azure.ClientSecret(ro.tenant, ro.appID, text)); err != nil {
+		return fmt.Errorf("the new secret no longer signs in: %w", err)
+	}
+	return nil
+}
+
+// startOver begins the rotation again with a new secret, when the one it made is gone. What was
+// pinned stays pinned: the application, and the cluster the old secret serves.
+func (ro *rotation) startOver(ctx context.Context, why string) error {
+	ro.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: policy.NewSecretName(string(ro.obj.UID), ro.now),
+		AppID: ro.appID, ApplicationObjectID: ro.appOID, Cluster: ro.st.Cluster, StartTime: ro.st.StartTime, Request: ro.st.Request,
+		Message: why}
+	return ro.save(ctx)
 }
 
 func (ro *rotation) reset(ctx context.Context) (time.Time, error) {
