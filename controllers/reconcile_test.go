@@ -493,7 +493,39 @@ func rotatingWatch(step v1alpha1.RotationStep, objectID string) *v1alpha1.Creden
 	if step != v1alpha1.StepStarted {
 		w.Status.Rotation.KeyID = "k-new" // added and stored
 	}
+	if step == v1alpha1.StepSecretStored {
+		// Accepted twice over the last two minutes: the next acceptance lets it be used.
+		first := metav1.NewTime(now.Add(-2 * time.Minute))
+		w.Status.Rotation.Acceptances, w.Status.Rotation.FirstAcceptedTime = acceptancesNeeded-1, &first
+	}
 	return w
+}
+
+// A new secret is used only once Entra accepted it several times over a minute: its replicas
+// learn of it at different times.
+func TestUnitANewSecretIsUsedOnlyOnceEntraAcceptsItRepeatedly(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
+	w.Status.Rotation.Acceptances, w.Status.Rotation.FirstAcceptedTime = 0, nil
+	signIns := 0
+	u := newUnit(t, &azurefake.Azure{
+		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
+		SignInFunc:      func(context.Context, azure.Identity) error { signIns++; return nil },
+	}, w, storedSecret())
+	for i := range acceptancesNeeded {
+		w, res := u.reconcile()
+		st := w.Status.Rotation
+		last := i == acceptancesNeeded-1
+		if got := st.Step == v1alpha1.StepSecretStored; got == last {
+			t.Fatalf("after %d acceptances: step %s (%s)", i+1, st.Step, st.Message)
+		}
+		if !last && (st.NextAttemptTime == nil || res.RequeueAfter != st.NextAttemptTime.Sub(u.clock.Now())) {
+			t.Fatalf("after %d acceptances: next attempt %v, requeued after %v", i+1, st.NextAttemptTime, res.RequeueAfter)
+		}
+		u.clock.Step(res.RequeueAfter)
+	}
+	if signIns != acceptancesNeeded {
+		t.Errorf("%d sign-ins, want %d", signIns, acceptancesNeeded)
+	}
 }
 
 // A maintenance window in a time zone nobody knows blocks the rotation before it starts, rather

@@ -447,6 +447,21 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 		ro.keep()
 		return at.Time, nil
 	}
+	// Replicas that have not learnt of the secret refuse it for a while after one accepted it: a
+	// consumer or a cluster handed it too soon would fail where the check succeeded.
+	if ro.st.Acceptances == 0 {
+		first := metav1.NewTime(ro.now)
+		ro.st.FirstAcceptedTime = &first
+	}
+	ro.st.Acceptances++
+	if since := ro.now.Sub(ro.st.FirstAcceptedTime.Time); ro.st.Acceptances < acceptancesNeeded || since < acceptanceSpan {
+		ro.st.Message = fmt.Sprintf("Entra accepted the new secret %d times in %s; waiting for %d over %s before it is used",
+			ro.st.Acceptances, since.Round(time.Second), acceptancesNeeded, acceptanceSpan)
+		at := metav1.NewTime(ro.now.Add(acceptanceSpan / (acceptancesNeeded - 1)))
+		ro.st.NextAttemptTime = &at
+		ro.keep()
+		return at.Time, nil
+	}
 	if !ro.needsCluster() {
 		ro.retireAfterGrace()
 	} else {
@@ -454,6 +469,12 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	}
 	return time.Time{}, ro.next(ctx)
 }
+
+// A new secret is used once Entra accepted it acceptancesNeeded times over at least acceptanceSpan.
+const (
+	acceptancesNeeded = 3
+	acceptanceSpan    = time.Minute
+)
 
 // verifyTriesBeforeRecheck is how many refusals of a new secret pass before Graph is asked
 // whether it still exists: replication takes seconds, so many refusals mean something else.

@@ -163,6 +163,13 @@ type RotationStatus struct {
 	// holds no secret.
 	// +optional
 	ResumeToken string `json:"resumeToken,omitempty"`
+	// Acceptances counts the sign-ins Entra accepted with the new secret since FirstAcceptedTime:
+	// one is not enough, since Entra's replicas learn of a secret at different times.
+	// +optional
+	Acceptances int32 `json:"acceptances,omitempty"`
+	// FirstAcceptedTime is when Entra first accepted the new secret.
+	// +optional
+	FirstAcceptedTime *metav1.Time `json:"firstAcceptedTime,omitempty"`
 	// Resets counts the AKS reset operations started by this rotation.
 	// +optional
 	Resets int32 `json:"resets,omitempty"`

@@ -867,6 +867,10 @@ func (in *RotationStatus) DeepCopyInto(out *RotationStatus) {
 		in, out := &in.Expiry, &out.Expiry
 		*out = (*in).DeepCopy()
 	}
+	if in.FirstAcceptedTime != nil {
+		in, out := &in.FirstAcceptedTime, &out.FirstAcceptedTime
+		*out = (*in).DeepCopy()
+	}
 	in.StartTime.DeepCopyInto(&out.StartTime)
 	if in.StepTime != nil {
 		in, out := &in.StepTime, &out.StepTime
