@@ -769,3 +769,36 @@ func TestUnitTheNewSecretIsCheckedAgainBeforeTheReset(t *testing.T) {
 		})
 	}
 }
+
+// An addPassword whose answer was lost may have made a secret Graph does not list yet: no second
+// one is added until the list has had two minutes to show it.
+func TestUnitALostAddPasswordAnswerLeavesNoSecondSecret(t *testing.T) {
+	w := rotatingWatch(v1alpha1.StepStarted, "a0e1")
+	sent := metav1.NewTime(time.Date(2026, 12, 3, 8, 59, 30, 0, time.UTC)) // 30 s before the unit clock
+	w.Status.Rotation.AddTime = &sent
+	adds := 0
+	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+		return &azurefake.App{
+			ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+				return graph.Snapshot{AppID: unitApp, ApplicationObjectID: "a0e1"}, nil
+			},
+			AddPasswordFunc: func(_ context.Context, name string, end time.Time) (graph.NewSecret, error) {
+				adds++
+				return graph.NewSecret{KeyID: "k-new", Text: "nEw~secret", End: end}, nil
+			},
+		}, nil
+	}}, w)
+
+	w, res := u.reconcile()
+	if adds != 0 || w.Status.Rotation.Step != v1alpha1.StepStarted || !strings.Contains(w.Status.Rotation.Message, "an earlier attempt may have added") {
+		t.Fatalf("%d adds, status.rotation = %+v; want none while Graph's list may lag", adds, w.Status.Rotation)
+	}
+	if res.RequeueAfter != addListPoll {
+		t.Errorf("requeued after %v, want the list read again in %v", res.RequeueAfter, addListPoll)
+	}
+	u.clock.Step(2 * time.Minute)
+	w, _ = u.reconcile()
+	if adds != 1 || w.Status.Rotation.Step == v1alpha1.StepStarted {
+		t.Errorf("%d adds, status.rotation = %+v; want one add once the list had its time", adds, w.Status.Rotation)
+	}
+}

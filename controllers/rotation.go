@@ -400,6 +400,20 @@ func (ro *rotation) create(ctx context.Context) (time.Time, error) {
 	if err := ro.writeSecret(ctx, graph.NewSecret{KeyID: "dry-run", End: ro.now}, tryOut); err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
 	}
+	if t := ro.st.AddTime; t != nil && ro.now.Before(t.Add(addListLag)) {
+		// An earlier addPassword may have made a secret whose answer was lost; Graph's list may not
+		// show it yet. Adding now could leave two: the list is read again until it has had time.
+		ro.st.Message = "Waiting for Graph to list a secret an earlier attempt may have added, before adding another"
+		at := metav1.NewTime(policy.Earliest(t.Add(addListLag), ro.now.Add(addListPoll)))
+		ro.st.NextAttemptTime = &at
+		ro.keep()
+		return at.Time, nil
+	}
+	addTime := metav1.NewTime(ro.now)
+	ro.st.AddTime = &addTime
+	if err := ro.save(ctx); err != nil {
+		return time.Time{}, err
+	}
 	secret, err := ro.app.AddPassword(ctx, ro.st.DisplayName, ro.now.Add(ro.rs.Validity))
 	if err != nil {
 		return ro.fail(err, policy.PropagationBackoff(ro.st.Failures+1))
@@ -469,6 +483,13 @@ func (ro *rotation) verify(ctx context.Context) (time.Time, error) {
 	}
 	return time.Time{}, ro.next(ctx)
 }
+
+// An addPassword whose answer was lost is given addListLag to show in Graph's list, read every
+// addListPoll, before another is sent.
+const (
+	addListLag  = 2 * time.Minute
+	addListPoll = 20 * time.Second
+)
 
 // A new secret is used once Entra accepted it acceptancesNeeded times over at least acceptanceSpan.
 const (

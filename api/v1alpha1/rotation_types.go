@@ -163,6 +163,11 @@ type RotationStatus struct {
 	// holds no secret.
 	// +optional
 	ResumeToken string `json:"resumeToken,omitempty"`
+	// AddTime is when addPassword was last sent for the new secret. An answer lost on the way may
+	// hide a secret Graph made, which its list shows only later: no second one is added until
+	// the list had time to show the first.
+	// +optional
+	AddTime *metav1.Time `json:"addTime,omitempty"`
 	// Acceptances counts the sign-ins Entra accepted with the new secret since FirstAcceptedTime:
 	// one is not enough, since Entra's replicas learn of a secret at different times.
 	// +optional

@@ -867,6 +867,10 @@ func (in *RotationStatus) DeepCopyInto(out *RotationStatus) {
 		in, out := &in.Expiry, &out.Expiry
 		*out = (*in).DeepCopy()
 	}
+	if in.AddTime != nil {
+		in, out := &in.AddTime, &out.AddTime
+		*out = (*in).DeepCopy()
+	}
 	if in.FirstAcceptedTime != nil {
 		in, out := &in.FirstAcceptedTime, &out.FirstAcceptedTime
 		*out = (*in).DeepCopy()
