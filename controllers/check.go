@@ -56,7 +56,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	checkCtx, cancel := context.WithTimeout(ctx, r.checkTimeout(obj.Spec.Target))
 	defer cancel()
 	ctrl.LoggerFrom(ctx).V(1).Info("Reading " + checked(obj.Spec.Target))
-	res, err := r.read(checkCtx, obj)
+	res, err := r.read(checkCtx, w)
 	if ctx.Err() != nil {
 		// The operator is stopping: this is not the check failing.
 		return time.Time{}, ctx.Err()
@@ -94,7 +94,7 @@ func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState)
 	if obj.Spec.Target.ServiceAccountIssuer != nil {
 		return false, nil
 	}
-	_, err := r.authorizeCheck(ctx, obj)
+	_, err := r.authorizeCheck(ctx, w)
 	var ke *kubernetesError
 	if errors.As(err, &ke) {
 		return false, ke
@@ -113,8 +113,9 @@ var identityReasons = map[string]bool{
 // authorizeCheck finds the watch's identity and asks it for the check's first request: the
 // application's credentials, the cluster (whose service principal is asked for once the cluster
 // names it), or the tenant scan.
-func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, obj *v1alpha1.CredentialWatch) (grant, error) {
-	g, err := r.grantOf(ctx, obj)
+func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watchState) (grant, error) {
+	obj := w.obj
+	g, err := r.grantOnce(ctx, w)
 	if err != nil {
 		return grant{}, err
 	}
@@ -197,7 +198,8 @@ type checkResult struct {
 
 // read resolves the target to an appId, reading the AKS cluster when the target is one, and
 // reads that appId's credentials from Graph.
-func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.CredentialWatch) (checkResult, error) {
+func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (checkResult, error) {
+	obj := w.obj
 	if t := obj.Spec.Target.ServiceAccountIssuer; t != nil {
 		if r.Issuer == nil {
 			return checkResult{}, errIssuerNotChecked
@@ -205,7 +207,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, obj *v1alpha1.Cred
 		obs, err := r.Issuer.Probe(ctx, t.Endpoints)
 		return checkResult{issuer: &obs}, err
 	}
-	g, err := r.authorizeCheck(ctx, obj)
+	g, err := r.authorizeCheck(ctx, w)
 	if err != nil {
 		return checkResult{}, err
 	}

@@ -151,6 +151,10 @@ type watchState struct {
 	now      time.Time
 	// scanned is true when this process holds the watch's last tenant scan.
 	scanned bool
+	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
+	grant    grant
+	grantErr error
+	granted  bool
 }
 
 // step is one named part of a reconcile. It changes the watch's status in memory and returns

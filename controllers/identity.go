@@ -59,6 +59,16 @@ func (r *CredentialWatchReconciler) identityRefOf(obj *v1alpha1.CredentialWatch)
 	return &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: r.DefaultIdentity}
 }
 
+// grantOnce is the watch's identity, found at most once a reconcile: the check and the rotation
+// ask the same question of the same cache, and would get the same answer.
+func (r *CredentialWatchReconciler) grantOnce(ctx context.Context, w *watchState) (grant, error) {
+	if !w.granted {
+		w.grant, w.grantErr = r.grantOf(ctx, w.obj)
+		w.granted = true
+	}
+	return w.grant, w.grantErr
+}
+
 // grantOf finds the identity obj uses, and checks that it is there and signs in. It never falls
 // back from a watch's own choice to another identity: a watch that names one it may not use, or
 // still names a Secret the old way, gets nothing.

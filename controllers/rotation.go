@@ -60,6 +60,7 @@ const clusterPollInterval = 30 * time.Second
 // rotation carries what one reconcile's rotation steps share.
 type rotation struct {
 	r      *CredentialWatchReconciler
+	w      *watchState
 	obj    *v1alpha1.CredentialWatch
 	stored *v1alpha1.CredentialWatch
 	spec   v1alpha1.Rotation
@@ -99,7 +100,7 @@ func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *wa
 	if err != nil {
 		return time.Time{}, reconcile.TerminalError(err)
 	}
-	ro := &rotation{r: r, obj: obj, stored: stored, spec: *spec, rs: rs, now: now,
+	ro := &rotation{r: r, w: w, obj: obj, stored: stored, spec: *spec, rs: rs, now: now,
 		tenant: obj.Spec.Target.TenantID(), appID: obj.AppID(), cluster: obj.Spec.Target.AKSCluster}
 	if sp := obj.Status.ServicePrincipal; sp != nil {
 		ro.appOID = sp.ApplicationObjectID
@@ -206,7 +207,7 @@ func (ro *rotation) maybeStart(ctx context.Context) (time.Time, error) {
 // one, resetting the cluster. It is asked at every reconcile, before any call to Azure, so that
 // an identity that no longer allows the rotation stops it at its next step.
 func (ro *rotation) authorize(ctx context.Context) (grant, error) {
-	g, err := ro.r.grantOf(ctx, ro.obj)
+	g, err := ro.r.grantOnce(ctx, ro.w)
 	if err != nil {
 		return grant{}, err
 	}
