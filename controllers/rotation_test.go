@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -456,17 +458,9 @@ func TestRotationWritesOnlyItsOwnSecret(t *testing.T) {
 		t.Fatalf("no rotation after the Secret was adopted: %+v", condition(w, v1alpha1.ConditionRotating))
 	}
 	if len(got.Data["clientSecret"]) == 0 || string(got.Data["password"]) != "the database's" || got.Annotations["credwatch.dev/watch"] != h.key.Name {
-		t.Errorf("the adopted Secret: keys %v, annotations %v; want the new secret merged in beside password, and the watch named", keysOf(got.Data), got.Annotations)
+		t.Errorf("the adopted Secret: keys %v, annotations %v; want the new secret merged in beside password, and the watch named", slices.Sorted(maps.Keys(got.Data)), got.Annotations)
 	}
 	assertNoSecrets(t, h)
-}
-
-func keysOf(m map[string][]byte) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // TestRotationThatCannotStoreItsSecretAddsNothing: a Secret the API server will not let the
