@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -262,4 +263,24 @@ func operationAction(path, action string) string {
 		}
 	}
 	return action
+}
+
+// OperationID names the operation a resume token follows, as the last segment of the
+// Azure-AsyncOperation or Location URL it holds; empty when the token holds neither.
+func OperationID(token string) string {
+	var doc struct {
+		Token struct {
+			AsyncURL string `json:"asyncURL"`
+			LocURL   string `json:"locURL"`
+		} `json:"token"`
+	}
+	if json.Unmarshal([]byte(token), &doc) != nil {
+		return ""
+	}
+	for _, raw := range []string{doc.Token.AsyncURL, doc.Token.LocURL} {
+		if u, err := url.Parse(raw); err == nil && raw != "" {
+			return path.Base(u.Path)
+		}
+	}
+	return ""
 }

@@ -368,3 +368,18 @@ func TestPollResetRefusesATokenLeadingElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// A held rotation is confirmed with the operation's ID, read from the resume token's URLs.
+func TestOperationID(t *testing.T) {
+	for _, tc := range []struct{ token, want string }{
+		{`{"type":"R","token":{"asyncURL":"https://management.azure.com/subscriptions/s/providers/Microsoft.ContainerService/locations/westeurope/operations/0c4a2d8e-1f3b-4c5d-9e6f-7a8b9c0d1e2f?api-version=2025-02-01","locURL":"https://management.azure.com/x/operationresults/other"}}`,
+			"0c4a2d8e-1f3b-4c5d-9e6f-7a8b9c0d1e2f"},
+		{`{"type":"R","token":{"locURL":"https://management.azure.com/subscriptions/s/providers/Microsoft.ContainerService/locations/westeurope/operationresults/9d8c7b6a"}}`, "9d8c7b6a"},
+		{`{"type":"R","token":{"fakeURL":"https://management.azure.com/x"}}`, ""},
+		{`not json`, ""},
+	} {
+		if got := OperationID(tc.token); got != tc.want {
+			t.Errorf("OperationID(%s) = %q, want %q", tc.token, got, tc.want)
+		}
+	}
+}
