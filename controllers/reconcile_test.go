@@ -3,18 +3,14 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
@@ -496,36 +492,9 @@ func rotatingWatch(step v1alpha1.RotationStep, objectID string) *v1alpha1.Creden
 	if step == v1alpha1.StepSecretStored {
 		// Accepted twice over the last two minutes: the next acceptance lets it be used.
 		first := metav1.NewTime(now.Add(-2 * time.Minute))
-		w.Status.Rotation.Acceptances, w.Status.Rotation.FirstAcceptedTime = acceptancesNeeded-1, &first
+		w.Status.Rotation.Acceptances, w.Status.Rotation.FirstAcceptedTime = 2, &first
 	}
 	return w
-}
-
-// A new secret is used only once Entra accepted it several times over a minute: its replicas
-// learn of it at different times.
-func TestUnitANewSecretIsUsedOnlyOnceEntraAcceptsItRepeatedly(t *testing.T) {
-	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
-	w.Status.Rotation.Acceptances, w.Status.Rotation.FirstAcceptedTime = 0, nil
-	signIns := 0
-	u := newUnit(t, &azurefake.Azure{
-		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
-		SignInFunc:      func(context.Context, azure.Identity) error { signIns++; return nil },
-	}, w, storedSecret())
-	for i := range acceptancesNeeded {
-		w, res := u.reconcile()
-		st := w.Status.Rotation
-		last := i == acceptancesNeeded-1
-		if got := st.Step == v1alpha1.StepSecretStored; got == last {
-			t.Fatalf("after %d acceptances: step %s (%s)", i+1, st.Step, st.Message)
-		}
-		if !last && (st.NextAttemptTime == nil || res.RequeueAfter != st.NextAttemptTime.Sub(u.clock.Now())) {
-			t.Fatalf("after %d acceptances: next attempt %v, requeued after %v", i+1, st.NextAttemptTime, res.RequeueAfter)
-		}
-		u.clock.Step(res.RequeueAfter)
-	}
-	if signIns != acceptancesNeeded {
-		t.Errorf("%d sign-ins, want %d", signIns, acceptancesNeeded)
-	}
 }
 
 // A maintenance window in a time zone nobody knows blocks the rotation before it starts, rather
@@ -619,186 +588,47 @@ func TestUnitRotationInProgressUsesThePinnedApplication(t *testing.T) {
 // pinnedCluster is the cluster a rotation of an AKS target pins when it starts.
 var pinnedCluster = &v1alpha1.RotationCluster{SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}
 
-// A rotation of a cluster whose watch stops naming it, here for a service principal, waits
-// rather than retire the old secret, which the cluster may still sign in with: at the cluster's
-// step, and when the new secret is verified before it.
-func TestUnitRotationWaitsForAClusterThatLeftTheSpec(t *testing.T) {
-	for _, step := range []v1alpha1.RotationStep{v1alpha1.StepSecretStored, v1alpha1.StepSecretVerified} {
-		t.Run(string(step), func(t *testing.T) {
-			w := rotatingWatch(step, "a0e1")
-			w.Status.Rotation.Cluster = pinnedCluster
-			stored := storedSecret()
-			u := newUnit(t, &azurefake.Azure{
-				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
-				SignInFunc:      func(context.Context, azure.Identity) error { return nil }, // Entra accepts the new secret
-			}, w, stored)
-
-			w, _ = u.reconcile()
-			st := w.Status.Rotation
-			if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || st.RetireTime != nil ||
-				!strings.Contains(st.Message, "AKS cluster rg-prod/aks-prod, which the watch no longer names") {
-				t.Errorf("status.rotation = %+v, want it waiting at SecretVerified, saying why, retiring nothing", st)
-			}
-			if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionRotating); c == nil || c.Message != st.Message {
-				t.Errorf("Rotating = %+v, want it to say why the rotation waits", c)
-			}
-		})
-	}
-}
-
-// A rotation whose new secret vanished from Graph before Entra accepted it starts over with
-// another, and keeps the cluster it pinned: without it, the next secret would be verified and
-// the old ones retired though the cluster was never reset.
-func TestUnitRotationStartingOverKeepsItsCluster(t *testing.T) {
-	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
-	w.Status.Rotation.Cluster, w.Status.Rotation.Failures = pinnedCluster, verifyTriesBeforeRecheck
-	stored := storedSecret()
-	gone := errors.New("AADSTS7000215: invalid client secret")
-	u := newUnit(t, &azurefake.Azure{
-		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-			return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
-				return graph.Snapshot{AppID: unitApp}, nil // the new secret k-new is not there
-			}}, nil
-		},
-		SignInFunc: func(context.Context, azure.Identity) error { return gone },
-	}, w, stored)
-
-	u.reconcile() // the secret is gone: start over
-	got := &v1alpha1.CredentialWatch{}
-	if err := u.c.Get(context.Background(), u.key, got); err != nil {
-		t.Fatal(err)
-	}
-	if st := got.Status.Rotation; st == nil || st.Cluster == nil || *st.Cluster != *pinnedCluster || st.KeyID != "" {
-		t.Errorf("status.rotation = %+v, want a new start that keeps the cluster %+v", st, pinnedCluster)
-	}
-}
-
-// Which rotation failures retrying does not mend.
-func TestUnitPermanentRotationFailures(t *testing.T) {
-	gr := schema.GroupResource{Resource: "secrets"}
+// A spec that stops naming what a rotation pinned (here its cluster, the target now a service
+// principal; or another tenant) pauses it before its first reset, asking nothing of Azure. Once
+// a reset began, the rotation finishes on the cluster it pinned, and says the change waits.
+func TestUnitRotationTargetChanged(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
+		name       string
+		step       v1alpha1.RotationStep
+		resets     int32
+		tenant     string
+		wantStatus metav1.ConditionStatus
+		wantCalls  int
 	}{
-		{"Graph refusing the identity", &azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden}, true},
-		{"Graph not finding the application", &azerr.Error{Kind: azerr.KindNotFound, Status: http.StatusNotFound}, true},
-		{"Graph throttling", &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusTooManyRequests}, false},
-		{"a conflicting operation on the cluster", &azerr.Error{Status: http.StatusConflict}, false},
-		{"Graph failing", &azerr.Error{Kind: azerr.KindUnavailable, Status: http.StatusServiceUnavailable}, false},
-		{"no answer", &azerr.Error{Kind: azerr.KindUnavailable}, false},
-		{"an immutable Secret", fmt.Errorf("writing: %w", apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s", nil)), true},
-		{"no right to write Secrets here", apierrors.NewForbidden(gr, "s", errors.New("no")), true},
-		{"the API server busy", apierrors.NewTooManyRequests("busy", 1), false},
-	} {
-		if got := permanent(tc.err); got != tc.want {
-			t.Errorf("%s: permanent = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-// A rotation step Azure throttles waits at least as long as Azure asked.
-func TestUnitRotationRetriesNoSoonerThanRetryAfter(t *testing.T) {
-	w := rotatingWatch(v1alpha1.StepStarted, "a0e1")
-	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-		return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
-			return graph.Snapshot{}, &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusTooManyRequests, RetryAfter: 10 * time.Minute}
-		}}, nil
-	}}, w, storedSecret())
-	w, _ = u.reconcile()
-	st := w.Status.Rotation
-	if st == nil || st.NextAttemptTime == nil || st.NextAttemptTime.Sub(u.clock.Now()) < 10*time.Minute {
-		t.Errorf("status.rotation = %+v, want the next attempt 10 minutes away at the soonest", st)
-	}
-}
-
-// Right before the cluster is moved onto the new secret, days after it was verified, the secret is
-// checked again: gone from Graph, the rotation starts over with a new one; no longer accepted, it
-// waits; only a secret that still exists and signs in is pushed to the cluster.
-func TestUnitTheNewSecretIsCheckedAgainBeforeTheReset(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		listed    bool
-		signIn    error
-		wantStep  v1alpha1.RotationStep
-		wantReset bool
-		wantEvent string
-	}{
-		{name: "removed by hand meanwhile", listed: false, wantStep: v1alpha1.StepStarted, wantEvent: eventRotationSecretVanished},
-		{name: "listed but refused", listed: true, signIn: errors.New("AADSTS7000215"), wantStep: v1alpha1.StepSecretVerified},
-		{name: "still good", listed: true, wantStep: v1alpha1.StepClusterUpdating, wantReset: true},
+		{name: "cluster dropped before the reset", step: v1alpha1.StepSecretVerified, tenant: unitTenant, wantStatus: metav1.ConditionFalse},
+		{name: "tenant changed before the reset", step: v1alpha1.StepSecretStored, tenant: "0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f5a", wantStatus: metav1.ConditionFalse},
+		{name: "cluster dropped during the reset", step: v1alpha1.StepClusterUpdating, resets: 1, tenant: unitTenant, wantStatus: metav1.ConditionTrue, wantCalls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := rotatingWatch(v1alpha1.StepSecretVerified, "a0e1")
-			w.Spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant, SubscriptionID: pinnedCluster.SubscriptionID,
-				ResourceGroup: pinnedCluster.ResourceGroup, Name: pinnedCluster.Name}}
-			w.Status.Rotation.Cluster = pinnedCluster
-			snap := graph.Snapshot{AppID: unitApp, ApplicationObjectID: "a0e1"}
-			if tc.listed {
-				snap.Credentials = []graph.Credential{{KeyID: "k-new", Type: graph.Password, Source: graph.Application}}
-			}
-			resets := 0
+			w := rotatingWatch(tc.step, "a0e1")
+			w.Status.Rotation.Cluster, w.Status.Rotation.TenantID, w.Status.Rotation.Resets = pinnedCluster, tc.tenant, tc.resets
+			w.Status.Rotation.ResumeToken = "token"
+			var clusters []aks.ClusterRef
 			u := newUnit(t, &azurefake.Azure{
-				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-					return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) { return snap, nil }}, nil
+				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) { return &azurefake.App{}, nil },
+				ClusterFunc: func(_ azure.Identity, ref aks.ClusterRef) (aks.ClusterClient, error) {
+					clusters = append(clusters, ref)
+					return &azurefake.Cluster{PollResetFunc: func(context.Context, string) (bool, error) { return false, nil }}, nil
 				},
-				ClusterFunc: func(azure.Identity, aks.ClusterRef) (aks.ClusterClient, error) {
-					return &azurefake.Cluster{
-						ReadFunc: func(context.Context) (aks.Cluster, error) {
-							return aks.Cluster{ClientID: unitApp, ProvisioningState: "Succeeded", PowerState: "Running"}, nil
-						},
-						StartResetFunc: func(context.Context, aks.ServicePrincipal) (string, bool, error) {
-							resets++
-							return "token", false, nil
-						},
-					}, nil
-				},
-				SignInFunc: func(context.Context, azure.Identity) error { return tc.signIn },
 			}, w, storedSecret())
+
 			w, _ = u.reconcile()
-			st := w.Status.Rotation
-			if st == nil || st.Step != tc.wantStep || (resets > 0) != tc.wantReset {
-				t.Fatalf("status.rotation = %+v after %d resets, want step %s and a reset %v", st, resets, tc.wantStep, tc.wantReset)
+			c := condition(w, v1alpha1.ConditionRotating)
+			if c.Reason != v1alpha1.ReasonRotationTargetChanged || c.Status != tc.wantStatus {
+				t.Fatalf("Rotating = %+v, want %s %s", c, tc.wantStatus, v1alpha1.ReasonRotationTargetChanged)
 			}
-			if tc.wantStep == v1alpha1.StepStarted && (st.Cluster == nil || *st.Cluster != *pinnedCluster || st.DisplayName == "credwatch-2b9c0c1e-20261203T085900Z") {
-				t.Errorf("status.rotation = %+v, want a new secret's name and the cluster still pinned", st)
+			if st := w.Status.Rotation; st == nil || st.Step != tc.step || st.RetireTime != nil {
+				t.Errorf("status.rotation = %+v, want it at %s, retiring nothing", st, tc.step)
 			}
-			if ev := strings.Join(u.events(), "\n"); tc.wantEvent != "" && !strings.Contains(ev, tc.wantEvent) {
-				t.Errorf("events %q, want %s", ev, tc.wantEvent)
+			if want := (aks.ClusterRef{SubscriptionID: pinnedCluster.SubscriptionID, ResourceGroup: "rg-prod", Name: "aks-prod"}); len(clusters) != tc.wantCalls ||
+				(tc.wantCalls > 0 && clusters[0] != want) {
+				t.Errorf("clusters reached: %+v, want %d, the pinned one", clusters, tc.wantCalls)
 			}
 		})
-	}
-}
-
-// An addPassword whose answer was lost may have made a secret Graph does not list yet: no second
-// one is added until the list has had two minutes to show it.
-func TestUnitALostAddPasswordAnswerLeavesNoSecondSecret(t *testing.T) {
-	w := rotatingWatch(v1alpha1.StepStarted, "a0e1")
-	sent := metav1.NewTime(time.Date(2026, 12, 3, 8, 59, 30, 0, time.UTC)) // 30 s before the unit clock
-	w.Status.Rotation.AddTime = &sent
-	adds := 0
-	u := newUnit(t, &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-		return &azurefake.App{
-			ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
-				return graph.Snapshot{AppID: unitApp, ApplicationObjectID: "a0e1"}, nil
-			},
-			AddPasswordFunc: func(_ context.Context, name string, end time.Time) (graph.NewSecret, error) {
-				adds++
-				return graph.NewSecret{KeyID: "k-new", Text: "nEw~secret", End: end}, nil
-			},
-		}, nil
-	}}, w)
-
-	w, res := u.reconcile()
-	if adds != 0 || w.Status.Rotation.Step != v1alpha1.StepStarted || !strings.Contains(w.Status.Rotation.Message, "an earlier attempt may have added") {
-		t.Fatalf("%d adds, status.rotation = %+v; want none while Graph's list may lag", adds, w.Status.Rotation)
-	}
-	if res.RequeueAfter != addListPoll {
-		t.Errorf("requeued after %v, want the list read again in %v", res.RequeueAfter, addListPoll)
-	}
-	u.clock.Step(2 * time.Minute)
-	w, _ = u.reconcile()
-	if adds != 1 || w.Status.Rotation.Step == v1alpha1.StepStarted {
-		t.Errorf("%d adds, status.rotation = %+v; want one add once the list had its time", adds, w.Status.Rotation)
 	}
 }

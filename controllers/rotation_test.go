@@ -324,7 +324,9 @@ func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *a
 	}
 }
 
-func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
+// Resets that report failure: the old secret stays until one succeeds, and after three the
+// rotation holds until a person confirms the last operation.
+func TestAKSResetsThatReportFailure(t *testing.T) {
 	needsAPIServer(t)
 	for _, outcome := range []string{"fails-after-applying", "leaves-failed", "stuck"} {
 		t.Run(outcome, func(t *testing.T) {
@@ -343,9 +345,25 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 			w := h.get()
 			switch outcome {
 			case "fails-after-applying":
-				// Resource Manager cannot show the secret a cluster holds: one more reset, then it counts.
-				if w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepRetiring || arm.resets != 2 {
-					t.Errorf("rotation %+v after %d resets: want it past the cluster after two", w.Status.Rotation, arm.resets)
+				// The cluster reads Succeeded each time, yet nodes may hold the old secret: reset
+				// again, three times, then hold the old secret and ask.
+				st := w.Status.Rotation
+				if st == nil || st.Step != v1alpha1.StepSecretVerified || st.FailedResets != 3 || arm.resets != 3 || st.ResetOperation == "" {
+					t.Fatalf("rotation %+v after %d resets: want it held after three failed operations", st, arm.resets)
+				}
+				wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonResetNeedsConfirmation)
+				h.run(2*day, nil)
+				if arm.resets != 3 || h.get().Status.Rotation.Step != v1alpha1.StepSecretVerified {
+					t.Fatalf("%d resets: a held rotation resets no more and retires nothing", arm.resets)
+				}
+				w = h.get()
+				w.Annotations = map[string]string{v1alpha1.ConfirmResetAnnotation: st.ResetOperation}
+				if err := k8s.Update(context.Background(), w); err != nil {
+					t.Fatal(err)
+				}
+				h.run(time.Minute, nil)
+				if st := h.get().Status.Rotation; st == nil || st.Step != v1alpha1.StepRetiring || arm.resets != 3 {
+					t.Errorf("rotation %+v after %d resets: want the confirmed rotation retiring", st, arm.resets)
 				}
 			case "stuck":
 				h.run(4*time.Hour, nil)
@@ -358,7 +376,7 @@ func TestAKSResetThatReportsFailureButAppliedCountsAsDone(t *testing.T) {
 				}
 			case "leaves-failed":
 				st := w.Status.Rotation
-				if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || !strings.Contains(st.Message, "az aks update-credentials -g rg-prod -n aks-prod --reset-service-principal") {
+				if st == nil || st.Step != v1alpha1.StepSecretVerified || st.Failures != 1 || !strings.Contains(st.Message, "-g rg-prod -n aks-prod --reset-service-principal") {
 					t.Fatalf("rotation %+v: want one failure at the cluster with the command that recovers it", st)
 				}
 				if st.NextAttemptTime == nil || st.NextAttemptTime.Sub(h.clock.Now()) < 45*time.Minute {

@@ -161,4 +161,11 @@ const (
 	// ReasonRotationBlocked: a rotation is due but cannot start (no application object in the
 	// tenant, a check failing, a cluster on a managed identity).
 	ReasonRotationBlocked = "Blocked"
+	// ReasonRotationTargetChanged: the spec names another tenant, application or cluster than the
+	// rotation in progress pinned; before any reset it waits for the spec to be put back or the
+	// rotation aborted, after one it finishes with what it pinned.
+	ReasonRotationTargetChanged = "RotationTargetChanged"
+	// ReasonResetNeedsConfirmation: AKS resets reported failure three times; the rotation keeps
+	// the old secret and waits for credwatch.dev/confirm-reset.
+	ReasonResetNeedsConfirmation = "ResetNeedsConfirmation"
 )

@@ -11,6 +11,12 @@ const CheckAnnotation = "credwatch.dev/check"
 // value (a timestamp, say) and a watch with rotation enabled rotates once for that value.
 const RotateAnnotation = "credwatch.dev/rotate"
 
+// ConfirmResetAnnotation lets a rotation held after repeated failed AKS resets go on: set it to
+// the operation ID status.rotation.resetOperation names, once the cluster was checked (or moved
+// onto the new secret by hand). It is honoured only while the watch's identity allows
+// ResetCluster on the cluster: whoever may have the cluster reset may confirm it was.
+const ConfirmResetAnnotation = "credwatch.dev/confirm-reset"
+
 // RotationMode says whether rotation writes or only reports what it would do.
 // +kubebuilder:validation:Enum=Apply;DryRun
 type RotationMode string
@@ -148,6 +154,10 @@ type RotationStatus struct {
 	// rather than hand the cluster another application's secret.
 	AppID               string `json:"appID"`
 	ApplicationObjectID string `json:"applicationObjectID"`
+	// TenantID is the application's tenant, fixed when the rotation starts. Absent from a
+	// rotation started before tenants were pinned, which uses the spec's tenant.
+	// +optional
+	TenantID string `json:"tenantID,omitempty"`
 	// Cluster is the AKS cluster the rotation moves onto the new secret, fixed when it starts:
 	// should the watch stop naming it, the rotation waits rather than retire a secret the cluster
 	// may still sign in with, or reset another cluster. Absent for a service principal target.
@@ -175,9 +185,17 @@ type RotationStatus struct {
 	// FirstAcceptedTime is when Entra first accepted the new secret.
 	// +optional
 	FirstAcceptedTime *metav1.Time `json:"firstAcceptedTime,omitempty"`
-	// Resets counts the AKS reset operations started by this rotation.
+	// Resets counts the AKS resets this rotation attempted, including those refused at once.
 	// +optional
 	Resets int32 `json:"resets,omitempty"`
+	// FailedResets counts the reset operations that reported failure. Such a reset may have
+	// applied part of the change, so the old secret stays until a later one succeeds.
+	// +optional
+	FailedResets int32 `json:"failedResets,omitempty"`
+	// ResetOperation is the ID of the last reset operation Resource Manager started, as
+	// Azure-AsyncOperation names it; a held rotation is confirmed with it.
+	// +optional
+	ResetOperation string `json:"resetOperation,omitempty"`
 	// StartTime is when the rotation started.
 	StartTime metav1.Time `json:"startTime"`
 	// StepTime is when the current step was reached.

@@ -1,0 +1,24 @@
+package rotation
+
+import (
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+)
+
+// Permanent reports whether err is a refusal that retrying does not mend: Azure's 4xx other than
+// a conflict, a timeout or throttling, or the API server refusing the Secret as invalid or
+// forbidden.
+func Permanent(err error) bool {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, ErrForeign) {
+		return true
+	}
+	var ae *azerr.Error
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		return false
+	}
+	return ae.Status != http.StatusConflict && ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusRequestTimeout
+}

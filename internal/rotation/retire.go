@@ -1,0 +1,63 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+func (m *Machine) retireAfterGrace() {
+	t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
+	m.st.Step, m.st.RetireTime = v1alpha1.StepRetiring, &t
+	m.st.Message = "The new secret is in use; old secrets go at " + t.UTC().Format(time.RFC3339)
+}
+
+// retire removes the old secrets that removeOld allows once the grace period is over, and
+// completes the rotation.
+func (m *Machine) retire(ctx context.Context) (time.Time, error) {
+	if t := m.st.RetireTime; t != nil && m.Now.Before(t.Time) {
+		return m.wait(t.Time, "The new secret is in use; old secrets go at "+t.UTC().Format(time.RFC3339))
+	}
+	secrets, err := m.App.Secrets(ctx)
+	if err != nil {
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+	}
+	var expiry time.Time // none recorded: nothing outlives it, so nothing is retired
+	if m.st.Expiry != nil {
+		expiry = m.st.Expiry.Time
+	}
+	var removed []string
+	for _, c := range policy.Retirable(credentials(secrets), m.Settings.Prefix, m.st.KeyID, expiry, m.Settings.RemoveOld) {
+		if err := m.App.Remove(ctx, c.KeyID); err != nil {
+			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		}
+		removed = append(removed, c.KeyID)
+	}
+	if err := m.Ledger.Finish(ctx, v1alpha1.LastRotation{Time: metav1.NewTime(m.Now), KeyID: m.st.KeyID, Request: m.st.Request}); err != nil {
+		return time.Time{}, err
+	}
+	m.done = fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", m.Settings.Target, m.st.KeyID, expiry.UTC().Format(time.RFC3339))
+	if len(removed) > 0 {
+		m.done += fmt.Sprintf("; removed %d old secrets (%s)", len(removed), strings.Join(removed, ", "))
+	}
+	m.Events.Event(corev1.EventTypeNormal, EventRotated, m.done)
+	// The check reads the new secret in at once: expiry and the next rotation are reckoned from it.
+	return m.Now.Add(time.Second), nil
+}
+
+// credentials lists secrets as status records credentials, for policy.Retirable.
+func credentials(secrets []Secret) []v1alpha1.Credential {
+	out := make([]v1alpha1.Credential, 0, len(secrets))
+	for _, s := range secrets {
+		out = append(out, v1alpha1.Credential{KeyID: s.KeyID, DisplayName: s.DisplayName, EndTime: metav1.NewTime(s.End),
+			Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword})
+	}
+	return out
+}
