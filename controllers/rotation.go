@@ -44,22 +44,22 @@ type rotationRun struct {
 // before the next begins: an operator that stops anywhere finds where it was, and one working
 // from a stale copy cannot write at all.
 func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *watchState) (time.Time, error) {
-	obj, now := w.obj, w.now
+	obj := w.obj
 	spec := obj.Spec.Rotation
-	if spec == nil || !spec.Enabled {
-		if obj.Status.Rotation == nil {
-			meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionRotating)
-		} else {
-			setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(obj.Status.Rotation.Step),
-				"Rotation is turned off; the rotation in progress resumes where it stopped when it is turned on again", now)
-		}
+	enabled := spec != nil && spec.Enabled
+	if !enabled && obj.Status.Rotation == nil {
+		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionRotating)
 		return time.Time{}, nil
 	}
-	rs, err := policy.RotationSettingsOf(*spec)
+	var rspec v1alpha1.Rotation // turned off by removing spec.rotation: its defaults finish the rotation
+	if spec != nil {
+		rspec = *spec
+	}
+	rs, err := policy.RotationSettingsOf(rspec)
 	if err != nil {
 		return time.Time{}, reconcile.TerminalError(err)
 	}
-	ro := &rotationRun{r: r, w: w, obj: obj, spec: *spec, rs: rs, now: now, pin: specPin(obj)}
+	ro := &rotationRun{r: r, w: w, obj: obj, spec: rspec, rs: rs, now: w.now, pin: specPin(obj)}
 	if obj.Status.Rotation == nil {
 		return ro.maybeStart(ctx)
 	}
@@ -108,6 +108,12 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		}
 		return dueAt, nil
 	}
+	if a := obj.Status.LastAbort; a != nil && a.Generation == obj.Generation && (!requested || request == a.Request) {
+		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted, fmt.Sprintf(
+			"A rotation is due, but the last one was aborted at %s (%s): none starts by itself until the spec changes, or one is asked for with kubectl credwatch rotate",
+			a.Time.UTC().Format(time.RFC3339), a.Reason), now)
+		return time.Time{}, nil
+	}
 	if why := ro.blocked(); why != "" {
 		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
 		return time.Time{}, nil
@@ -118,7 +124,7 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 			"A rotation is due, but spec.rotation."+err.Error()+": fix it, and the rotation starts", now)
 		return time.Time{}, nil
 	}
-	g, err := ro.authorize(ctx)
+	g, err := ro.authorize(ctx, true)
 	if err != nil {
 		return ro.paused(err)
 	}
@@ -146,16 +152,29 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		return now.Add(policy.PropagationBackoff(1)), nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting rotation")
-	res, err := m.Start(ctx, ro.pin, request)
+	res, err := m.Start(ctx, ro.pin, rotation.Asked{Rotate: request, Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
 	return ro.apply(res, err, "")
 }
 
-// resume moves the rotation in progress st on.
+// resume moves the rotation in progress st on, or aborts it when asked and it still can be.
 func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
 	obj, now := ro.obj, ro.now
 	spec := ro.pin
 	ro.pin = pinOf(st, spec)
 	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
+	if st.SecretName != "" {
+		ro.spec.SecretRef.Name = st.SecretName
+	}
+	if why, value := ro.abortAsked(st); why != "" {
+		if err := rotation.Abortable(st); err == nil {
+			return ro.abort(ctx, st, why)
+		} else if value != st.AbortRequest {
+			st.AbortRequest = value
+			obj.Status.Rotation.AbortRequest = value // written by the deferred patch: refused once, said once
+			ro.r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventRotationAbortRefused,
+				"The rotation is not aborted (%s): %v; it finishes instead, and old secrets are retired only once the new one is in use", why, err)
+		}
+	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step),
 			"The mode is DryRun: the rotation in progress waits at step "+string(st.Step)+" and writes nothing until the mode is Apply", now)
@@ -164,7 +183,7 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	changed := targetChange(ro.pin, spec)
 	if changed != "" && st.Resets == 0 {
 		msg := fmt.Sprintf("The rotation in progress waits at step %s: %s. Before its first reset it does not act on a target it was not started for: "+
-			"put the spec back and it resumes", st.Step, changed)
+			"put the spec back and it resumes, or abort it with kubectl credwatch rotate --abort", st.Step, changed)
 		if prev := condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
 			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonRotationTargetChanged, msg)
 		}
@@ -174,7 +193,7 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	if t := st.NextAttemptTime; t != nil && now.Before(t.Time) {
 		return t.Time, nil
 	}
-	g, err := ro.authorize(ctx)
+	g, err := ro.authorize(ctx, true)
 	if err != nil {
 		return ro.paused(err)
 	}
@@ -186,6 +205,38 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	}
 	res, err := m.Advance(ctx, st)
 	return ro.apply(res, err, changed)
+}
+
+// eventRotationAbortRefused: an abort came after a reset began, and the rotation finishes instead.
+const eventRotationAbortRefused = "RotationAbortRefused"
+
+// abortAsked says why the rotation st is to be aborted, with the value that asked; empty when it
+// is not: rotation turned off, or an abort annotation the rotation has not seen.
+func (ro *rotationRun) abortAsked(st v1alpha1.RotationStatus) (why, value string) {
+	if s := ro.obj.Spec.Rotation; s == nil || !s.Enabled {
+		return "rotation was turned off", "spec.rotation.enabled=false"
+	}
+	if v := ro.obj.Annotations[v1alpha1.AbortRotationAnnotation]; v != "" && v != st.AbortRequest {
+		return v1alpha1.AbortRotationAnnotation + "=" + v, v
+	}
+	return "", ""
+}
+
+// abort withdraws the rotation st: only the identity's right to rotate the application is needed
+// to remove the secret the rotation added.
+func (ro *rotationRun) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
+	g, err := ro.authorize(ctx, false)
+	if err != nil {
+		return ro.paused(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
+	defer cancel()
+	m, err := ro.machine(ctx, g, ro.store())
+	if err != nil {
+		return ro.apply(m.Unreachable(st, err), nil, "")
+	}
+	res, err := m.Abort(ctx, st, why)
+	return ro.apply(res, err, "")
 }
 
 // targetChange says how the spec's target differs from the rotation's pinned one; empty when
@@ -215,11 +266,6 @@ func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (ti
 		return time.Time{}, err
 	}
 	ro.obj.Status.Rotation = res.Status
-	if res.Status == nil {
-		// Completed: the check reads the new secret in at once.
-		checkNow := metav1.NewTime(ro.now)
-		ro.obj.Status.NextCheckTime = &checkNow
-	}
 	c := res.Condition
 	if changed != "" && c.Status == metav1.ConditionTrue {
 		c.Reason = v1alpha1.ReasonRotationTargetChanged
@@ -231,10 +277,10 @@ func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (ti
 }
 
 // authorize finds the watch's identity and checks that it allows what the rotation does from its
-// step on: rotating the application's secrets, and, until the cluster has been moved onto the new
-// one, resetting the cluster. It is asked at every reconcile, before any call to Azure, so that
-// an identity that no longer allows the rotation stops it at its next step.
-func (ro *rotationRun) authorize(ctx context.Context) (grant, error) {
+// step on: rotating the application's secrets, and, with reset, until the cluster has been moved
+// onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
+// Azure, so that an identity that no longer allows the rotation stops it at its next step.
+func (ro *rotationRun) authorize(ctx context.Context, reset bool) (grant, error) {
 	g, err := ro.r.grantOnce(ctx, ro.w)
 	if err != nil {
 		return grant{}, err
@@ -242,7 +288,7 @@ func (ro *rotationRun) authorize(ctx context.Context) (grant, error) {
 	if err := g.allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
 		return grant{}, err
 	}
-	if c := ro.pin.Cluster; c != nil && !ro.retiring() {
+	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
 		if err := g.allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: accessCluster(pinnedRef(c))}); err != nil {
 			return grant{}, err
 		}

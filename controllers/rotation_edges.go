@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,7 +37,7 @@ func (ro *rotationRun) machine(ctx context.Context, g grant, store rotation.Stor
 		Settings: rotation.Settings{
 			Validity: ro.rs.Validity, GracePeriod: ro.rs.GracePeriod, Window: ro.spec.MaintenanceWindow, RemoveOld: ro.spec.RemoveOld,
 			Prefix: ro.prefix(), Target: compose.TargetName(ro.obj), Watch: ro.obj.Name,
-			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name,
+			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name, StagingName: stagingName(ro.obj.Name),
 			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
 		},
 	}
@@ -117,6 +120,12 @@ func (l *watchLedger) Save(ctx context.Context, st v1alpha1.RotationStatus) erro
 	return l.r.writeNow(ctx, l.w.obj, l.w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation = st.DeepCopy() })
 }
 
+func (l *watchLedger) Abandon(ctx context.Context, why string) error {
+	obj := l.w.obj
+	abort := v1alpha1.LastAbort{Time: metav1.NewTime(l.w.now), Reason: why, Generation: obj.Generation, Request: obj.Annotations[v1alpha1.RotateAnnotation]}
+	return l.r.writeNow(ctx, obj, l.w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation, s.LastAbort = nil, abort.DeepCopy() })
+}
+
 func (l *watchLedger) Finish(ctx context.Context, done v1alpha1.LastRotation) error {
 	// The check reads the new secret in at once, so that expiry and the next rotation are
 	// reckoned from it rather than from the credentials read before.
@@ -149,37 +158,71 @@ const (
 // that made it finds it there even before Graph lists it.
 const annotationSecretName = policy.AnnotationSecretOld
 
-// secretStore keeps a rotation's new secret in the watch's target Secret. It reads through
-// SecretReader, not the cache, which would hold every Secret in the cluster.
+// secretStore keeps a rotation's new secret in a staging Secret the watch owns until the secret is
+// in use, then in the watch's target Secret: consumers of the target never see a secret that may
+// still be withdrawn. It reads through SecretReader, not the cache, which would hold every
+// Secret in the cluster.
 type secretStore struct {
-	r             *CredentialWatchReconciler
-	obj           *v1alpha1.CredentialWatch
-	key           types.NamespacedName
-	tenant, appID string
+	r               *CredentialWatchReconciler
+	obj             *v1alpha1.CredentialWatch
+	target, staging types.NamespacedName
+	tenant, appID   string
 }
 
 func (ro *rotationRun) store() *secretStore {
-	return &secretStore{r: ro.r, obj: ro.obj, key: ro.secretKey(), tenant: ro.pin.TenantID, appID: ro.pin.AppID}
+	return &secretStore{r: ro.r, obj: ro.obj, target: ro.secretKey(), tenant: ro.pin.TenantID, appID: ro.pin.AppID,
+		staging: types.NamespacedName{Namespace: ro.obj.Namespace, Name: stagingName(ro.obj.Name)}}
 }
 
-// get reads the Secret, refusing one that is someone else's; nil when there is none.
-func (s *secretStore) get(ctx context.Context) (*corev1.Secret, error) {
+// stagingName names the staging Secret of the watch called watch.
+func stagingName(watch string) string {
+	const prefix = "credwatch-rotation-"
+	name := prefix + watch
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(watch))
+	return name[:validation.DNS1123SubdomainMaxLength-9] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// get reads a Secret, refusing one that is someone else's; nil when there is none.
+func (s *secretStore) get(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
 	var sec corev1.Secret
-	if err := s.r.SecretReader.Get(ctx, s.key, &sec); err != nil {
+	if err := s.r.SecretReader.Get(ctx, key, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, &kubernetesError{fmt.Errorf("reading Secret %s: %w", s.key, err)}
+		return nil, &kubernetesError{fmt.Errorf("reading Secret %s: %w", key, err)}
 	}
-	if !policy.SecretOwned(sec.Labels, sec.Annotations, s.obj.Name, string(s.obj.UID)) {
-		return nil, &foreignSecretError{s.key}
+	owned := policy.SecretOwned(sec.Labels, sec.Annotations, s.obj.Name, string(s.obj.UID))
+	if key == s.staging {
+		owned = owned && metav1.IsControlledBy(&sec, s.obj)
+	}
+	if !owned {
+		return nil, &foreignSecretError{key}
 	}
 	return &sec, nil
 }
 
+// holding reads the Secret that holds the rotation's secret: the staging one, or, once the
+// secret is in use (or for a rotation an earlier version began), the target.
+func (s *secretStore) holding(ctx context.Context) (*corev1.Secret, error) {
+	sec, err := s.get(ctx, s.staging)
+	if err != nil || (sec != nil && s.holds(sec, "")) {
+		return sec, err
+	}
+	return s.get(ctx, s.target)
+}
+
+// holds reports whether sec holds a secret of the application, keyID if not empty.
+func (s *secretStore) holds(sec *corev1.Secret, keyID string) bool {
+	return sec != nil && len(sec.Data[rotatedKeyClientSecret]) > 0 && string(sec.Data[rotatedKeyClientID]) == s.appID &&
+		(keyID == "" || string(sec.Data[rotatedKeyKeyID]) == keyID)
+}
+
 func (s *secretStore) Held(ctx context.Context) (rotation.Held, error) {
-	sec, err := s.get(ctx)
-	if err != nil || sec == nil || len(sec.Data[rotatedKeyClientSecret]) == 0 || string(sec.Data[rotatedKeyClientID]) != s.appID {
+	sec, err := s.holding(ctx)
+	if err != nil || !s.holds(sec, "") {
 		return rotation.Held{}, err
 	}
 	expiry, _ := time.Parse(time.RFC3339, string(sec.Data[rotatedKeyExpiry]))
@@ -188,19 +231,19 @@ func (s *secretStore) Held(ctx context.Context) (rotation.Held, error) {
 
 // Text reads the new secret back, checking it is still the one the rotation made.
 func (s *secretStore) Text(ctx context.Context, keyID string) (secret.Text, error) {
-	sec, err := s.get(ctx)
+	sec, err := s.holding(ctx)
 	if err != nil {
 		return secret.Text{}, err
 	}
-	if sec == nil || string(sec.Data[rotatedKeyKeyID]) != keyID || string(sec.Data[rotatedKeyClientID]) != s.appID || len(sec.Data[rotatedKeyClientSecret]) == 0 {
+	if !s.holds(sec, keyID) {
 		//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
-		return secret.Text{}, fmt.Errorf("Secret %s no longer holds the new secret %s of %s: it was changed by someone else", s.key, keyID, s.appID)
+		return secret.Text{}, fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging, s.target, keyID, s.appID)
 	}
 	return secret.New(string(sec.Data[rotatedKeyClientSecret])), nil
 }
 
-// Write puts the new secret in the Secret, creating it if need be. Keys the rotation does not
-// write stay: whoever consumes the Secret may keep more in it.
+// Write stages the new secret. A dry run asks the API server to take the target's write too:
+// a secret whose target can never be written must not be made.
 func (s *secretStore) Write(ctx context.Context, displayName string, ns rotation.NewSecret, dryRun bool) error {
 	data := map[string][]byte{
 		rotatedKeyTenantID:     []byte(s.tenant),
@@ -209,17 +252,81 @@ func (s *secretStore) Write(ctx context.Context, displayName string, ns rotation
 		rotatedKeyKeyID:        []byte(ns.KeyID),
 		rotatedKeyExpiry:       []byte(ns.End.UTC().Format(time.RFC3339)),
 	}
+	if dryRun {
+		if err := s.put(ctx, s.target, displayName, data, true); err != nil {
+			return err
+		}
+	}
+	return s.put(ctx, s.staging, displayName, data, dryRun)
+}
+
+// Publish puts the secret keyID, in use now, in the target Secret, and deletes the staging one.
+func (s *secretStore) Publish(ctx context.Context, keyID string) error {
+	staged, err := s.get(ctx, s.staging)
+	if err != nil {
+		return err
+	}
+	if s.holds(staged, keyID) {
+		data := map[string][]byte{}
+		for _, k := range []string{rotatedKeyTenantID, rotatedKeyClientID, rotatedKeyClientSecret, rotatedKeyKeyID, rotatedKeyExpiry} {
+			data[k] = staged.Data[k]
+		}
+		if err := s.put(ctx, s.target, staged.Annotations[annotationSecretName], data, false); err != nil {
+			return err
+		}
+		return s.delete(ctx, staged)
+	}
+	target, err := s.get(ctx, s.target)
+	if err != nil {
+		return err
+	}
+	if !s.holds(target, keyID) {
+		//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
+		return fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging, s.target, keyID, s.appID)
+	}
+	if staged != nil {
+		return s.delete(ctx, staged) // published before; the staging copy outlived an interrupted reconcile
+	}
+	return nil
+}
+
+// Discard deletes the staging Secret, if the watch owns one.
+func (s *secretStore) Discard(ctx context.Context) error {
+	staged, err := s.get(ctx, s.staging)
+	if err != nil || staged == nil {
+		return err
+	}
+	return s.delete(ctx, staged)
+}
+
+// delete deletes sec if it is still the one read: a Secret re-created meanwhile is not touched.
+func (s *secretStore) delete(ctx context.Context, sec *corev1.Secret) error {
+	pre := client.Preconditions{UID: &sec.UID, ResourceVersion: &sec.ResourceVersion}
+	if err := s.r.Delete(ctx, sec, pre); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Secret %s: %w", client.ObjectKeyFromObject(sec), err)
+	}
+	return nil
+}
+
+// put writes data to the Secret key, creating it if need be. Keys the rotation does not write
+// stay: whoever consumes the Secret may keep more in it.
+func (s *secretStore) put(ctx context.Context, key types.NamespacedName, displayName string, data map[string][]byte, dryRun bool) error {
 	var create []client.CreateOption
 	var update []client.UpdateOption
 	if dryRun {
 		create, update = append(create, client.DryRunAll), append(update, client.DryRunAll)
 	}
-	sec, err := s.get(ctx)
+	sec, err := s.get(ctx, key)
 	switch {
 	case err != nil:
 		return err
 	case sec == nil:
-		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.key.Name, Namespace: s.key.Namespace}, Type: corev1.SecretTypeOpaque}
+		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Type: corev1.SecretTypeOpaque}
+		if key == s.staging {
+			// The watch's deletion takes the staging Secret with it, should the finalizer not.
+			sec.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s.obj, v1alpha1.GroupVersion.WithKind("CredentialWatch"))}
+			sec.OwnerReferences[0].BlockOwnerDeletion = nil
+		}
 		markOwned(sec, s.obj.Name, displayName, data)
 		err = s.r.Create(ctx, sec, create...)
 	default:
@@ -227,7 +334,7 @@ func (s *secretStore) Write(ctx context.Context, displayName string, ns rotation
 		err = s.r.Update(ctx, sec, update...)
 	}
 	if err != nil {
-		return fmt.Errorf("writing the new secret to Secret %s: %w", s.key, err)
+		return fmt.Errorf("writing the new secret to Secret %s: %w", key, err)
 	}
 	return nil
 }

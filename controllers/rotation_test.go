@@ -68,6 +68,17 @@ func (h *harness) targetSecret() (*corev1.Secret, error) {
 	return &s, err
 }
 
+// keptSecret is the Secret that holds keyID, the staging Secret or the target; nil if neither.
+func (h *harness) keptSecret(keyID string) *corev1.Secret {
+	for _, name := range []string{stagingName(h.key.Name), "sp-credentials"} {
+		var s corev1.Secret
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: h.key.Namespace, Name: name}, &s); err == nil && string(s.Data["keyID"]) == keyID {
+			return &s
+		}
+	}
+	return nil
+}
+
 func TestRotationOfAServicePrincipal(t *testing.T) {
 	needsAPIServer(t)
 	fake.SetPropagationDelay(300 * time.Millisecond)
@@ -311,15 +322,14 @@ func checkRotationInvariants(t *testing.T, h *harness, appID, old string, arm *a
 			t.Fatal("the cluster runs on a secret that no longer exists")
 		}
 	}
-	secret, err := h.targetSecret()
 	for key := range ours {
-		if err == nil && string(secret.Data["keyID"]) == key {
+		if h.keptSecret(key) != nil {
 			continue
 		}
 		// Only in the moment between addPassword and writing the Secret: the next reconcile
 		// must remove it before adding another.
 		if w := h.get(); w.Status.Rotation == nil || w.Status.Rotation.Step != v1alpha1.StepStarted {
-			t.Fatalf("new secret %s is neither in the target Secret nor pending removal (step %v)", key, w.Status.Rotation)
+			t.Fatalf("new secret %s is neither kept in a Secret nor pending removal (step %v)", key, w.Status.Rotation)
 		}
 	}
 }
@@ -510,5 +520,83 @@ func TestRotationThatCannotStoreItsSecretAddsNothing(t *testing.T) {
 	st := w.Status.Rotation
 	if st == nil || st.Step != v1alpha1.StepStarted || st.Failures > 2 || !strings.Contains(st.Message, "immutable") {
 		t.Errorf("status.rotation = %+v, want it blocked at Started, tried at most twice in two hours, saying why", st)
+	}
+}
+
+// A rotation aborted before its reset leaves nothing behind: its new secret leaves Graph, its
+// staging Secret goes, the target is untouched, and no rotation starts by itself again. Once a
+// reset began, turning rotation off does not abort it: the cluster may use the new secret.
+func TestAbortingARotation(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	arm := newARMClusters()
+	arm.put("rg-prod", "aks-prod", s.appID)
+	arm.resetOutcome = "stuck"
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	windowOpens := t0.Truncate(time.Minute).Add(12 * time.Hour)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
+		rotationSpec(func(r *v1alpha1.Rotation) {
+			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: windowOpens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
+		})(spec)
+	})
+	annotate := func(key, value string) {
+		t.Helper()
+		w := h.get()
+		if w.Annotations == nil {
+			w.Annotations = map[string]string{}
+		}
+		w.Annotations[key] = value
+		if err := k8s.Update(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.run(10*time.Minute, nil)
+	st := h.get().Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepSecretVerified || h.keptSecret(st.KeyID) == nil {
+		t.Fatalf("rotation %+v: want the new secret staged and verified, waiting for the window", st)
+	}
+	if target, err := h.targetSecret(); err == nil && string(target.Data["keyID"]) == st.KeyID {
+		t.Fatal("the target Secret holds a secret the cluster does not use yet")
+	}
+	annotate(v1alpha1.AbortRotationAnnotation, "first")
+	h.run(time.Minute, nil)
+	w := h.get()
+	if w.Status.Rotation != nil || w.Status.LastAbort == nil || h.keptSecret(st.KeyID) != nil {
+		t.Fatalf("rotation %+v, last abort %+v: want it withdrawn, its staged copy deleted", w.Status.Rotation, w.Status.LastAbort)
+	}
+	if _, left := h.credwatchSecrets(s.appID)[st.KeyID]; left {
+		t.Error("the aborted rotation's secret is still in Graph")
+	}
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted)
+	h.run(windowOpens.Add(30*time.Minute).Sub(h.clock.Now()), nil) // well into the window
+	if w := h.get(); w.Status.Rotation != nil || arm.resets != 0 {
+		t.Fatalf("rotation %+v after %d resets: an aborted rotation does not start again by itself", w.Status.Rotation, arm.resets)
+	}
+
+	annotate(v1alpha1.RotateAnnotation, "again")
+	h.run(10*time.Minute, nil) // the window is open: the reset begins, and hangs
+	st = h.get().Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepClusterUpdating || arm.resets != 1 {
+		t.Fatalf("rotation %+v after %d resets: want the asked-for rotation resetting the cluster", st, arm.resets)
+	}
+	w = h.get()
+	w.Spec.Rotation.Enabled = false
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.run(10*time.Minute, nil)
+	if got := h.get().Status.Rotation; got == nil || got.KeyID != st.KeyID {
+		t.Fatalf("rotation %+v: turning rotation off during a reset must not withdraw the secret the cluster may use", got)
+	}
+	if _, left := h.credwatchSecrets(s.appID)[st.KeyID]; !left {
+		t.Error("the secret the cluster was reset onto left Graph")
+	}
+	if n := countPrefix(h.all, "Warning RotationAbortRefused"); n != 1 {
+		t.Errorf("%d RotationAbortRefused events, want 1", n)
 	}
 }

@@ -165,6 +165,9 @@ const (
 	// rotation in progress pinned; before any reset it waits for the spec to be put back or the
 	// rotation aborted, after one it finishes with what it pinned.
 	ReasonRotationTargetChanged = "RotationTargetChanged"
+	// ReasonRotationAborted: the last rotation was aborted; none starts by itself until the spec
+	// changes or one is asked for.
+	ReasonRotationAborted = "Aborted"
 	// ReasonResetNeedsConfirmation: AKS resets reported failure three times; the rotation keeps
 	// the old secret and waits for credwatch.dev/confirm-reset.
 	ReasonResetNeedsConfirmation = "ResetNeedsConfirmation"

@@ -385,6 +385,11 @@ type CredentialWatchStatus struct {
 	// +optional
 	LastRotation *LastRotation `json:"lastRotation,omitempty"`
 
+	// LastAbort is the last rotation that was aborted. No rotation starts by itself again until
+	// the spec changes or one is asked for with credwatch.dev/rotate.
+	// +optional
+	LastAbort *LastAbort `json:"lastAbort,omitempty"`
+
 	// ServiceAccountIssuer is what the last check of a serviceAccountIssuer target found.
 	// +optional
 	ServiceAccountIssuer *ServiceAccountIssuerStatus `json:"serviceAccountIssuer,omitempty"`

@@ -17,6 +17,12 @@ const RotateAnnotation = "credwatch.dev/rotate"
 // ResetCluster on the cluster: whoever may have the cluster reset may confirm it was.
 const ConfirmResetAnnotation = "credwatch.dev/confirm-reset"
 
+// AbortRotationAnnotation withdraws the rotation in progress: set it to any new value (a
+// timestamp, say). Before any AKS reset the new secret is removed from Graph and its staging
+// Secret deleted; once a reset began, or the new secret is in use, the abort is refused and the
+// rotation finishes. Turning rotation off aborts the same way.
+const AbortRotationAnnotation = "credwatch.dev/abort-rotation"
+
 // RotationMode says whether rotation writes or only reports what it would do.
 // +kubebuilder:validation:Enum=Apply;DryRun
 type RotationMode string
@@ -214,6 +220,27 @@ type RotationStatus struct {
 	// +optional
 	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
 	// Request is the rotate annotation's value this rotation answers, if it was asked for.
+	// +optional
+	Request string `json:"request,omitempty"`
+	// SecretName is spec.rotation.secretRef.name when the rotation started: the Secret that gets
+	// the new secret once it is in use.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// AbortRequest is the abort annotation's value when the rotation started, or when an abort
+	// was refused: only another value asks this rotation to abort.
+	// +optional
+	AbortRequest string `json:"abortRequest,omitempty"`
+}
+
+// LastAbort records the last rotation that was aborted.
+type LastAbort struct {
+	// Time is when it was aborted.
+	Time metav1.Time `json:"time"`
+	// Reason says who asked: the abort annotation, rotation turned off, the watch deleted.
+	Reason string `json:"reason"`
+	// Generation is the watch's generation then.
+	Generation int64 `json:"generation"`
+	// Request is the rotate annotation's value then, which does not start another rotation.
 	// +optional
 	Request string `json:"request,omitempty"`
 }

@@ -29,6 +29,8 @@ import (
 const usage = `Usage:
   kubectl credwatch status [-n NAMESPACE]          every watch and credential, with days left (all namespaces unless -n)
   kubectl credwatch rotate [-n NAMESPACE] WATCH    rotate the watch's secret now (rotation must be enabled)
+  kubectl credwatch rotate --abort [-n NAMESPACE] WATCH
+                                                   withdraw the rotation in progress, if no AKS reset began
   kubectl credwatch check  [-n NAMESPACE] WATCH    check the watch's target now (Microsoft Graph, or the API servers)
 
 Flags:
@@ -48,6 +50,7 @@ func run(args []string, out io.Writer, now time.Time) error {
 	kubeconfig := fs.String("kubeconfig", "", "")
 	namespace := fs.String("n", "", "")
 	fs.StringVar(namespace, "namespace", "", "")
+	abort := fs.Bool("abort", false, "")
 	all := fs.Bool("A", false, "")
 	fs.BoolVar(all, "all-namespaces", false, "")
 	// Flags may come anywhere, before the command or after the watch's name, as kubectl users
@@ -89,11 +92,17 @@ func run(args []string, out io.Writer, now time.Time) error {
 			return fmt.Errorf("%s takes one watch name\n%s", cmd, usage)
 		}
 		key := types.NamespacedName{Namespace: *namespace, Name: positional[0]}
-		annotation := map[string]string{"rotate": v1alpha1.RotateAnnotation, "check": v1alpha1.CheckAnnotation}[cmd]
-		if err := request(ctx, c, key, annotation, now, cmd == "rotate"); err != nil {
+		annotation, what, check := v1alpha1.CheckAnnotation, "check now", func(*v1alpha1.CredentialWatch) error { return nil }
+		switch {
+		case cmd == "rotate" && *abort:
+			annotation, what, check = v1alpha1.AbortRotationAnnotation, "abort its rotation (refused once an AKS reset began; see its events)", rotating
+		case cmd == "rotate":
+			annotation, what, check = v1alpha1.RotateAnnotation, "rotate now", rotationEnabled
+		}
+		if err := request(ctx, c, key, annotation, now, check); err != nil {
 			return err
 		}
-		return writeOut(out, fmt.Sprintf("Asked %s to %s now.\n", key, cmd))
+		return writeOut(out, fmt.Sprintf("Asked %s to %s.\n", key, what))
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -192,14 +201,29 @@ func writeOut(out io.Writer, s string) error {
 	return err
 }
 
-// request sets annotation to the current time on the watch, which asks the operator to act once.
-func request(ctx context.Context, c client.Client, key types.NamespacedName, annotation string, now time.Time, rotate bool) error {
+func rotationEnabled(w *v1alpha1.CredentialWatch) error {
+	if w.Spec.Rotation == nil || !w.Spec.Rotation.Enabled {
+		return fmt.Errorf("%s/%s does not have rotation enabled: set spec.rotation.enabled first", w.Namespace, w.Name)
+	}
+	return nil
+}
+
+func rotating(w *v1alpha1.CredentialWatch) error {
+	if w.Status.Rotation == nil {
+		return fmt.Errorf("%s/%s has no rotation in progress", w.Namespace, w.Name)
+	}
+	return nil
+}
+
+// request sets annotation to the current time on the watch, which asks the operator to act once,
+// if check allows.
+func request(ctx context.Context, c client.Client, key types.NamespacedName, annotation string, now time.Time, check func(*v1alpha1.CredentialWatch) error) error {
 	var w v1alpha1.CredentialWatch
 	if err := c.Get(ctx, key, &w); err != nil {
 		return err
 	}
-	if rotate && (w.Spec.Rotation == nil || !w.Spec.Rotation.Enabled) {
-		return fmt.Errorf("%s does not have rotation enabled: set spec.rotation.enabled first", key)
+	if err := check(&w); err != nil {
+		return err
 	}
 	patch := client.MergeFrom(w.DeepCopy())
 	if w.Annotations == nil {

@@ -111,15 +111,35 @@ func TestRotateNeedsRotationEnabled(t *testing.T) {
 	enabled.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "x"}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(watch("a", "off"), enabled).Build()
 	ctx := context.Background()
-	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "off"}, v1alpha1.RotateAnnotation, now, true); err == nil || !strings.Contains(err.Error(), "rotation enabled") {
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "off"}, v1alpha1.RotateAnnotation, now, rotationEnabled); err == nil || !strings.Contains(err.Error(), "rotation enabled") {
 		t.Errorf("rotating a watch without rotation: %v", err)
 	}
-	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "on"}, v1alpha1.RotateAnnotation, now, true); err != nil {
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "on"}, v1alpha1.RotateAnnotation, now, rotationEnabled); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.CredentialWatch
 	_ = c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "on"}, &got)
 	if got.Annotations[v1alpha1.RotateAnnotation] != "2026-12-02T12:00:00Z" {
+		t.Errorf("annotations = %v", got.Annotations)
+	}
+}
+
+func TestAbortNeedsARotationInProgress(t *testing.T) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	busy := watch("a", "busy")
+	busy.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretStored}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(watch("a", "idle"), busy).Build()
+	ctx := context.Background()
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "idle"}, v1alpha1.AbortRotationAnnotation, now, rotating); err == nil || !strings.Contains(err.Error(), "no rotation in progress") {
+		t.Errorf("aborting a watch with no rotation: %v", err)
+	}
+	if err := request(ctx, c, types.NamespacedName{Namespace: "a", Name: "busy"}, v1alpha1.AbortRotationAnnotation, now, rotating); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.CredentialWatch
+	_ = c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "busy"}, &got)
+	if got.Annotations[v1alpha1.AbortRotationAnnotation] != "2026-12-02T12:00:00Z" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
 }

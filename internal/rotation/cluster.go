@@ -175,7 +175,7 @@ func (m *Machine) readBack(ctx context.Context, opErr error) (time.Time, error) 
 		return m.waitForCluster(c)
 	case applied && opErr == nil:
 		m.st.ResumeToken = ""
-		m.retireAfterGrace()
+		m.inUse()
 		return time.Time{}, m.moveOn(ctx)
 	case applied:
 		m.st.FailedResets++
@@ -251,22 +251,17 @@ func (m *Machine) heldReset(ctx context.Context) (time.Time, error) {
 	m.held = false
 	m.Events.Event(corev1.EventTypeNormal, EventResetConfirmed, fmt.Sprintf("Reset %s of AKS cluster %s was confirmed; the old secrets go after the grace period",
 		m.st.ResetOperation, m.clusterName()))
-	m.retireAfterGrace()
+	m.inUse()
 	return time.Time{}, m.moveOn(ctx)
 }
 
-func (m *Machine) clusterName() string {
-	if c := m.st.Cluster; c != nil {
-		return c.ResourceGroup + "/" + c.Name
-	}
-	return ""
-}
+func (m *Machine) clusterName() string { return clusterName(m.st.Cluster) }
 
 // recovery is the command that moves the cluster onto the new secret by hand.
 func (m *Machine) recovery() string {
 	c := m.st.Cluster
 	return fmt.Sprintf("az aks update-credentials --subscription %s -g %s -n %s --reset-service-principal --service-principal %s --client-secret \"$(kubectl get secret -n %s %s -o jsonpath='{.data.clientSecret}' | base64 -d)\"",
-		c.SubscriptionID, c.ResourceGroup, c.Name, m.st.AppID, m.Settings.SecretNamespace, m.Settings.SecretName)
+		c.SubscriptionID, c.ResourceGroup, c.Name, m.st.AppID, m.Settings.SecretNamespace, m.Settings.StagingName)
 }
 
 func terminalProvisioningState(s string) bool {

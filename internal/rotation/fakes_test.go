@@ -45,9 +45,11 @@ func (f fakeCluster) PollReset(ctx context.Context, token string) (bool, error) 
 }
 
 type fakeStore struct {
-	HeldFunc  func(context.Context) (Held, error)
-	WriteFunc func(context.Context, string, NewSecret, bool) error
-	TextFunc  func(context.Context, string) (secret.Text, error)
+	HeldFunc    func(context.Context) (Held, error)
+	WriteFunc   func(context.Context, string, NewSecret, bool) error
+	TextFunc    func(context.Context, string) (secret.Text, error)
+	PublishFunc func(context.Context, string) error
+	DiscardFunc func(context.Context) error
 }
 
 var _ Store = fakeStore{}
@@ -59,10 +61,13 @@ func (f fakeStore) Write(ctx context.Context, name string, s NewSecret, dryRun b
 func (f fakeStore) Text(ctx context.Context, keyID string) (secret.Text, error) {
 	return f.TextFunc(ctx, keyID)
 }
+func (f fakeStore) Publish(ctx context.Context, keyID string) error { return f.PublishFunc(ctx, keyID) }
+func (f fakeStore) Discard(ctx context.Context) error               { return f.DiscardFunc(ctx) }
 
 type fakeLedger struct {
-	SaveFunc   func(context.Context, v1alpha1.RotationStatus) error
-	FinishFunc func(context.Context, v1alpha1.LastRotation) error
+	SaveFunc    func(context.Context, v1alpha1.RotationStatus) error
+	FinishFunc  func(context.Context, v1alpha1.LastRotation) error
+	AbandonFunc func(context.Context, string) error
 }
 
 func (f fakeLedger) Save(ctx context.Context, st v1alpha1.RotationStatus) error {
@@ -71,6 +76,7 @@ func (f fakeLedger) Save(ctx context.Context, st v1alpha1.RotationStatus) error 
 func (f fakeLedger) Finish(ctx context.Context, done v1alpha1.LastRotation) error {
 	return f.FinishFunc(ctx, done)
 }
+func (f fakeLedger) Abandon(ctx context.Context, why string) error { return f.AbandonFunc(ctx, why) }
 
 type eventFunc func(eventtype, reason, message string)
 
@@ -95,15 +101,19 @@ type world struct {
 	startReset func(n int) (done bool, err error)
 	// pollReset answers a poll of a running operation; nil ends it well, having applied it.
 	pollReset func(token string) (done bool, err error)
-	// The Store.
-	held      Held
-	heldText  string
-	storeErr  error // Write's answer, dry runs included
-	dryRuns   int
-	saved     []v1alpha1.RotationStatus
-	finished  *v1alpha1.LastRotation
-	events    []string
-	confirmed string
+	// The Store: the staging Secret (held), and the target (published).
+	held          Held
+	heldText      string
+	published     Held
+	publishedText string
+	discards      int
+	abandoned     bool
+	storeErr      error // Write's answer, dry runs included
+	dryRuns       int
+	saved         []v1alpha1.RotationStatus
+	finished      *v1alpha1.LastRotation
+	events        []string
+	confirmed     string
 }
 
 const testApp = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
@@ -155,16 +165,30 @@ func (w *world) machine(withCluster bool) *Machine {
 				return nil
 			},
 			TextFunc: func(_ context.Context, keyID string) (secret.Text, error) {
-				if w.held.KeyID != keyID {
-					return secret.Text{}, fmt.Errorf("the Store no longer holds %s", keyID)
+				switch keyID {
+				case w.held.KeyID:
+					return secret.New(w.heldText), nil
+				case w.published.KeyID:
+					return secret.New(w.publishedText), nil
 				}
-				return secret.New(w.heldText), nil
+				return secret.Text{}, fmt.Errorf("the Store no longer holds %s", keyID)
 			},
+			PublishFunc: func(_ context.Context, keyID string) error {
+				if w.held.KeyID != keyID && w.published.KeyID != keyID {
+					return fmt.Errorf("the Store no longer holds %s", keyID)
+				}
+				if w.held.KeyID == keyID {
+					w.published, w.publishedText, w.held, w.heldText = w.held, w.heldText, Held{}, ""
+				}
+				return nil
+			},
+			DiscardFunc: func(context.Context) error { w.discards++; w.held, w.heldText = Held{}, ""; return nil },
 		},
 		SignIn: func(_ context.Context, text secret.Text) error { return w.signIn(text.Reveal()) },
 		Ledger: fakeLedger{
-			SaveFunc:   func(_ context.Context, st v1alpha1.RotationStatus) error { w.saved = append(w.saved, st); return nil },
-			FinishFunc: func(_ context.Context, done v1alpha1.LastRotation) error { w.finished = &done; return nil },
+			SaveFunc:    func(_ context.Context, st v1alpha1.RotationStatus) error { w.saved = append(w.saved, st); return nil },
+			FinishFunc:  func(_ context.Context, done v1alpha1.LastRotation) error { w.finished = &done; return nil },
+			AbandonFunc: func(context.Context, string) error { w.abandoned = true; return nil },
 		},
 		Events: eventFunc(func(eventtype, reason, message string) {
 			if strings.Contains(message, "text-") {
@@ -174,6 +198,7 @@ func (w *world) machine(withCluster bool) *Machine {
 		}),
 		Settings: Settings{Validity: 365 * 24 * time.Hour, GracePeriod: 7 * 24 * time.Hour, RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch,
 			Prefix: "credwatch-2b9c0c1e-", Target: "application payments", Watch: "payments", SecretNamespace: "team-a", SecretName: "payments-sp",
+			StagingName:  "credwatch-rotation-payments",
 			ConfirmReset: w.confirmed},
 		Now: w.now,
 	}
@@ -216,7 +241,7 @@ func (w *world) run(st *v1alpha1.RotationStatus, withCluster bool) (*v1alpha1.Ro
 		if withCluster {
 			pin.Cluster = testCluster
 		}
-		res, err = m.Start(context.Background(), pin, "")
+		res, err = m.Start(context.Background(), pin, Asked{})
 	} else {
 		res, err = m.Advance(context.Background(), *st)
 	}

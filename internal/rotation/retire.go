@@ -13,17 +13,27 @@ import (
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
-func (m *Machine) retireAfterGrace() {
-	t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
-	m.st.Step, m.st.RetireTime = v1alpha1.StepRetiring, &t
-	m.st.Message = "The new secret is in use; old secrets go at " + t.UTC().Format(time.RFC3339)
+// inUse moves the rotation to Retiring: the new secret is in use.
+func (m *Machine) inUse() {
+	m.st.Step, m.st.RetireTime = v1alpha1.StepRetiring, nil
+	m.st.Message = "The new secret is in use; handing it to Secret " + m.Settings.SecretName
 }
 
-// retire removes the old secrets that removeOld allows once the grace period is over, and
-// completes the rotation.
+// retire hands the new secret to the watch's Secret, then removes the old secrets that removeOld
+// allows once the grace period, counted from then, is over, and completes the rotation.
 func (m *Machine) retire(ctx context.Context) (time.Time, error) {
-	if t := m.st.RetireTime; t != nil && m.Now.Before(t.Time) {
-		return m.wait(t.Time, "The new secret is in use; old secrets go at "+t.UTC().Format(time.RFC3339))
+	if m.st.RetireTime == nil {
+		if err := m.Store.Publish(ctx, m.st.KeyID); err != nil {
+			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		}
+		t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
+		m.st.RetireTime = &t
+		if err := m.moveOn(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if t := m.st.RetireTime; m.Now.Before(t.Time) {
+		return m.wait(t.Time, "The new secret is in use, and in Secret "+m.Settings.SecretName+"; old secrets go at "+t.UTC().Format(time.RFC3339))
 	}
 	secrets, err := m.App.Secrets(ctx)
 	if err != nil {

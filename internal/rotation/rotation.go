@@ -77,6 +77,10 @@ type Store interface {
 	Write(ctx context.Context, displayName string, s NewSecret, dryRun bool) error
 	// Text reads back the text of secret keyID.
 	Text(ctx context.Context, keyID string) (secret.Text, error)
+	// Publish hands secret keyID, in use now, to the watch's consumers.
+	Publish(ctx context.Context, keyID string) error
+	// Discard deletes what was kept of a secret never used.
+	Discard(ctx context.Context) error
 }
 
 // ErrForeign: the Secret the new secret goes to exists and credwatch did not create it for
@@ -89,6 +93,8 @@ type Ledger interface {
 	Save(ctx context.Context, st v1alpha1.RotationStatus) error
 	// Finish ends the rotation, recording done.
 	Finish(ctx context.Context, done v1alpha1.LastRotation) error
+	// Abandon ends the rotation without completing it; why says who asked.
+	Abandon(ctx context.Context, why string) error
 }
 
 // Events tells people of the rotation's transitions.
@@ -106,6 +112,7 @@ const (
 	EventResetHeld      = "RotationResetHeld"
 	EventResetConfirmed = "RotationResetConfirmed"
 	EventRotated        = "Rotated"
+	EventAborted        = "RotationAborted"
 )
 
 // Settings are what the watch's spec says of its rotations, and where its secrets live.
@@ -119,9 +126,9 @@ type Settings struct {
 	Target string
 	// Watch names the watch, for the commands people are told to run.
 	Watch string
-	// SecretNamespace and SecretName are the Secret the recovery command reads the text from;
-	// SecretNamespace is the watch's too.
-	SecretNamespace, SecretName string
+	// SecretNamespace is the watch's namespace; SecretName the Secret that gets the new secret
+	// once it is in use, StagingName the one that keeps it until then.
+	SecretNamespace, SecretName, StagingName string
 	// ConfirmReset is the value of the credwatch.dev/confirm-reset annotation, if any.
 	ConfirmReset string
 }
@@ -173,9 +180,12 @@ type Condition struct {
 	Reason, Message string
 }
 
-// Start begins a rotation of what pin names, answering request (the rotate annotation, if it
-// asked), and moves it on as far as it goes.
-func (m *Machine) Start(ctx context.Context, pin Pin, request string) (Result, error) {
+// Asked is what the watch's annotations ask when a rotation starts: the rotation it answers, and
+// the abort value it does not (one set before it started).
+type Asked struct{ Rotate, Abort string }
+
+// Start begins a rotation of what pin names and moves it on as far as it goes.
+func (m *Machine) Start(ctx context.Context, pin Pin, asked Asked) (Result, error) {
 	m.st = v1alpha1.RotationStatus{
 		Step:                v1alpha1.StepStarted,
 		DisplayName:         m.newSecretName(),
@@ -184,7 +194,9 @@ func (m *Machine) Start(ctx context.Context, pin Pin, request string) (Result, e
 		ApplicationObjectID: pin.ApplicationObjectID,
 		Cluster:             pin.Cluster.DeepCopy(),
 		StartTime:           metav1.NewTime(m.Now),
-		Request:             request,
+		Request:             asked.Rotate,
+		AbortRequest:        asked.Abort,
+		SecretName:          m.Settings.SecretName,
 		Message:             "Adding a new secret to the application",
 	}
 	if err := m.save(ctx); err != nil {

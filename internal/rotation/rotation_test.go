@@ -48,8 +48,9 @@ func (w *world) until(st *v1alpha1.RotationStatus, cluster bool, step v1alpha1.R
 func TestServicePrincipalRotation(t *testing.T) {
 	w := newWorld(t)
 	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
-	if w.adds != 1 || w.dryRuns != 1 || w.held.KeyID != "k-1" || st.KeyID != "k-1" {
-		t.Fatalf("%d adds, %d dry runs, held %+v, status %+v: want one secret added after a dry run and kept", w.adds, w.dryRuns, w.held, st)
+	if w.adds != 1 || w.dryRuns != 1 || w.published.KeyID != "k-1" || w.held.KeyID != "" || st.KeyID != "k-1" {
+		t.Fatalf("%d adds, %d dry runs, staged %+v, published %+v, status %+v: want one secret added after a dry run, staged, then published",
+			w.adds, w.dryRuns, w.held, w.published, st)
 	}
 	if st.Acceptances != acceptancesNeeded || w.now.Sub(st.FirstAcceptedTime.Time) < acceptanceSpan {
 		t.Errorf("accepted %d times since %v: want %d over %v", st.Acceptances, st.FirstAcceptedTime, acceptancesNeeded, acceptanceSpan)
@@ -79,9 +80,12 @@ func TestAKSRotation(t *testing.T) {
 	if st.ResumeToken != "token-1" || st.ResetOperation != "op-1" || st.Resets != 1 || len(w.resets) != 1 || w.resets[0] != "text-1" {
 		t.Fatalf("status %+v after resets %q: want the reset of the new secret followed by its token", st, w.resets)
 	}
+	if w.published.KeyID != "" {
+		t.Fatalf("published %+v before the reset succeeded", w.published)
+	}
 	st, _ = w.until(st, true, v1alpha1.StepRetiring, 3)
-	if st.FailedResets != 0 || st.ResumeToken != "" {
-		t.Errorf("status %+v", st)
+	if st.FailedResets != 0 || st.ResumeToken != "" || w.published.KeyID != "k-1" {
+		t.Errorf("status %+v, published %+v: want the secret handed to the target once in use", st, w.published)
 	}
 }
 
@@ -277,7 +281,7 @@ func TestASecretThatCouldNotBeKeptIsRemoved(t *testing.T) {
 		return apierrors.NewTimeoutError("the API server did not answer", 1)
 	}
 	m.Store = store
-	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, "")
+	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, Asked{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +297,7 @@ func TestASecretOfSomeoneElseBlocks(t *testing.T) {
 	m.Store = fakeStore{HeldFunc: func(context.Context) (Held, error) {
 		return Held{}, fmt.Errorf("Secret team-a/payments-sp: %w", ErrForeign)
 	}}
-	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, "")
+	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, Asked{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,11 +395,84 @@ func TestRetriesWaitForRetryAfter(t *testing.T) {
 		return nil, &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusTooManyRequests, RetryAfter: 10 * time.Minute}
 	}
 	m.App = app
-	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, "")
+	res, err := m.Start(t.Context(), Pin{TenantID: "t", AppID: testApp, ApplicationObjectID: "a0e1"}, Asked{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if next := res.Status.NextAttemptTime; next == nil || next.Sub(w.now) < 10*time.Minute {
 		t.Errorf("status %+v: want the next attempt 10 minutes away at the soonest", res.Status)
+	}
+}
+
+// Before any reset a rotation is withdrawn whole: its new secret leaves Graph and its staged copy
+// goes. After a reset began, or once the secret is in use, it is not.
+func TestAbort(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		st        func(w *world) *v1alpha1.RotationStatus
+		wantAbort bool
+	}{
+		{name: "staged, not yet accepted", wantAbort: true, st: func(w *world) *v1alpha1.RotationStatus {
+			st := w.verified()
+			st.Step = v1alpha1.StepSecretStored
+			return st
+		}},
+		{name: "verified, waiting for the window", wantAbort: true, st: func(w *world) *v1alpha1.RotationStatus { return w.verified() }},
+		{name: "a reset began", st: func(w *world) *v1alpha1.RotationStatus {
+			st := w.verified()
+			st.Step, st.Resets = v1alpha1.StepClusterUpdating, 1
+			return st
+		}},
+		{name: "after a failed reset", st: func(w *world) *v1alpha1.RotationStatus {
+			st := w.verified()
+			st.Resets, st.FailedResets = 1, 1
+			return st
+		}},
+		{name: "in use", st: func(w *world) *v1alpha1.RotationStatus {
+			st := w.verified()
+			st.Step, st.Cluster = v1alpha1.StepRetiring, nil
+			return st
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			st := tc.st(w)
+			res, err := w.machine(true).Abort(t.Context(), *st, "credwatch.dev/abort-rotation=now")
+			if (Abortable(*st) == nil) != tc.wantAbort {
+				t.Fatalf("Abortable = %v, want abortable %v", Abortable(*st), tc.wantAbort)
+			}
+			if !tc.wantAbort {
+				if err == nil || w.listed("k-1") == false || w.abandoned {
+					t.Errorf("err %v, Graph %+v: want the abort refused and nothing touched", err, w.secrets)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != nil || !w.abandoned || w.listed("k-1") || !w.listed("k-old") || w.discards != 1 || res.Condition.Reason != v1alpha1.ReasonRotationAborted {
+				t.Errorf("result %+v, Graph %+v, %d discards: want k-1 removed, its staged copy discarded, the rotation ended", res, w.secrets, w.discards)
+			}
+			if !slices.Contains(w.eventReasons(), EventAborted) {
+				t.Errorf("events %v", w.eventReasons())
+			}
+		})
+	}
+}
+
+// An abort right after an addPassword whose answer was lost waits for Graph's list, so that the
+// secret it may have made is removed too.
+func TestAbortWaitsForALostAdd(t *testing.T) {
+	w := newWorld(t)
+	sent := metav1.NewTime(w.now.Add(-10 * time.Second))
+	st := v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: "credwatch-2b9c0c1e-20261203T085950Z", AppID: testApp, AddTime: &sent}
+	res, err := w.machine(false).Abort(t.Context(), st, "rotation was turned off")
+	if err != nil || res.Status == nil || w.abandoned {
+		t.Fatalf("result %+v, err %v: want the abort waiting", res, err)
+	}
+	w.secrets = append(w.secrets, Secret{KeyID: "k-lost", DisplayName: st.DisplayName})
+	w.now = sent.Add(addListLag)
+	if _, err := w.machine(false).Abort(t.Context(), *res.Status, "rotation was turned off"); err != nil || !w.abandoned || w.listed("k-lost") {
+		t.Errorf("err %v, Graph %+v: want the lost secret removed and the rotation ended", err, w.secrets)
 	}
 }

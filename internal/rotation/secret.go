@@ -147,7 +147,7 @@ func (m *Machine) verify(ctx context.Context) (time.Time, error) {
 				m.st.Acceptances, since.Round(time.Second), acceptancesNeeded, acceptanceSpan))
 	}
 	if m.st.Cluster == nil {
-		m.retireAfterGrace()
+		m.inUse()
 	} else {
 		m.st.Step, m.st.Message = v1alpha1.StepSecretVerified, "Moving the AKS cluster onto the new secret"
 	}
@@ -191,6 +191,6 @@ func (m *Machine) usable(ctx context.Context) error {
 func (m *Machine) startOver(ctx context.Context, why string) error {
 	m.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: m.newSecretName(),
 		TenantID: m.st.TenantID, AppID: m.st.AppID, ApplicationObjectID: m.st.ApplicationObjectID, Cluster: m.st.Cluster,
-		StartTime: m.st.StartTime, Request: m.st.Request, Message: why}
+		StartTime: m.st.StartTime, Request: m.st.Request, AbortRequest: m.st.AbortRequest, SecretName: m.st.SecretName, Message: why}
 	return m.save(ctx)
 }
