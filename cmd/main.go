@@ -18,6 +18,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -234,11 +236,18 @@ func run(o options) error {
 			return fmt.Errorf("setting up the identity controller: %w", err)
 		}
 	}
+	// Rotations name their secrets after the cluster, so that watches of one application on two
+	// clusters keep apart: its kube-system namespace's UID is the ID Kubernetes has for it.
+	var kubeSystem corev1.Namespace
+	if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &kubeSystem); err != nil {
+		return fmt.Errorf("reading namespace kube-system, whose UID names this cluster: %w", err)
+	}
 	r := &controllers.CredentialWatchReconciler{
 		Client:            mgr.GetClient(),
 		SecretReader:      mgr.GetAPIReader(),
 		DefaultIdentity:   o.defaultID,
 		OperatorNamespace: o.namespace,
+		ClusterID:         string(kubeSystem.UID),
 		Recorder:          mgr.GetEventRecorderFor("credwatch"),
 		Clock:             clock.RealClock{},
 		Rand:              rand.Float64,

@@ -67,8 +67,11 @@ type CredentialWatchReconciler struct {
 	DefaultIdentity string
 	// OperatorNamespace holds the Secrets and ServiceAccounts of ClusterAzureIdentities.
 	OperatorNamespace string
-	Recorder          record.EventRecorder
-	Clock             clock.PassiveClock
+	// ClusterID is the UID of this cluster's kube-system namespace. With a watch's namespace and
+	// name it names the secrets the watch's rotations create (see policy.SecretPrefix).
+	ClusterID string
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
 	// Rand returns a number in [0, 1), for jitter.
 	Rand func() float64
 	// Azure is Graph and Resource Manager, as the identities of watches see them.
@@ -126,6 +129,14 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	_, scanned := r.Scans.Get(req.NamespacedName)
 	w := &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
+	if obj.DeletionTimestamp != nil {
+		// Only a rotation in flight holds a deleted watch: nothing else is done for it.
+		next, err := r.finalizeRotation(ctx, w)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("rotation: %w", err)
+		}
+		return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, time.Time{}, next)}, nil
+	}
 	var moments []time.Time
 	for _, st := range r.steps() {
 		next, err := st.run(ctx, w)

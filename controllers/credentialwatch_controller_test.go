@@ -57,6 +57,7 @@ func newHarness(t *testing.T) *harness {
 		Client:          k8s,
 		SecretReader:    k8s,
 		DefaultIdentity: testIdentity,
+		ClusterID:       testClusterID,
 		Recorder:        h.recorder,
 		Clock:           h.clock,
 		Rand:            func() float64 { return 0 },
@@ -67,6 +68,9 @@ func newHarness(t *testing.T) *harness {
 	}
 	return h
 }
+
+// testClusterID stands for the UID of the cluster's kube-system namespace.
+const testClusterID = "6f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 
 // create makes a watch of appID in a new namespace, with the spec's defaults unless edit says otherwise.
 func (h *harness) create(appID string, edit func(*v1alpha1.CredentialWatchSpec)) {

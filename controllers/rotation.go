@@ -44,6 +44,14 @@ type rotationRun struct {
 // before the next begins: an operator that stops anywhere finds where it was, and one working
 // from a stale copy cannot write at all.
 func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *watchState) (time.Time, error) {
+	next, err := r.rotate(ctx, w)
+	if err == nil && w.obj.Status.Rotation == nil {
+		err = r.setFinalizer(ctx, w, false)
+	}
+	return next, err
+}
+
+func (r *CredentialWatchReconciler) rotate(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj
 	spec := obj.Spec.Rotation
 	enabled := spec != nil && spec.Enabled
@@ -150,6 +158,9 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 			return time.Time{}, perr
 		}
 		return now.Add(policy.PropagationBackoff(1)), nil
+	}
+	if err := ro.r.setFinalizer(ctx, ro.w, true); err != nil {
+		return time.Time{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting rotation")
 	res, err := m.Start(ctx, ro.pin, rotation.Asked{Rotate: request, Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
@@ -360,7 +371,7 @@ func (ro *rotationRun) plan() string {
 	}
 	retire := "keep every old secret"
 	if ro.spec.RemoveOld != v1alpha1.RemoveOldNever {
-		n := len(policy.Retirable(ro.obj.Status.Credentials, ro.prefix(), "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
+		n := len(policy.Retirable(ro.obj.Status.Credentials, ro.prefixes(), "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
 		retire = fmt.Sprintf("remove %d old secrets credwatch created, after %s", n, policy.HumanDuration(ro.rs.GracePeriod))
 	}
 	steps = append(steps, retire)
@@ -368,7 +379,15 @@ func (ro *rotationRun) plan() string {
 }
 
 // prefix starts the display name of every secret this watch's rotations create.
-func (ro *rotationRun) prefix() string { return policy.WatchPrefix(string(ro.obj.UID)) }
+func (ro *rotationRun) prefix() string {
+	return policy.SecretPrefix(ro.r.ClusterID, ro.obj.Namespace, ro.obj.Name)
+}
+
+// prefixes start the names of every secret of the watch's: under today's naming, and under the
+// watch's UID, as rotations named them before.
+func (ro *rotationRun) prefixes() []string {
+	return []string{ro.prefix(), policy.WatchPrefix(string(ro.obj.UID))}
+}
 
 func (ro *rotationRun) secretKey() types.NamespacedName {
 	return types.NamespacedName{Namespace: ro.obj.Namespace, Name: ro.spec.SecretRef.Name}

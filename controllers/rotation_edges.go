@@ -36,7 +36,7 @@ func (ro *rotationRun) machine(ctx context.Context, g grant, store rotation.Stor
 		Now:    ro.now,
 		Settings: rotation.Settings{
 			Validity: ro.rs.Validity, GracePeriod: ro.rs.GracePeriod, Window: ro.spec.MaintenanceWindow, RemoveOld: ro.spec.RemoveOld,
-			Prefix: ro.prefix(), Target: compose.TargetName(ro.obj), Watch: ro.obj.Name,
+			Prefix: ro.prefix(), Prefixes: ro.prefixes()[1:], Target: compose.TargetName(ro.obj), Watch: ro.obj.Name,
 			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name, StagingName: stagingName(ro.obj.Name),
 			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
 		},

@@ -49,17 +49,28 @@ func rotationSpec(edit func(*v1alpha1.Rotation)) func(*v1alpha1.CredentialWatchS
 	}
 }
 
-// credwatchSecrets lists the application's secrets the watch's rotations made, by keyId.
+// credwatchSecrets lists the application's secrets the watch's rotations made, by keyId: named
+// after the cluster and the watch, or, as earlier rotations named them, after its UID.
 func (h *harness) credwatchSecrets(appID string) map[string]fakegraph.PasswordCredential {
 	app, _ := fake.Application(tenantID, appID)
-	prefix := policy.WatchPrefix(string(h.get().UID))
+	prefixes := []string{policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name)}
+	var w v1alpha1.CredentialWatch
+	if err := k8s.Get(context.Background(), h.key, &w); err == nil {
+		prefixes = append(prefixes, policy.WatchPrefix(string(w.UID)))
+	}
 	out := map[string]fakegraph.PasswordCredential{}
 	for _, p := range app.Passwords {
-		if strings.HasPrefix(p.DisplayName, prefix) {
+		if slices.ContainsFunc(prefixes, func(prefix string) bool { return strings.HasPrefix(p.DisplayName, prefix) }) {
 			out[p.KeyID] = p
 		}
 	}
 	return out
+}
+
+// inGraph reports whether the application has the secret keyID.
+func inGraph(appID, keyID string) bool {
+	app, _ := fake.Application(tenantID, appID)
+	return slices.ContainsFunc(app.Passwords, func(p fakegraph.PasswordCredential) bool { return p.KeyID == keyID })
 }
 
 func (h *harness) targetSecret() (*corev1.Secret, error) {
@@ -598,5 +609,96 @@ func TestAbortingARotation(t *testing.T) {
 	}
 	if n := countPrefix(h.all, "Warning RotationAbortRefused"); n != 1 {
 		t.Errorf("%d RotationAbortRefused events, want 1", n)
+	}
+}
+
+// untilGone reconciles a deleted watch, stepping the clock as it asks, until it is gone; at most
+// span of fake time.
+func (h *harness) untilGone(span time.Duration) {
+	h.t.Helper()
+	end := h.clock.Now().Add(span)
+	for h.clock.Now().Before(end) {
+		ctx := ctrl.LoggerInto(context.Background(), h.logs.logger())
+		res, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: h.key})
+		h.drainEvents()
+		if err != nil {
+			h.t.Fatalf("reconcile: %v", err)
+		}
+		if err := k8s.Get(context.Background(), h.key, &v1alpha1.CredentialWatch{}); apierrors.IsNotFound(err) {
+			return
+		}
+		h.step(max(res.RequeueAfter, time.Second))
+	}
+	h.t.Fatalf("the deleted watch is still there after %v: %+v", span, h.get().Status.Rotation)
+}
+
+// Deleting a watch mid-rotation: before any reset the rotation is rolled back; with a reset in
+// flight the watch waits for its outcome, an hour at most, then lets go, handing the secret the
+// cluster may use to the target Secret and listing the old secrets it did not retire.
+func TestDeletingAWatchMidRotation(t *testing.T) {
+	needsAPIServer(t)
+	for _, tc := range []struct {
+		name        string
+		windowOpen  bool
+		wantStep    v1alpha1.RotationStep
+		wantRemoved bool
+	}{
+		{name: "before the reset", wantStep: v1alpha1.StepSecretVerified, wantRemoved: true},
+		{name: "during a reset that hangs", windowOpen: true, wantStep: v1alpha1.StepClusterUpdating},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			t0 := h.clock.Now()
+			s := seed(t, t0, 20*day, 400*day, 200*day)
+			arm := newARMClusters()
+			arm.put("rg-prod", "aks-prod", s.appID)
+			arm.resetOutcome = "stuck"
+			h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+			opens := t0.Add(12 * time.Hour)
+			if tc.windowOpen {
+				opens = t0.Add(-time.Hour)
+			}
+			h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+				spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+					TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
+				rotationSpec(func(r *v1alpha1.Rotation) {
+					r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: opens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
+				})(spec)
+			})
+			old, _ := h.oldCredwatchSecrets(s.appID, t0)
+			h.run(10*time.Minute, nil)
+			w := h.get()
+			st := w.Status.Rotation
+			if st == nil || st.Step != tc.wantStep || !slices.Contains(w.Finalizers, rotationFinalizer) {
+				t.Fatalf("rotation %+v, finalizers %v: want it at %s, holding the watch", st, w.Finalizers, tc.wantStep)
+			}
+			if err := k8s.Delete(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+			h.untilGone(2 * time.Hour)
+
+			if listed := inGraph(s.appID, st.KeyID); listed == tc.wantRemoved {
+				t.Errorf("the new secret in Graph: %v, want %v", listed, !tc.wantRemoved)
+			}
+			target, err := h.targetSecret()
+			published := err == nil && string(target.Data["keyID"]) == st.KeyID
+			if published == tc.wantRemoved {
+				t.Errorf("the new secret in the target Secret: %v, want %v", published, !tc.wantRemoved)
+			}
+			if !inGraph(s.appID, old) {
+				t.Error("the old secret was retired though the rotation never finished")
+			}
+			if !tc.wantRemoved {
+				released := ""
+				for _, e := range h.all {
+					if strings.HasPrefix(e, "Warning RotationReleased") {
+						released = e
+					}
+				}
+				if !strings.Contains(released, "old secrets not retired: "+old) || !strings.Contains(released, "after 1h0m0s") {
+					t.Errorf("RotationReleased event %q, want the old secret listed and the hour it waited", released)
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,8 +77,17 @@ func NewSecretName(watchUID string, now time.Time) string {
 	return WatchPrefix(watchUID) + now.UTC().Format("20060102T150405Z")
 }
 
-// WatchPrefix starts the display name of every secret a watch's rotations create: two watches of
-// one application (two clusters on one service principal) never retire each other's secrets.
+// SecretPrefix starts the display name of every secret a watch's rotations create. It is hashed
+// from the cluster's ID (its kube-system namespace's UID) and the watch's namespace and name: a
+// watch deleted and created again retires what its predecessor made, and watches of one
+// application on two clusters never retire each other's secrets.
+func SecretPrefix(clusterID, namespace, name string) string {
+	sum := sha256.Sum256([]byte(clusterID + "/" + namespace + "/" + name))
+	return CredwatchPrefix + hex.EncodeToString(sum[:4]) + "-"
+}
+
+// WatchPrefix is the prefix SecretPrefix replaced, from the watch's UID: secrets named with it are
+// still the watch's.
 func WatchPrefix(watchUID string) string {
 	uid := strings.ReplaceAll(watchUID, "-", "")
 	if len(uid) > 8 {
@@ -88,9 +100,9 @@ func WatchPrefix(watchUID string) string {
 const CredwatchPrefix = "credwatch-"
 
 // Retirable lists the application secrets that may go once newKeyID is in use: under
-// CreatedByCredwatch only those whose name starts with prefix (the watch's own), never the new
-// one, and never one that outlives it.
-func Retirable(creds []v1alpha1.Credential, prefix, newKeyID string, newEnd time.Time, p v1alpha1.RemoveOldPolicy) []v1alpha1.Credential {
+// CreatedByCredwatch only those whose name starts with one of prefixes (the watch's own), never
+// the new one, and never one that outlives it.
+func Retirable(creds []v1alpha1.Credential, prefixes []string, newKeyID string, newEnd time.Time, p v1alpha1.RemoveOldPolicy) []v1alpha1.Credential {
 	if p == v1alpha1.RemoveOldNever {
 		return nil
 	}
@@ -99,7 +111,8 @@ func Retirable(creds []v1alpha1.Credential, prefix, newKeyID string, newEnd time
 		if c.Source != v1alpha1.SourceApplication || c.Type != v1alpha1.CredentialTypePassword || c.KeyID == newKeyID {
 			continue
 		}
-		if !strings.HasPrefix(c.DisplayName, prefix) || c.EndTime.After(newEnd) {
+		ours := slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(c.DisplayName, p) })
+		if !ours || c.EndTime.After(newEnd) {
 			continue
 		}
 		out = append(out, c)

@@ -59,10 +59,10 @@ func TestRetirable(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if got := ids(Retirable(creds, "credwatch-abc-", "new", now.Add(newEnd), v1alpha1.RemoveOldCreatedByCredwatch)); got != "ours" {
+	if got := ids(Retirable(creds, []string{"credwatch-abc-"}, "new", now.Add(newEnd), v1alpha1.RemoveOldCreatedByCredwatch)); got != "ours" {
 		t.Errorf("CreatedByCredwatch retires %q, want only this watch's older application secret", got)
 	}
-	if got := Retirable(creds, "credwatch-abc-", "new", now.Add(newEnd), v1alpha1.RemoveOldNever); len(got) != 0 {
+	if got := Retirable(creds, []string{"credwatch-abc-"}, "new", now.Add(newEnd), v1alpha1.RemoveOldNever); len(got) != 0 {
 		t.Errorf("Never retires %v", got)
 	}
 }
@@ -140,5 +140,20 @@ func TestSecretOwned(t *testing.T) {
 				t.Errorf("SecretOwned = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A watch's secrets are named the same when it is created again, and differently for a watch of
+// another name, namespace or cluster.
+func TestSecretPrefix(t *testing.T) {
+	p := SecretPrefix("c1", "team-a", "payments")
+	if p != SecretPrefix("c1", "team-a", "payments") || !strings.HasPrefix(p, CredwatchPrefix) || len(p) != len(CredwatchPrefix)+9 {
+		t.Fatalf("SecretPrefix = %q", p)
+	}
+	for _, other := range []string{SecretPrefix("c2", "team-a", "payments"), SecretPrefix("c1", "team-b", "payments"), SecretPrefix("c1", "team-a", "billing"),
+		SecretPrefix("c1", "team-a/payments", "")} {
+		if other == p {
+			t.Errorf("%q names another watch's secrets too", other)
+		}
 	}
 }

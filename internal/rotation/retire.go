@@ -44,7 +44,7 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 		expiry = m.st.Expiry.Time
 	}
 	var removed []string
-	for _, c := range policy.Retirable(credentials(secrets), m.Settings.Prefix, m.st.KeyID, expiry, m.Settings.RemoveOld) {
+	for _, c := range policy.Retirable(credentials(secrets), append([]string{m.Settings.Prefix}, m.Settings.Prefixes...), m.st.KeyID, expiry, m.Settings.RemoveOld) {
 		if err := m.App.Remove(ctx, c.KeyID); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 		}

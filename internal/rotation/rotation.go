@@ -120,8 +120,10 @@ type Settings struct {
 	Validity, GracePeriod time.Duration
 	Window                *v1alpha1.MaintenanceWindow
 	RemoveOld             v1alpha1.RemoveOldPolicy
-	// Prefix starts the display name of every secret this watch's rotations create.
-	Prefix string
+	// Prefix starts the display name of every secret this watch's rotations create; a secret whose
+	// name starts with one of Prefixes is the watch's too (made under an earlier naming).
+	Prefix   string
+	Prefixes []string
 	// Target names what is rotated, for people: "application payments (1b2c...)".
 	Target string
 	// Watch names the watch, for the commands people are told to run.
