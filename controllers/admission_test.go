@@ -388,3 +388,21 @@ func TestIdentityAdmission(t *testing.T) {
 		})
 	}
 }
+
+// A watch's secretRef cannot name the Secret its rotations stage new secrets in.
+func TestAdmissionRefusesTheStagingSecretAsTarget(t *testing.T) {
+	needsAPIServer(t)
+	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "payments", Namespace: newNamespace(t)},
+		Spec: v1alpha1.CredentialWatchSpec{
+			Target:   v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"}},
+			Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: stagingName("payments")}},
+		}}
+	err := k8s.Create(context.Background(), w)
+	if err == nil || !strings.Contains(err.Error(), "must not be credwatch-rotation-<the watch's name>") {
+		t.Fatalf("created with the staging Secret as target: %v", err)
+	}
+	w.Spec.Rotation.SecretRef.Name = "payments-sp"
+	if err := k8s.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -204,7 +204,16 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	if t := st.NextAttemptTime; t != nil && now.Before(t.Time) {
 		return t.Time, nil
 	}
-	g, err := ro.authorize(ctx, true)
+	return ro.drive(ctx, st, true, changed, func(ctx context.Context, m *rotation.Machine) (rotation.Result, error) {
+		return m.Advance(ctx, st)
+	})
+}
+
+// drive runs act on a machine for the rotation st, once the watch's identity allows rotating the
+// application (and, with reset, resetting its cluster), and applies the result.
+func (ro *rotationRun) drive(ctx context.Context, st v1alpha1.RotationStatus, reset bool, changed string,
+	act func(context.Context, *rotation.Machine) (rotation.Result, error)) (time.Time, error) {
+	g, err := ro.authorize(ctx, reset)
 	if err != nil {
 		return ro.paused(err)
 	}
@@ -214,7 +223,7 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	if err != nil {
 		return ro.apply(m.Unreachable(st, err), nil, changed)
 	}
-	res, err := m.Advance(ctx, st)
+	res, err := act(ctx, m)
 	return ro.apply(res, err, changed)
 }
 
@@ -236,18 +245,9 @@ func (ro *rotationRun) abortAsked(st v1alpha1.RotationStatus) (why, value string
 // abort withdraws the rotation st: only the identity's right to rotate the application is needed
 // to remove the secret the rotation added.
 func (ro *rotationRun) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
-	g, err := ro.authorize(ctx, false)
-	if err != nil {
-		return ro.paused(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
-	defer cancel()
-	m, err := ro.machine(ctx, g, ro.store())
-	if err != nil {
-		return ro.apply(m.Unreachable(st, err), nil, "")
-	}
-	res, err := m.Abort(ctx, st, why)
-	return ro.apply(res, err, "")
+	return ro.drive(ctx, st, false, "", func(ctx context.Context, m *rotation.Machine) (rotation.Result, error) {
+		return m.Abort(ctx, st, why)
+	})
 }
 
 // targetChange says how the spec's target differs from the rotation's pinned one; empty when
@@ -380,7 +380,11 @@ func (ro *rotationRun) plan() string {
 
 // prefix starts the display name of every secret this watch's rotations create.
 func (ro *rotationRun) prefix() string {
-	return policy.SecretPrefix(ro.r.ClusterID, ro.obj.Namespace, ro.obj.Name)
+	var cluster string
+	if c := ro.pin.Cluster; c != nil {
+		cluster = c.SubscriptionID + "/" + c.ResourceGroup + "/" + c.Name
+	}
+	return policy.SecretPrefix(ro.r.ClusterID, ro.obj.Namespace, ro.obj.Name, cluster)
 }
 
 // prefixes start the names of every secret of the watch's: under today's naming, and under the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -187,6 +188,10 @@ func stagingName(watch string) string {
 
 // get reads a Secret, refusing one that is someone else's; nil when there is none.
 func (s *secretStore) get(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	if s.target == s.staging {
+		// Publishing would delete the Secret it had just written.
+		return nil, fmt.Errorf("spec.rotation.secretRef.name %q is the name of the watch's staging Secret: name another: %w", s.target.Name, rotation.ErrForeign)
+	}
 	var sec corev1.Secret
 	if err := s.r.SecretReader.Get(ctx, key, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -334,9 +339,25 @@ func (s *secretStore) put(ctx context.Context, key types.NamespacedName, display
 		err = s.r.Update(ctx, sec, update...)
 	}
 	if err != nil {
+		if !dryRun {
+			err = withoutMessage(err)
+		}
 		return fmt.Errorf("writing the new secret to Secret %s: %w", key, err)
 	}
 	return nil
+}
+
+// withoutMessage keeps of the API server's refusal of a write that carried a secret its reason
+// and code, not its message: an admission webhook's message may quote the object it refused,
+// and this one goes to status and events. The dry run before carried no secret, and said it all.
+func withoutMessage(err error) error {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return err
+	}
+	st := se.Status()
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: st.Status, Code: st.Code, Reason: st.Reason,
+		Message: fmt.Sprintf("the API server refused the write (%s, HTTP %d); its message is not repeated, as it may quote the Secret's data", st.Reason, st.Code)}}
 }
 
 // foreignSecretError: the target Secret exists and credwatch did not create it for this watch.

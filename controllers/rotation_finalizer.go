@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -71,28 +72,46 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 	if st.SecretName != "" {
 		ro.spec.SecretRef.Name = st.SecretName
 	}
-	deadline := obj.DeletionTimestamp.Add(releaseAfter)
-	abortable := rotation.Abortable(*st) == nil
+	if st.DeletionSeenTime == nil {
+		// The operator's clock, not the API server's deletionTimestamp, bounds the wait.
+		seen := metav1.NewTime(w.now)
+		if err := r.writeNow(ctx, obj, w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation.DeletionSeenTime = seen.DeepCopy() }); err != nil {
+			return time.Time{}, err
+		}
+		st = obj.Status.Rotation
+	}
+	deadline := st.DeletionSeenTime.Add(releaseAfter)
+	next, err := ro.windDown(ctx, *st, deadline)
+	if err != nil && w.now.After(deadline) {
+		return ro.release(ctx, *st, fmt.Sprintf("it could not be wound down in %s: %v", releaseAfter, err))
+	}
+	return next, err
+}
 
+// windDown aborts the rotation st of a deleted watch, or follows its reset in flight, and lets
+// the watch go when that is done or cannot be.
+func (ro *rotationRun) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadline time.Time) (time.Time, error) {
+	r, w := ro.r, ro.w
+	abortable := rotation.Abortable(st) == nil
 	g, err := ro.authorize(ctx, !abortable)
 	var ke *kubernetesError
 	if errors.As(err, &ke) {
 		return time.Time{}, err
 	}
 	if err != nil {
-		return ro.release(ctx, *st, fmt.Sprintf("its identity no longer allows it: %v", err))
+		return ro.release(ctx, st, fmt.Sprintf("its identity no longer allows it: %v", err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
 	m, err := ro.machine(ctx, g, ro.store())
 	if err != nil {
 		if w.now.After(deadline) {
-			return ro.release(ctx, *st, fmt.Sprintf("Azure could not be reached for %s: %v", releaseAfter, err))
+			return ro.release(ctx, st, fmt.Sprintf("Azure could not be reached for %s: %v", releaseAfter, err))
 		}
-		return ro.apply(m.Unreachable(*st, err), nil, "")
+		return ro.apply(m.Unreachable(st, err), nil, "")
 	}
 	if abortable {
-		res, err := m.Abort(ctx, *st, "the watch is being deleted")
+		res, err := m.Abort(ctx, st, "the watch is being deleted")
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -104,16 +123,16 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 		}
 		return ro.apply(res, nil, "")
 	}
-	if st.Step != v1alpha1.StepClusterUpdating {
-		return ro.release(ctx, *st, "no reset is in flight")
+	if st.Step != v1alpha1.StepClusterUpdating || m.Cluster == nil {
+		return ro.release(ctx, st, "no reset is in flight")
 	}
 	if _, err := m.Cluster.Read(ctx); azerr.KindOf(err) == azerr.KindNotFound {
-		return ro.release(ctx, *st, "its AKS cluster no longer exists")
+		return ro.release(ctx, st, "its AKS cluster no longer exists")
 	}
 	if w.now.After(deadline) {
-		return ro.release(ctx, *st, "its reset's outcome was not known after "+releaseAfter.String())
+		return ro.release(ctx, st, "its reset's outcome was not known after "+releaseAfter.String())
 	}
-	res, err := m.Advance(ctx, *st)
+	res, err := m.Advance(ctx, st)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -132,6 +151,13 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 // lists what was left for people to finish.
 func (ro *rotationRun) release(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
 	var left []string
+	if rotation.Abortable(st) == nil {
+		// Never used: its staging copy goes now rather than when the garbage collector gets to it,
+		// which would keep a watch created again under the name from rotating until then.
+		if err := ro.store().Discard(ctx); err != nil {
+			left = append(left, fmt.Sprintf("its staging Secret could not be deleted (%v)", err))
+		}
+	}
 	if rotation.Abortable(st) != nil && st.KeyID != "" {
 		where := "Secret " + ro.secretKey().String()
 		if err := ro.store().Publish(ctx, st.KeyID); err != nil {

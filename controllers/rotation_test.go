@@ -40,6 +40,26 @@ func (h *harness) oldCredwatchSecrets(appID string, now time.Time) (ours, theirs
 	return ours, theirs
 }
 
+// withCluster puts AKS cluster rg-prod/aks-prod, signing in as appID, behind the harness's Azure.
+func (h *harness) withCluster(appID string) *armClusters {
+	arm := newARMClusters()
+	arm.put("rg-prod", "aks-prod", appID)
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	return arm
+}
+
+// aksRotationSpec watches AKS cluster rg-prod/aks-prod and rotates its secret, resetting it in a
+// four-hour window opening daily at opens.
+func aksRotationSpec(opens time.Time) func(*v1alpha1.CredentialWatchSpec) {
+	return func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
+		rotationSpec(func(r *v1alpha1.Rotation) {
+			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: opens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
+		})(spec)
+	}
+}
+
 func rotationSpec(edit func(*v1alpha1.Rotation)) func(*v1alpha1.CredentialWatchSpec) {
 	return func(spec *v1alpha1.CredentialWatchSpec) {
 		spec.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp-credentials"}}
@@ -50,10 +70,12 @@ func rotationSpec(edit func(*v1alpha1.Rotation)) func(*v1alpha1.CredentialWatchS
 }
 
 // credwatchSecrets lists the application's secrets the watch's rotations made, by keyId: named
-// after the cluster and the watch, or, as earlier rotations named them, after its UID.
+// after the cluster, the watch and its AKS cluster rg-prod/aks-prod, if any, or, as earlier
+// rotations named them, after its UID.
 func (h *harness) credwatchSecrets(appID string) map[string]fakegraph.PasswordCredential {
 	app, _ := fake.Application(tenantID, appID)
-	prefixes := []string{policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name)}
+	prefixes := []string{policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name, ""),
+		policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name, "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918/rg-prod/aks-prod")}
 	var w v1alpha1.CredentialWatch
 	if err := k8s.Get(context.Background(), h.key, &w); err == nil {
 		prefixes = append(prefixes, policy.WatchPrefix(string(w.UID)))
@@ -240,19 +262,11 @@ func TestRotationOfAnAKSClusterSurvivesDyingAnywhere(t *testing.T) {
 	h := newHarness(t)
 	t0 := h.clock.Now() // any day: the window below is daily
 	s := seed(t, t0, 20*day, 400*day, 200*day)
-	arm := newARMClusters()
-	arm.put("rg-prod", "aks-prod", s.appID)
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	arm := h.withCluster(s.appID)
 	// The clock starts at the wall time, so the daily window is placed relative to it: a fixed
 	// "02:00" would already be open when the suite runs between 02:00 and 06:00 UTC.
 	windowOpens := t0.Truncate(time.Minute).Add(12 * time.Hour)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
-			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
-		rotationSpec(func(r *v1alpha1.Rotation) {
-			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: windowOpens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
-		})(spec)
-	})
+	h.create("", aksRotationSpec(windowOpens))
 	old, _ := h.oldCredwatchSecrets(s.appID, t0)
 
 	var budget atomic.Int32
@@ -353,10 +367,8 @@ func TestAKSResetsThatReportFailure(t *testing.T) {
 		t.Run(outcome, func(t *testing.T) {
 			h := newHarness(t)
 			s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
-			arm := newARMClusters()
-			arm.put("rg-prod", "aks-prod", s.appID)
+			arm := h.withCluster(s.appID)
 			arm.resetOutcome = outcome
-			h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 			h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
 				spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
 					TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
@@ -542,29 +554,10 @@ func TestAbortingARotation(t *testing.T) {
 	h := newHarness(t)
 	t0 := h.clock.Now()
 	s := seed(t, t0, 20*day, 400*day, 200*day)
-	arm := newARMClusters()
-	arm.put("rg-prod", "aks-prod", s.appID)
+	arm := h.withCluster(s.appID)
 	arm.resetOutcome = "stuck"
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	windowOpens := t0.Truncate(time.Minute).Add(12 * time.Hour)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
-			TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
-		rotationSpec(func(r *v1alpha1.Rotation) {
-			r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: windowOpens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
-		})(spec)
-	})
-	annotate := func(key, value string) {
-		t.Helper()
-		w := h.get()
-		if w.Annotations == nil {
-			w.Annotations = map[string]string{}
-		}
-		w.Annotations[key] = value
-		if err := k8s.Update(context.Background(), w); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.create("", aksRotationSpec(windowOpens))
 
 	h.run(10*time.Minute, nil)
 	st := h.get().Status.Rotation
@@ -574,7 +567,7 @@ func TestAbortingARotation(t *testing.T) {
 	if target, err := h.targetSecret(); err == nil && string(target.Data["keyID"]) == st.KeyID {
 		t.Fatal("the target Secret holds a secret the cluster does not use yet")
 	}
-	annotate(v1alpha1.AbortRotationAnnotation, "first")
+	annotateWatch(t, h, v1alpha1.AbortRotationAnnotation, "first")
 	h.run(time.Minute, nil)
 	w := h.get()
 	if w.Status.Rotation != nil || w.Status.LastAbort == nil || h.keptSecret(st.KeyID) != nil {
@@ -589,7 +582,7 @@ func TestAbortingARotation(t *testing.T) {
 		t.Fatalf("rotation %+v after %d resets: an aborted rotation does not start again by itself", w.Status.Rotation, arm.resets)
 	}
 
-	annotate(v1alpha1.RotateAnnotation, "again")
+	annotateWatch(t, h, v1alpha1.RotateAnnotation, "again")
 	h.run(10*time.Minute, nil) // the window is open: the reset begins, and hangs
 	st = h.get().Status.Rotation
 	if st == nil || st.Step != v1alpha1.StepClusterUpdating || arm.resets != 1 {
@@ -650,21 +643,13 @@ func TestDeletingAWatchMidRotation(t *testing.T) {
 			h := newHarness(t)
 			t0 := h.clock.Now()
 			s := seed(t, t0, 20*day, 400*day, 200*day)
-			arm := newARMClusters()
-			arm.put("rg-prod", "aks-prod", s.appID)
+			arm := h.withCluster(s.appID)
 			arm.resetOutcome = "stuck"
-			h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 			opens := t0.Add(12 * time.Hour)
 			if tc.windowOpen {
 				opens = t0.Add(-time.Hour)
 			}
-			h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-				spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
-					TenantID: tenantID, SubscriptionID: "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", ResourceGroup: "rg-prod", Name: "aks-prod"}}
-				rotationSpec(func(r *v1alpha1.Rotation) {
-					r.MaintenanceWindow = &v1alpha1.MaintenanceWindow{Start: opens.Format("15:04"), Duration: "4h", TimeZone: "UTC"}
-				})(spec)
-			})
+			h.create("", aksRotationSpec(opens))
 			old, _ := h.oldCredwatchSecrets(s.appID, t0)
 			h.run(10*time.Minute, nil)
 			w := h.get()

@@ -413,6 +413,7 @@ type CredentialWatchStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.servicePrincipal.appID`,priority=1
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.rotation) || self.spec.rotation.secretRef.name != 'credwatch-rotation-' + self.metadata.name",message="spec.rotation.secretRef.name must not be credwatch-rotation-<the watch's name>: that is the Secret a rotation keeps its new secret in until it is in use; name another, such as <the watch's name>-sp"
 type CredentialWatch struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

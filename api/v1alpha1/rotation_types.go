@@ -230,6 +230,10 @@ type RotationStatus struct {
 	// was refused: only another value asks this rotation to abort.
 	// +optional
 	AbortRequest string `json:"abortRequest,omitempty"`
+	// DeletionSeenTime is when credwatch first found the watch being deleted: it lets the watch
+	// go an hour later at the latest, whatever the rotation's state.
+	// +optional
+	DeletionSeenTime *metav1.Time `json:"deletionSeenTime,omitempty"`
 }
 
 // LastAbort records the last rotation that was aborted.

@@ -78,12 +78,15 @@ func NewSecretName(watchUID string, now time.Time) string {
 }
 
 // SecretPrefix starts the display name of every secret a watch's rotations create. It is hashed
-// from the cluster's ID (its kube-system namespace's UID) and the watch's namespace and name: a
-// watch deleted and created again retires what its predecessor made, and watches of one
-// application on two clusters never retire each other's secrets.
-func SecretPrefix(clusterID, namespace, name string) string {
-	sum := sha256.Sum256([]byte(clusterID + "/" + namespace + "/" + name))
-	return CredwatchPrefix + hex.EncodeToString(sum[:4]) + "-"
+// from the cluster's ID (its kube-system namespace's UID), the watch's namespace and name, and
+// the AKS cluster the secrets are reset onto (empty for a service principal): a watch deleted and
+// created again retires what its predecessor made, watches of one application on two clusters
+// never retire each other's secrets, and a watch that stops moving an AKS cluster never retires
+// the secret that cluster runs on. 64 bits of the hash: finding a watch name whose prefix is
+// another's is out of reach.
+func SecretPrefix(clusterID, namespace, name, aksCluster string) string {
+	sum := sha256.Sum256([]byte(clusterID + "\x00" + namespace + "\x00" + name + "\x00" + strings.ToLower(aksCluster)))
+	return CredwatchPrefix + hex.EncodeToString(sum[:8]) + "-"
 }
 
 // WatchPrefix is the prefix SecretPrefix replaced, from the watch's UID: secrets named with it are

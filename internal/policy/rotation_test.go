@@ -144,14 +144,18 @@ func TestSecretOwned(t *testing.T) {
 }
 
 // A watch's secrets are named the same when it is created again, and differently for a watch of
-// another name, namespace or cluster.
+// another name, namespace, cluster or AKS cluster.
 func TestSecretPrefix(t *testing.T) {
-	p := SecretPrefix("c1", "team-a", "payments")
-	if p != SecretPrefix("c1", "team-a", "payments") || !strings.HasPrefix(p, CredwatchPrefix) || len(p) != len(CredwatchPrefix)+9 {
+	p := SecretPrefix("c1", "team-a", "payments", "")
+	if p != SecretPrefix("c1", "team-a", "payments", "") || !strings.HasPrefix(p, CredwatchPrefix) || len(p) != len(CredwatchPrefix)+17 {
 		t.Fatalf("SecretPrefix = %q", p)
 	}
-	for _, other := range []string{SecretPrefix("c2", "team-a", "payments"), SecretPrefix("c1", "team-b", "payments"), SecretPrefix("c1", "team-a", "billing"),
-		SecretPrefix("c1", "team-a/payments", "")} {
+	aks := SecretPrefix("c1", "team-a", "payments", "sub/rg-prod/aks-prod")
+	if aks == p || aks != SecretPrefix("c1", "team-a", "payments", "SUB/rg-prod/AKS-prod") {
+		t.Errorf("the AKS cluster's prefix %q: want it apart from the service principal's and blind to case", aks)
+	}
+	for _, other := range []string{SecretPrefix("c2", "team-a", "payments", ""), SecretPrefix("c1", "team-b", "payments", ""), SecretPrefix("c1", "team-a", "billing", ""),
+		SecretPrefix("c1", "team-a/payments", "", "")} {
 		if other == p {
 			t.Errorf("%q names another watch's secrets too", other)
 		}

@@ -96,10 +96,11 @@ func (m *Machine) reset(ctx context.Context) (time.Time, error) {
 		return m.fail(err, clusterPollInterval)
 	}
 	op, done, err := m.Cluster.StartReset(ctx, m.st.AppID, text)
-	// Resource Manager names the operations it runs; one it answered at once is named here.
+	// Resource Manager names the operations it runs; one it answered at once is named here, after
+	// the new secret too, so that no value can be set ahead for a hold to come.
 	m.st.ResetOperation = op.ID
 	if op.ID == "" {
-		m.st.ResetOperation = "reset-" + strconv.Itoa(int(m.st.Resets))
+		m.st.ResetOperation = "reset-" + strconv.Itoa(int(m.st.Resets)) + "-of-" + m.st.KeyID
 	}
 	if err != nil {
 		// A request refused (a conflict, a missing permission) changed nothing; any other failure

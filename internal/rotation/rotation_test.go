@@ -476,3 +476,34 @@ func TestAbortWaitsForALostAdd(t *testing.T) {
 		t.Errorf("err %v, Graph %+v: want the lost secret removed and the rotation ended", err, w.secrets)
 	}
 }
+
+// A rotation that starts over after resets were made keeps count of them: it can no more be
+// aborted than before, and the failed ones still count towards the hold.
+func TestStartingOverKeepsTheResets(t *testing.T) {
+	w := newWorld(t)
+	st := w.verified()
+	st.Resets, st.FailedResets, st.ResetOperation = 2, 2, "op-2"
+	w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == st.KeyID })
+	st, _ = w.run(st, true)
+	if st.KeyID == "k-1" || st.Resets < 2 || st.FailedResets != 2 || Abortable(*st) == nil {
+		t.Errorf("status %+v: want a new secret, and the resets kept", st)
+	}
+}
+
+// A reset Resource Manager answered without an operation is named after the new secret too: a
+// confirmation set ahead of the hold, or left from an earlier rotation, does not match it.
+func TestAHoldIsNamedAfterItsSecret(t *testing.T) {
+	w := newWorld(t)
+	w.startReset = func(int) (bool, error) {
+		return false, &azerr.Error{Status: http.StatusInternalServerError, Err: errors.New("InternalServerError")}
+	}
+	w.confirmed = "reset-3"
+	st := w.verified()
+	for range 10 {
+		st, _ = w.run(st, true)
+		w.now = w.now.Add(25 * time.Hour)
+	}
+	if st.Step != v1alpha1.StepSecretVerified || st.FailedResets != failedResetsBeforeHold || st.ResetOperation != "reset-3-of-k-1" {
+		t.Errorf("status %+v: want it held, the operation named after k-1", st)
+	}
+}
