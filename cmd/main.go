@@ -128,12 +128,13 @@ func main() {
 	flag.IntVar(&o.pullThresholds.NodeLocalMaxNodes, "image-pull-node-local-max-nodes", pullauth.DefaultThresholds.NodeLocalMaxNodes, "At most this many refused nodes, while others pull from the registry, make the failure those nodes' kubelets.")
 	flag.Var(&o.destinations.Allow, "alert-destinations-allow", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may reach though they are loopback, private or link-local (a relay inside the cluster); plain http only to these. The default channels are not limited.")
 	flag.Var(&o.destinations.Deny, "alert-destinations-deny", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may not reach, besides loopback, private and link-local ranges: the cluster's Service and Pod CIDRs. Wins over --alert-destinations-allow.")
-	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace, where the default channels' Secrets live.")
+	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace: the default channels' Secrets, cluster identities' Secrets and ServiceAccounts, the issuer checks' canary and the leader's Lease live there. Empty: POD_NAMESPACE, then the namespace of the pod's service account.")
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	o.namespace = operatorNamespace(o.namespace, os.ReadFile)
 
 	if err := run(o); err != nil {
 		// Plain, not a JSON record with a stack trace: most of these are a flag to fix.
@@ -160,6 +161,22 @@ func (o options) cloud() (azure.Cloud, error) {
 		c.ARMAudience = strings.TrimSuffix(o.armEndpoint, "/") + "/"
 	}
 	return c, c.Validate()
+}
+
+// serviceAccountNamespaceFile holds, in a pod, the namespace of its service account: the pod's.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace finds the operator's namespace the way operators do: --operator-namespace
+// (whose default is POD_NAMESPACE), then, in a pod, its service account's; empty outside a pod
+// when neither is given.
+func operatorNamespace(flagged string, readFile func(string) ([]byte, error)) string {
+	if flagged != "" {
+		return flagged
+	}
+	if b, err := readFile(serviceAccountNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
 }
 
 // loadDefaultAlerts reads the operator-wide alert channels, nil when none are configured.
@@ -258,8 +275,9 @@ func run(o options) error {
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err
 	}
-	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace.
-	if o.issuerChecks && o.namespace != "" {
+	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace,
+	// which validate made sure of.
+	if o.issuerChecks {
 		r.Issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace, Allowed: o.issuerAllowed}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
@@ -284,6 +302,11 @@ func (o options) validate() (azure.Cloud, *v1alpha1.Alerts, error) {
 	}
 	if o.graphBudget <= 0 {
 		return cloud, nil, fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
+	}
+	if o.issuerChecks && o.namespace == "" {
+		// Without it the checks would be off, and watches would learn it only from their status.
+		return cloud, nil, errors.New("the service-account issuer checks need the operator's namespace, where their canary ServiceAccount lives: " +
+			"pass --operator-namespace, set POD_NAMESPACE, or run in a pod; or turn the checks off with --service-account-issuer=false")
 	}
 	return cloud, defaults, o.pullThresholds.Validate()
 }

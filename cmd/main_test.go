@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/credwatch/credwatch/internal/pullauth"
+)
 
 func TestCloudOptions(t *testing.T) {
 	tests := map[string]struct {
@@ -50,5 +56,38 @@ func TestCloudOptions(t *testing.T) {
 				t.Errorf("cloud = %+v, want Graph %s and authority %s", c, tc.wantGraph, tc.wantAuth)
 			}
 		})
+	}
+}
+
+// The operator finds its namespace from the flag, then its pod's service account; with the
+// issuer checks on and no namespace, it refuses to start rather than run without them.
+func TestOperatorNamespace(t *testing.T) {
+	inPod := func(string) ([]byte, error) { return []byte("credwatch-system\n"), nil }
+	outside := func(string) ([]byte, error) { return nil, os.ErrNotExist }
+	for _, tc := range []struct {
+		name, flagged string
+		read          func(string) ([]byte, error)
+		want          string
+	}{
+		{"the flag, or POD_NAMESPACE", "ops", inPod, "ops"},
+		{"the pod's service account", "", inPod, "credwatch-system"},
+		{"outside a pod, told nothing", "", outside, ""},
+	} {
+		if got := operatorNamespace(tc.flagged, tc.read); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+
+	o := options{cloudName: "AzurePublic", graphBudget: 3500, issuerChecks: true, pullThresholds: pullauth.DefaultThresholds}
+	if _, _, err := o.validate(); err == nil || !strings.Contains(err.Error(), "--service-account-issuer=false") {
+		t.Errorf("issuer checks on, no namespace: %v, want a refusal that says how to mend it", err)
+	}
+	o.issuerChecks = false
+	if _, _, err := o.validate(); err != nil {
+		t.Errorf("issuer checks off, no namespace: %v", err)
+	}
+	o.issuerChecks, o.namespace = true, "credwatch-system"
+	if _, _, err := o.validate(); err != nil {
+		t.Errorf("issuer checks on, with a namespace: %v", err)
 	}
 }

@@ -28,7 +28,7 @@ type IssuerProbe interface {
 }
 
 var errIssuerNotChecked = errors.New("this operator does not check service-account issuers: it runs with --service-account-issuer=false " +
-	"(chart: serviceAccountIssuer.enabled=false), or without --operator-namespace, where its canary ServiceAccount lives")
+	"(chart: serviceAccountIssuer.enabled=false)")
 
 // Event reasons of a serviceAccountIssuer target besides the drift reasons themselves.
 const (

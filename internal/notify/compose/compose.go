@@ -158,7 +158,7 @@ var checkFixes = map[string]string{
 	v1alpha1.ReasonEndpointNotAllowed:         "Name only API servers of this cluster in spec.target.serviceAccountIssuer.endpoints, or leave it empty for the kubernetes Service's; an admin allows others with --issuer-endpoints.",
 	v1alpha1.ReasonCanaryUnavailable:          "Create the ServiceAccount credwatch-canary in the operator's namespace and let the operator create its tokens (the chart does both).",
 	// A watch that cannot do its job is a failing one: someone asked for it, and must hear.
-	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true and --operator-namespace (chart: serviceAccountIssuer.enabled=true), or delete the watch.",
+	v1alpha1.ReasonIssuerNotChecked: "Run the operator with --service-account-issuer=true (chart: serviceAccountIssuer.enabled=true), or delete the watch.",
 }
 
 // CheckFix says what a person can do about checks failing for reason; empty for a reason that
