@@ -17,7 +17,8 @@ const (
 	KindReminder Kind = "Reminder"
 	// KindExpired: a credential has expired; repeated daily while it stays.
 	KindExpired Kind = "Expired"
-	// KindResolved: a credential that was alerted on is gone: renewed, rotated or removed.
+	// KindResolved: a credential that was alerted on is gone (rotated or removed), or was renewed by
+	// credwatch's own rotation, whose new secret is in use.
 	KindResolved Kind = "Resolved"
 	// KindCheckFailing: the watch has not been able to read Graph for longer than allowed.
 	KindCheckFailing Kind = "CheckFailing"

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -163,6 +164,9 @@ type PlannedAlert struct {
 	Step    Step
 	// Credential is what a reminder or an expiry is about; nil for the others.
 	Credential *v1alpha1.Credential
+	// Newer is the credential that renewed Credential, nil when none did: the alert goes on, as
+	// whatever used the old one may not have moved to it.
+	Newer *v1alpha1.Credential
 	// Pull is the incident a refused-pulls alert is about; nil for the others.
 	Pull *v1alpha1.PullIncident
 	// Forget is true when, once delivered, the ledger entry goes: the matter is over.
@@ -239,7 +243,7 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 		p.sent[[2]string{s.Channel, s.Subject}] = s
 	}
 	for _, c := range in.Credentials {
-		if !Superseded(c, in.Credentials) {
+		if !p.replacedByRotation(c) {
 			p.live[SubjectOf(c)] = true
 		}
 	}
@@ -249,6 +253,26 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 	p.live[DriftSubject] = p.drifting()
 	p.live[IssuerSubject] = in.IssuerChanged != nil
 	return p
+}
+
+// replacedByRotation reports whether c was renewed by the secret of credwatch's own rotation, once
+// that secret is in use: what consumed c was moved to it, and c is quiet until it is retired. A
+// credential renewed any other way, by hand or by a pipeline, is not: nothing says its consumers
+// moved, and an AKS cluster moves only when it is reset.
+func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
+	var inUse []string
+	if r := p.in.LastRotation; r != nil {
+		inUse = append(inUse, r.KeyID)
+	}
+	if r := p.in.Rotation; r != nil && r.Step == v1alpha1.StepRetiring {
+		inUse = append(inUse, r.KeyID)
+	}
+	for _, d := range p.in.Credentials {
+		if slices.Contains(inUse, d.KeyID) && renews(d, c) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *planner) drifting() bool {
@@ -301,7 +325,7 @@ func (p *planner) credentials(ch string) {
 		if step.Expired {
 			kind = notify.KindExpired
 		}
-		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c})
+		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: Newer(*c, p.in.Credentials)})
 	}
 	for _, s := range p.in.Sent {
 		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
@@ -380,17 +404,24 @@ func (p *planner) check(ch string) {
 	}
 }
 
-// Superseded reports whether c was renewed: another credential of its kind on the same object
-// started after it and ends after it. `az ad app credential reset --append` renews that way and
-// leaves the old one in place; its alerts stop, and the new one's take over.
-func Superseded(c v1alpha1.Credential, all []v1alpha1.Credential) bool {
-	for _, d := range all {
-		if d.Type == c.Type && d.Source == c.Source && d.KeyID != c.KeyID &&
-			d.EndTime.After(c.EndTime.Time) && startOf(d).After(startOf(c)) {
-			return true
+// Superseded reports whether c was renewed: see Newer.
+func Superseded(c v1alpha1.Credential, all []v1alpha1.Credential) bool { return Newer(c, all) != nil }
+
+// Newer is the credential that renewed c, the one ending last; nil when none did. A credential
+// renews c when it is of its kind, on the same object, and started and ends after it:
+// `az ad app credential reset --append` renews that way, and leaves the old one in place.
+func Newer(c v1alpha1.Credential, all []v1alpha1.Credential) *v1alpha1.Credential {
+	var newer *v1alpha1.Credential
+	for i := range all {
+		if d := &all[i]; renews(*d, c) && (newer == nil || d.EndTime.After(newer.EndTime.Time)) {
+			newer = d
 		}
 	}
-	return false
+	return newer
+}
+
+func renews(d, c v1alpha1.Credential) bool {
+	return d.Type == c.Type && d.Source == c.Source && d.KeyID != c.KeyID && d.EndTime.After(c.EndTime.Time) && startOf(d).After(startOf(c))
 }
 
 func startOf(c v1alpha1.Credential) time.Time {

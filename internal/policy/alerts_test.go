@@ -270,13 +270,24 @@ func TestPlanAlerts(t *testing.T) {
 			},
 			want: []string{"email IssuerChanged issuer/url changed"},
 		},
-		"renewed with --append: the old secret is resolved, the new one is quiet": {
+		"renewed with --append by hand: the old secret keeps its reminders": {
 			edit: func(in *AlertInputs) {
 				old := secret
 				old.StartTime = &metav1.Time{Time: now.Add(-360 * day)}
 				renewed := v1alpha1.Credential{KeyID: "k3", Source: v1alpha1.SourceApplication, StartTime: &metav1.Time{Time: now.Add(-time.Hour)}, EndTime: metav1.NewTime(now.Add(365 * day))}
 				in.Credentials, in.Channels = []v1alpha1.Credential{old, renewed}, []string{"slack"}
-				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day))}
+			},
+			want:     []string{"slack Reminder Application/k1 7d"},
+			wantNext: 2 * day,
+		},
+		"renewed by credwatch's rotation, done: the old secret is resolved, the new one is quiet": {
+			edit: func(in *AlertInputs) {
+				old := secret
+				old.StartTime = &metav1.Time{Time: now.Add(-360 * day)}
+				renewed := v1alpha1.Credential{KeyID: "k3", Source: v1alpha1.SourceApplication, StartTime: &metav1.Time{Time: now.Add(-time.Hour)}, EndTime: metav1.NewTime(now.Add(365 * day))}
+				in.Credentials, in.Channels = []v1alpha1.Credential{old, renewed}, []string{"slack"}
+				in.Sent = []v1alpha1.SentAlert{sentAlert("slack", "Application/k1", "7d", now.Add(-2*day)), sentAlert("slack", RotationSubject, "k3", now.Add(-time.Hour))}
+				in.LastRotation = &v1alpha1.LastRotation{KeyID: "k3", Time: metav1.NewTime(now.Add(-time.Hour))}
 			},
 			want:     []string{"slack Resolved Application/k1 resolved"},
 			wantNext: 335 * day,
@@ -322,5 +333,29 @@ func TestPlanAlerts(t *testing.T) {
 				t.Errorf("next = now+%v, want now+%v", next, tc.wantNext)
 			}
 		})
+	}
+}
+
+// The credential that renewed another is the newest of those that did; a rotation's secret that
+// is in use quiets what it renewed, a secret made by hand does not.
+func TestNewer(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(d)} }
+	old := v1alpha1.Credential{KeyID: "old", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-360 * day), EndTime: *at(5 * day)}
+	hand := v1alpha1.Credential{KeyID: "hand", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-day), EndTime: *at(300 * day)}
+	later := v1alpha1.Credential{KeyID: "later", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-2 * day), EndTime: *at(700 * day)}
+	cert := v1alpha1.Credential{KeyID: "cert", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypeCertificate, StartTime: at(-day), EndTime: *at(800 * day)}
+	all := []v1alpha1.Credential{old, hand, later, cert}
+	if n := Newer(old, all); n == nil || n.KeyID != "later" {
+		t.Errorf("Newer(old) = %+v, want later, the one ending last", n)
+	}
+	if n := Newer(later, all); n != nil {
+		t.Errorf("Newer(later) = %+v, want none: a certificate renews no secret", n)
+	}
+	byHand := newPlanner(AlertInputs{Credentials: all}, now)
+	byRotation := newPlanner(AlertInputs{Credentials: all, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring, KeyID: "hand"}}, now)
+	notYet := newPlanner(AlertInputs{Credentials: all, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretVerified, KeyID: "hand"}}, now)
+	if byHand.replacedByRotation(old) || !byRotation.replacedByRotation(old) || notYet.replacedByRotation(old) {
+		t.Error("want old quiet only once the rotation's secret that renewed it is in use")
 	}
 }

@@ -31,7 +31,7 @@ func Alert(w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) no
 	}
 	switch p.Kind {
 	case notify.KindReminder, notify.KindExpired:
-		credentialAlert(&a, w, *p.Credential)
+		credentialAlert(&a, w, *p.Credential, p.Newer)
 	case notify.KindResolved:
 		source, keyID, _ := policy.SubjectCredential(p.Subject)
 		a.Credential = &notify.Credential{KeyID: keyID, Source: string(source)}
@@ -61,14 +61,24 @@ var severities = map[v1alpha1.CredentialState]notify.Severity{
 	v1alpha1.StateExpired:  notify.SeverityCritical,
 }
 
-func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential) {
+func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential, newer *v1alpha1.Credential) {
 	a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
 		DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
 	a.Severity = severities[c.State]
-	a.Fix = RenewCommand(w, c)
-	if r := w.Spec.Rotation; r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun &&
-		c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword {
+	switch r := w.Spec.Rotation; {
+	case r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword:
 		a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(w) + "."
+	case newer != nil:
+		// The seed incident's trap: a new secret exists, and the cluster still runs on the old one.
+		created := "at a time Graph does not give"
+		if newer.StartTime != nil {
+			created = newer.StartTime.UTC().Format(time.RFC3339)
+		}
+		a.Fix = fmt.Sprintf("A newer %s exists, created %s, ending %s: make sure every consumer moved to it (for an AKS cluster, "+
+			"it moved only if you reset it: az aks update-credentials --reset-service-principal), then remove this one.",
+			describe(*newer), created, newer.EndTime.UTC().Format(time.RFC3339))
+	default:
+		a.Fix = RenewCommand(w, c)
 	}
 }
 

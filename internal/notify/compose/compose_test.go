@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/compose"
@@ -102,5 +104,25 @@ func TestPullProblemNamesTheCause(t *testing.T) {
 	w.Status.LastCheckTime = nil
 	if got := compose.PullProblem(w, in, notifytest.At); !strings.Contains(got, "has not read") {
 		t.Errorf("before the first check: %q", got)
+	}
+}
+
+// A reminder of a secret another renewed names the newer one and says what to make sure of: the
+// seed incident's cluster ran on the old secret though a new one existed.
+func TestAReminderOfARenewedSecretNamesTheNewer(t *testing.T) {
+	w := notifytest.Watch()
+	c := w.Status.Credentials[0]
+	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", DisplayName: "renewed", Type: c.Type, Source: c.Source,
+		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
+	a := compose.Alert(w, policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time},
+		Credential: &c, Newer: &newer}, notifytest.At)
+	for _, want := range []string{`A newer secret "renewed" (keyId 0f1e2d3c-4b5a-4697-8877-665544332211`, "make sure every consumer moved to it",
+		"for an AKS cluster, it moved only if you reset it"} {
+		if !strings.Contains(a.Fix, want) {
+			t.Errorf("fix %q does not say %q", a.Fix, want)
+		}
+	}
+	if a.Credential.KeyID != c.KeyID {
+		t.Errorf("the alert is about %s, want the old secret %s", a.Credential.KeyID, c.KeyID)
 	}
 }
