@@ -70,6 +70,11 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 			SigningKeyID: e.SigningKeyID, Problem: oneLine(strings.Join(rejected, "; "))})
 	}
 	obj.Status.ServiceAccountIssuer = st
+	if next := obj.Status.NextCheckTime; !a.Recheck.IsZero() && next != nil && a.Recheck.Before(next.Time) {
+		// The drift's aftermath ends then: the condition says so on time, not at the next check.
+		recheck := metav1.NewTime(a.Recheck)
+		obj.Status.NextCheckTime = &recheck
+	}
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
 		fmt.Sprintf("Read the service-account issuer of %d API servers", len(obs.Endpoints)), now)
 

@@ -201,7 +201,27 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		t.Errorf("%d SigningKeyNotShared events, want 1", n)
 	}
 
-	// Healthy: the second server restarted with the first one's key.
+	// The second server restarted to sign with the first one's key, and to verify both. Tokens it
+	// signed with k2 are still valid for an hour, and the first server rejects them: not over yet.
+	cp.startB("k1", "k1", "k2")
+	h.step(10 * time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSignedTokensStillRejected)
+	msg = condition(w, v1alpha1.ConditionSigningKeyDrift).Message
+	if !strings.Contains(msg, "tokens signed with key") || !strings.Contains(msg, "are rejected by "+cp.endpointA()+" until") {
+		t.Errorf("aftermath message %q does not name the key, the server rejecting it and when it clears", msg)
+	}
+	if next := w.Status.NextCheckTime; next == nil || next.Sub(h.clock.Now()) > time.Hour {
+		t.Errorf("next check at %v, want it when the aftermath ends, within the hour", next)
+	}
+	if n := countKind(rc, notify.KindSigningKeyDrift); n != 2 {
+		t.Errorf("%d SigningKeyDrift alerts, want 2: the drift, then its aftermath", n)
+	}
+	h.step(time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
+
+	// Healthy: the second server restarted with the first one's key only.
 	cp.startB("k1", "k1")
 	h.step(7 * time.Hour)
 	w, _ = h.reconcile()
@@ -228,8 +248,9 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 			t.Errorf("%s: SigningKeyDrift %s/%s: %s", step.what, c.Status, c.Reason, c.Message)
 		}
 	}
-	if n := countKind(rc, notify.KindSigningKeyDrift); n != 1 {
-		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 1", n)
+	// The drift, then its aftermath: news each, the second saying when it ends.
+	if n := countKind(rc, notify.KindSigningKeyDrift); n != 2 {
+		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 2", n)
 	}
 
 	// Retiring k1 ten minutes after the first server last signed with it is too early: tokens it

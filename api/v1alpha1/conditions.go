@@ -20,7 +20,10 @@ const (
 	ConditionImagePullsAuthorized = "ImagePullsAuthorized"
 )
 
-// Reasons of the SigningKeyDrift condition.
+// Reasons of the SigningKeyDrift condition. When several hold, the condition gives the first in
+// this order, the most severe: a key signing now that another server rejects, a canary token
+// rejected, issuers that differ, a key gone while its tokens live, tokens signed recently that a
+// server rejects.
 const (
 	// ReasonKeysAgree: every API server accepts the tokens the others sign.
 	ReasonKeysAgree = "KeysAgree"
@@ -32,6 +35,10 @@ const (
 	ReasonIssuersDiffer = "IssuersDiffer"
 	// ReasonKeyRemovedEarly: a key left the key set while tokens it signed are still valid.
 	ReasonKeyRemovedEarly = "KeyRemovedEarly"
+	// ReasonSignedTokensStillRejected: an API server no longer signs with a key another does not
+	// serve, but tokens it signed with that key before are still valid, and rejected there: the
+	// aftermath of drift, until the tokens' lifetime runs out.
+	ReasonSignedTokensStillRejected = "SignedTokensStillRejected"
 )
 
 // Reasons of the Ready condition of a serviceAccountIssuer target.

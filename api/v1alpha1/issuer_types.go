@@ -80,4 +80,14 @@ type ServedKey struct {
 	// absent for a key only ever served for verification.
 	// +optional
 	LastSigned *metav1.Time `json:"lastSigned,omitempty"`
+	// Signers are the API servers that signed the canary token with this key at the last check.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Signers []string `json:"signers,omitempty"`
+	// TokensValidUntil is until when tokens this key signed may still be presented: the first
+	// check that found a server no longer signing with it, plus the token lifetime (it may have
+	// signed until just before that check).
+	// +optional
+	TokensValidUntil *metav1.Time `json:"tokensValidUntil,omitempty"`
 }

@@ -40,6 +40,8 @@ type Assessment struct {
 	Keys []v1alpha1.ServedKey
 	// Issuer is the issuer URL the endpoints announce (the first one's, when they differ).
 	Issuer string
+	// Recheck is when the drift's aftermath ends and the condition may change; zero for none.
+	Recheck time.Time
 }
 
 // maxKeys bounds the remembered keys, as the CRD does.
@@ -97,6 +99,25 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 				k.KeyID, now.Sub(k.LastSigned.Time).Round(time.Second), lifetime))
 		}
 	}
+	a.Keys = remember(obs, served, serving, lifetime, now)
+	// The canary proves the present; this, the recent past: a server that stopped signing with a
+	// key another never served leaves tokens that other server rejects until they expire.
+	for _, k := range a.Keys {
+		if k.TokensValidUntil == nil || !now.Before(k.TokensValidUntil.Time) || !serving[k.KeyID] {
+			continue
+		}
+		var rejecting []string
+		for _, e := range obs.Endpoints {
+			if !slices.Contains(e.KeyIDs, k.KeyID) {
+				rejecting = append(rejecting, e.URL)
+			}
+		}
+		if len(rejecting) > 0 {
+			add(v1alpha1.ReasonSignedTokensStillRejected, fmt.Sprintf("tokens signed with key %s until it stopped signing are rejected by %s until %s, when the last of them expires",
+				k.KeyID, strings.Join(rejecting, ", "), k.TokensValidUntil.UTC().Format(time.RFC3339)))
+			a.Recheck = earliest(a.Recheck, k.TokensValidUntil.Time)
+		}
+	}
 	a.Drift = reason
 	a.Message = strings.Join(problems, "; ")
 	if reason == "" {
@@ -105,8 +126,13 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 			a.Message += " (their key sets differ, as during a rotation, but every signing key is served everywhere)"
 		}
 	}
+	return a
+}
 
-	a.Keys = remember(obs, served, serving, lifetime, now)
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
 	return a
 }
 
@@ -131,9 +157,23 @@ func remember(obs Observation, served []v1alpha1.ServedKey, serving map[string]b
 	stamp := metav1.NewTime(now)
 	var keys []v1alpha1.ServedKey
 	for k := range serving {
-		sk := v1alpha1.ServedKey{KeyID: k, LastServed: stamp, LastSigned: before[k].LastSigned}
+		prev := before[k]
+		sk := v1alpha1.ServedKey{KeyID: k, LastServed: stamp, LastSigned: prev.LastSigned, Signers: signersOf(obs, k),
+			TokensValidUntil: prev.TokensValidUntil}
 		if signing[k] {
 			sk.LastSigned = &stamp
+		}
+		for _, s := range prev.Signers {
+			if !slices.Contains(sk.Signers, s) {
+				// s stopped signing with k at some moment since the last check; its tokens live on.
+				until := metav1.NewTime(now.Add(lifetime))
+				if sk.TokensValidUntil == nil || sk.TokensValidUntil.Before(&until) {
+					sk.TokensValidUntil = &until
+				}
+			}
+		}
+		if sk.TokensValidUntil != nil && !now.Before(sk.TokensValidUntil.Time) {
+			sk.TokensValidUntil = nil
 		}
 		keys = append(keys, sk)
 	}
@@ -152,6 +192,20 @@ func remember(obs Observation, served []v1alpha1.ServedKey, serving map[string]b
 	slices.SortFunc(keys, func(x, y v1alpha1.ServedKey) int { return strings.Compare(x.KeyID, y.KeyID) })
 	return keys
 }
+
+// signersOf lists the endpoints that signed the canary token with key k.
+func signersOf(obs Observation, k string) []string {
+	var out []string
+	for _, e := range obs.Endpoints {
+		if e.SigningKeyID == k && len(out) < maxSigners {
+			out = append(out, e.URL)
+		}
+	}
+	return out
+}
+
+// maxSigners bounds a key's signers, as the CRD does.
+const maxSigners = 16
 
 func setsDiffer(eps []Endpoint) bool {
 	for i := 1; i < len(eps); i++ {

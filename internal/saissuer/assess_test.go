@@ -155,3 +155,56 @@ func TestKeyID(t *testing.T) {
 		t.Error("a token without a header gave a kid")
 	}
 }
+
+// The seed incident's aftermath, as a timeline: b signs with a key a does not serve (drift), then
+// is restarted to sign with the shared key and verify both. Tokens b signed before still reach a,
+// which rejects them until they expire: the condition stays True, with a reason of its own that
+// names the key, the server that rejects it and when it clears, and only then says the keys agree.
+func TestAssessDriftAftermath(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	const issuer = "https://kubernetes.default.svc"
+	ep := func(url, signs string, serves ...string) Endpoint {
+		return Endpoint{URL: url, Issuer: issuer, KeyIDs: serves, SigningKeyID: signs}
+	}
+	drifting := Observation{Endpoints: []Endpoint{ep("https://a", "k1", "k1"), ep("https://b", "k2", "k2")}}
+	restarted := Observation{Endpoints: []Endpoint{ep("https://a", "k1", "k1"), ep("https://b", "k1", "k1", "k2")}}
+	fixed := Observation{Endpoints: []Endpoint{ep("https://a", "k1", "k1", "k2"), ep("https://b", "k1", "k1", "k2")}}
+
+	var keys []v1alpha1.ServedKey
+	for _, step := range []struct {
+		at        time.Duration
+		obs       Observation
+		drift     string
+		says      string
+		wantCheck time.Duration // when the assessment asks to look again; 0 for never
+	}{
+		{at: 0, obs: drifting, drift: v1alpha1.ReasonSigningKeyNotShared},
+		{at: 10 * time.Minute, obs: restarted, drift: v1alpha1.ReasonSignedTokensStillRejected,
+			says: "tokens signed with key k2 until it stopped signing are rejected by https://a until 2026-12-02T10:10:00Z", wantCheck: 70 * time.Minute},
+		{at: 40 * time.Minute, obs: restarted, drift: v1alpha1.ReasonSignedTokensStillRejected, says: "until 2026-12-02T10:10:00Z", wantCheck: 70 * time.Minute},
+		{at: 70 * time.Minute, obs: restarted, says: "Every API server accepts the tokens the others sign"},
+	} {
+		a := Assess(step.obs, keys, time.Hour, t0.Add(step.at))
+		keys = a.Keys
+		if a.Drift != step.drift || !strings.Contains(a.Message, step.says) {
+			t.Errorf("at +%v: drift %q (%s), want %q saying %q", step.at, a.Drift, a.Message, step.drift, step.says)
+		}
+		if want := t0.Add(step.wantCheck); (step.wantCheck == 0) != a.Recheck.IsZero() || (step.wantCheck != 0 && !a.Recheck.Equal(want)) {
+			t.Errorf("at +%v: recheck %v, want %v", step.at, a.Recheck, step.wantCheck)
+		}
+	}
+
+	// Had a served k2 as well, b's old tokens would be accepted everywhere: no aftermath.
+	keys = Assess(drifting, nil, time.Hour, t0).Keys
+	if a := Assess(fixed, keys, time.Hour, t0.Add(10*time.Minute)); a.Drift != "" {
+		t.Errorf("every server serves k2: drift %q (%s), want none", a.Drift, a.Message)
+	}
+
+	// A more severe drift comes first: b still signs with k2 while a serves only k1.
+	keys = Assess(drifting, nil, time.Hour, t0).Keys
+	keys = Assess(restarted, keys, time.Hour, t0.Add(10*time.Minute)).Keys
+	if a := Assess(drifting, keys, time.Hour, t0.Add(20*time.Minute)); a.Drift != v1alpha1.ReasonSigningKeyNotShared ||
+		!strings.Contains(a.Message, "tokens signed with key k2") {
+		t.Errorf("drifting again during the aftermath: %q (%s), want SigningKeyNotShared first, the aftermath told too", a.Drift, a.Message)
+	}
+}
