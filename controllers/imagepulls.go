@@ -69,7 +69,7 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(_ context.Context, w *wa
 
 	all, next := coveredIncidents(spec, previous, r.ImagePulls.Incidents(now))
 	obj.Status.ImagePulls = policy.KeepIncidents(all, previous, maxPullIncidents)
-	r.tellPullChanges(obj, previous, all, now)
+	next = policy.Earliest(next, r.tellPullChanges(obj, previous, all, now))
 	if len(all) == 0 {
 		covered := strings.Join(spec.Registries, ", ")
 		if spec.CoversPodRegistries() {
@@ -116,6 +116,7 @@ func coveredIncidents(spec *v1alpha1.ImagePulls, previous []v1alpha1.PullInciden
 		if !covers(spec, in) {
 			continue
 		}
+		tell := metav1.NewTime(in.Tell)
 		p := v1alpha1.PullIncident{
 			Registry:     in.Registry,
 			Scope:        in.Scope,
@@ -123,9 +124,13 @@ func coveredIncidents(spec *v1alpha1.ImagePulls, previous []v1alpha1.PullInciden
 			FailingNodes: int32(len(in.Failing)),
 			PullingNodes: int32(in.Pulling),
 			Since:        metav1.NewTime(in.Since),
+			TellTime:     &tell,
 		}
-		if i := slices.IndexFunc(previous, func(b v1alpha1.PullIncident) bool { return b.Registry == in.Registry }); i >= 0 && previous[i].Since.Before(&p.Since) {
-			p.Since = previous[i].Since
+		if i := slices.IndexFunc(previous, func(b v1alpha1.PullIncident) bool { return b.Registry == in.Registry }); i >= 0 {
+			if previous[i].Since.Before(&p.Since) {
+				p.Since = previous[i].Since
+			}
+			p.ToldScope = previous[i].ToldScope
 		}
 		all = append(all, p)
 		next = policy.Earliest(next, in.Changes)
@@ -133,24 +138,37 @@ func coveredIncidents(spec *v1alpha1.ImagePulls, previous []v1alpha1.PullInciden
 	return all, next
 }
 
-// tellPullChanges raises an event for each incident in status that opened or changed scope, and
-// for each of previous that ended.
-func (r *CredentialWatchReconciler) tellPullChanges(obj *v1alpha1.CredentialWatch, previous, all []v1alpha1.PullIncident, now time.Time) {
-	was := map[string]v1alpha1.PullIncident{}
-	for _, p := range previous {
-		was[p.Registry] = p
-	}
-	for _, p := range obj.Status.ImagePulls {
-		if before, ok := was[p.Registry]; !ok || before.Scope != p.Scope {
-			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, compose.PullProblem(obj, p, now))
+// tellPullChanges raises an event for each incident in status whose scope changed since it was
+// last told, once it may be told, and for each told one of previous that ended. It returns when
+// one may be told next. Events of one failure come from every node within seconds and are read
+// one at a time: told at once, an incident would be told half understood ("Undetermined, 1
+// node") and then again.
+func (r *CredentialWatchReconciler) tellPullChanges(obj *v1alpha1.CredentialWatch, previous, all []v1alpha1.PullIncident, now time.Time) time.Time {
+	var next time.Time
+	for i := range obj.Status.ImagePulls {
+		p := &obj.Status.ImagePulls[i]
+		switch {
+		case p.Scope == p.ToldScope:
+		case p.TellTime != nil && now.Before(p.TellTime.Time):
+			next = policy.Earliest(next, p.TellTime.Time)
+		default:
+			r.Recorder.Event(obj, corev1.EventTypeWarning, eventImagePullsRefused, compose.PullProblem(obj, *p, now))
+			p.ToldScope = p.Scope
 		}
 	}
+	ended := map[string]bool{}
+	for _, p := range previous {
+		ended[p.Registry] = p.ToldScope != ""
+	}
 	for _, p := range all {
-		delete(was, p.Registry)
+		delete(ended, p.Registry)
 	}
-	for registry := range was {
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventImagePullsRecovered, "%s refuses no image pull any more", registry)
+	for registry, told := range ended {
+		if told {
+			r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventImagePullsRecovered, "%s refuses no image pull any more", registry)
+		}
 	}
+	return next
 }
 
 // covers says whether a watch of spec hears of incident.

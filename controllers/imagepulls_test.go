@@ -273,6 +273,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 		t.Errorf("the registry maps to %v in the test's namespace, want only %v", mapped, h.key)
 	}
 
+	h.step(pullauth.DefaultThresholds.Settle) // the refusals settle before the incident is told
 	w, res := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
 	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
@@ -408,6 +409,7 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 		return in != nil && in.Scope == v1alpha1.PullScopeNodeLocal && len(in.Failing) == 1 && in.Failing[0] == p.node("d")
 	})
 
+	h.step(pullauth.DefaultThresholds.Settle) // the refusals settle before the incident is told
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonNodeLocalPullFailures)
 	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
@@ -490,6 +492,7 @@ func TestImagePullsForgedEventsRaiseNothing(t *testing.T) {
 		p.refused(n, now)
 	}
 	p.waitFor(h, "a cluster-wide incident", func(in *pullauth.Incident) bool { return in != nil && in.Scope == v1alpha1.PullScopeClusterWide })
+	h.step(pullauth.DefaultThresholds.Settle) // the refusals settle before the incident is told
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
 	if got := w.Status.ImagePulls; len(got) != 1 || !slices.Equal(got[0].Nodes, []string{p.node("a"), p.node("b"), p.node("c")}) {
@@ -699,5 +702,63 @@ func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
 	}
 	if events := h.takeEvents(); len(events) != 0 {
 		t.Errorf("events %q, want none", events)
+	}
+}
+
+// One failure, reported by four kubelets at once with everything a kubelet says about it
+// (Pulling, the runtime's refusal, ErrImagePull, BackOff, ImagePullBackOff), and read one event at
+// a time while the watch reconciles: the incident is told once, when understood, with the counts
+// status holds; not first as "Undetermined, 1 node", nor as 3 nodes out of 4.
+func TestAPullIncidentIsToldOnceUnderstood(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 200*day, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	p := newPulls(t, h)
+	p.cover(h)
+	p.createNodes("a", "b", "c", "d")
+	h.reconcile()
+
+	for i, n := range []string{"a", "b", "c", "d"} {
+		pod := p.pod("api-"+n, n, p.image(), false, backingOff(p.image()))
+		for _, e := range []struct{ reason, message string }{
+			{"Pulling", fmt.Sprintf(`Pulling image "%s"`, p.image())},
+			{"Failed", refusedMessage(p.image())},
+			{"Failed", "Error: ErrImagePull"},
+			{"BackOff", fmt.Sprintf(`Back-off pulling image "%s"`, p.image())},
+			{"Failed", "Error: ImagePullBackOff"},
+		} {
+			p.event(n, pod, e.reason, e.message, t0)
+		}
+		p.waitFor(h, "node "+n+"'s refusal", func(in *pullauth.Incident) bool { return in != nil && len(in.Failing) == i+1 })
+		h.reconcile() // as the watcher's PullsChanged makes the watch do
+		h.step(time.Second)
+	}
+	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 0 || len(pullAlerts(rc)) != 0 {
+		t.Fatalf("%d events and %d alerts while the refusals settle, want none yet", n, len(pullAlerts(rc)))
+	}
+
+	h.step(pullauth.DefaultThresholds.Settle)
+	w, _ := h.reconcile()
+	h.step(time.Minute)
+	h.reconcile()
+	st := w.Status.ImagePulls
+	if len(st) != 1 || st[0].Scope != v1alpha1.PullScopeClusterWide || st[0].FailingNodes != 4 || st[0].ToldScope != v1alpha1.PullScopeClusterWide {
+		t.Fatalf("status.imagePulls = %+v, want one cluster-wide incident on 4 nodes, told", st)
+	}
+	var told []string
+	for _, e := range h.takeEvents() {
+		if strings.Contains(e, eventImagePullsRefused) {
+			told = append(told, e)
+		}
+	}
+	if len(told) != 1 || !strings.Contains(told[0], "on 4 nodes") {
+		t.Errorf("events %q, want one, saying 4 nodes as status does", told)
+	}
+	if got := pullAlerts(rc); len(got) != 1 || got[0].ImagePulls == nil || got[0].ImagePulls.Scope != "ClusterWide" || got[0].ImagePulls.FailingNodes != 4 {
+		t.Errorf("alerts = %+v, want one cluster-wide, on 4 nodes", got)
 	}
 }

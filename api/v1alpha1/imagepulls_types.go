@@ -70,4 +70,12 @@ type PullIncident struct {
 	PullingNodes int32 `json:"pullingNodes,omitempty"`
 	// Since is the first refused pull of the incident.
 	Since metav1.Time `json:"since"`
+	// TellTime is when the incident is told, by event and alert: once its refusals settled
+	// (--image-pull-settle), for a scope decided; at the end of --image-pull-window, for one still
+	// Undetermined then.
+	// +optional
+	TellTime *metav1.Time `json:"tellTime,omitempty"`
+	// ToldScope is the scope the last event told; empty before the first.
+	// +optional
+	ToldScope PullScope `json:"toldScope,omitempty"`
 }

@@ -63,7 +63,8 @@ type Credential struct {
 // Pulls are a registry's refusals of image pulls. There are only names and counts in it.
 type Pulls struct {
 	Registry string
-	// Scope is ClusterWide or NodeLocal.
+	// Scope is ClusterWide, NodeLocal, or Undetermined (told only if it still is at the end of the
+	// window).
 	Scope string
 	// Nodes are nodes refused, at most ten; Failing counts them all, Pulling the nodes that
 	// pulled from the registry meanwhile.

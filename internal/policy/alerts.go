@@ -357,7 +357,13 @@ func (p *planner) pulls(ch string) {
 	for i := range p.in.Pulls {
 		in := &p.in.Pulls[i]
 		subject := PullSubject(in.Registry)
-		if last := p.last(ch, subject); in.Scope != v1alpha1.PullScopeUndetermined && (last == nil || last.Step != string(in.Scope)) {
+		if t := in.TellTime; t != nil && p.now.Before(t.Time) {
+			// Not understood yet: an Undetermined incident is told only if it still is at the end
+			// of the window, a decided one once its refusals settled.
+			p.soonest(t.Time)
+			continue
+		}
+		if last := p.last(ch, subject); last == nil || last.Step != string(in.Scope) {
 			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
 				Step: Step{Name: string(in.Scope), Due: in.Since.Time}, Pull: in})
 		}

@@ -225,9 +225,30 @@ func TestPlanAlerts(t *testing.T) {
 		"too early to tell whose fault: not told": {
 			edit: func(in *AlertInputs) {
 				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
-				in.Pulls = []v1alpha1.PullIncident{pull(v1alpha1.PullScopeUndetermined)}
+				undetermined := pull(v1alpha1.PullScopeUndetermined)
+				undetermined.TellTime = &metav1.Time{Time: now.Add(9 * time.Minute)}
+				in.Pulls = []v1alpha1.PullIncident{undetermined}
 			},
+			wantNext: 9 * time.Minute,
+		},
+		"still undetermined at the end of the window: told": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				undetermined := pull(v1alpha1.PullScopeUndetermined)
+				undetermined.TellTime = &metav1.Time{Time: now}
+				in.Pulls = []v1alpha1.PullIncident{undetermined}
+			},
+			want:     []string{"slack PullsRefused pull/myacr.azurecr.io Undetermined"},
 			wantNext: 70 * day,
+		},
+		"a cluster-wide failure whose refusals are still settling: not told yet": {
+			edit: func(in *AlertInputs) {
+				in.Credentials, in.Channels = []v1alpha1.Credential{cert}, []string{"slack"}
+				settling := pull(v1alpha1.PullScopeClusterWide)
+				settling.TellTime = &metav1.Time{Time: now.Add(20 * time.Second)}
+				in.Pulls = []v1alpha1.PullIncident{settling}
+			},
+			wantNext: 20 * time.Second,
 		},
 		"refusals over after an announced incident: recovered, not a credential resolved": {
 			edit: func(in *AlertInputs) {

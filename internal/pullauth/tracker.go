@@ -21,11 +21,15 @@ type Thresholds struct {
 	// NodeLocalMaxNodes is how many nodes at most may fail, while another pulls, for the fault
 	// to be theirs.
 	NodeLocalMaxNodes int
+	// Settle is how long the refusals of an incident are gathered before it is told: events of
+	// one failure arrive from every node within seconds, and are read one at a time.
+	Settle time.Duration
 }
 
 // DefaultThresholds: a kubelet retries a refused pull within five minutes at most, so a
-// ten-minute window sees every stuck pod twice.
-var DefaultThresholds = Thresholds{Window: 10 * time.Minute, ClusterWideNodes: 3, NodeLocalMaxNodes: 2}
+// ten-minute window sees every stuck pod twice; the nodes of a cluster-wide failure report it
+// within seconds of each other.
+var DefaultThresholds = Thresholds{Window: 10 * time.Minute, ClusterWideNodes: 3, NodeLocalMaxNodes: 2, Settle: 30 * time.Second}
 
 // Memory is bounded whatever the event rate: a flood of failures updates the same entries. Beyond
 // these counts, the registry or node seen least recently is forgotten first.
@@ -68,6 +72,9 @@ type Incident struct {
 	Changes time.Time
 	// NodeCredential: the registry refused a pod that pulls with the node's credential.
 	NodeCredential bool
+	// Tell is when the incident may be told: once its refusals settled, for a scope decided; at
+	// the end of the window, for one still Undetermined then.
+	Tell time.Time
 }
 
 // Tracker keeps, per registry and node, the latest refused and successful pull. It is safe for
@@ -219,6 +226,10 @@ func (t *Tracker) Incidents(now time.Time) []Incident {
 		_, pulling := r.count(cutoff)
 		in := Incident{Registry: name, Scope: Scope(len(failing), pulling, nodes, t.th), Failing: failing, Pulling: pulling, Since: r.since,
 			NodeCredential: r.nodeCredential}
+		in.Tell = in.Since.Add(t.th.Settle)
+		if in.Scope == v1alpha1.PullScopeUndetermined {
+			in.Tell = in.Since.Add(t.th.Window)
+		}
 		for _, n := range failing {
 			if c := r.nodes[n].refused.Add(t.th.Window); in.Changes.IsZero() || c.Before(in.Changes) {
 				in.Changes = c
@@ -336,6 +347,8 @@ func (th Thresholds) Validate() error {
 		return fmt.Errorf("image-pull node thresholds must be at least 1 (cluster-wide %d, node-local %d)", th.ClusterWideNodes, th.NodeLocalMaxNodes)
 	case th.NodeLocalMaxNodes >= th.ClusterWideNodes:
 		return fmt.Errorf("the node-local maximum (%d) must be below the cluster-wide threshold (%d)", th.NodeLocalMaxNodes, th.ClusterWideNodes)
+	case th.Settle < 0 || th.Settle >= th.Window:
+		return fmt.Errorf("the image-pull settle delay (%v) must be at least 0 and shorter than the window (%v)", th.Settle, th.Window)
 	}
 	return nil
 }

@@ -191,3 +191,28 @@ func TestMatches(t *testing.T) {
 		}
 	}
 }
+
+// An incident is told once its refusals settled when its scope is decided, and at the end of the
+// window when it is still Undetermined.
+func TestIncidentTellTime(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes []string
+		want  time.Duration
+	}{
+		{"cluster-wide", []string{"a", "b", "c"}, DefaultThresholds.Settle},
+		{"undetermined", []string{"a"}, DefaultThresholds.Window},
+	} {
+		tr := NewTracker(DefaultThresholds, func() int { return 5 })
+		for _, n := range tc.nodes {
+			tr.Observe(refused(n, 0), t0.Add(time.Second))
+		}
+		in := tr.Incidents(t0.Add(time.Second))
+		if len(in) != 1 || !in[0].Tell.Equal(t0.Add(tc.want)) {
+			t.Errorf("%s: incidents %+v, want one told at +%v", tc.name, in, tc.want)
+		}
+	}
+	if err := (Thresholds{Window: time.Minute, ClusterWideNodes: 3, NodeLocalMaxNodes: 2, Settle: time.Minute}).Validate(); err == nil {
+		t.Error("a settle delay as long as the window was accepted")
+	}
+}

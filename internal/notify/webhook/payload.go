@@ -46,7 +46,8 @@ type ServicePrincipal struct {
 // ImagePulls are a registry's refusals of the cluster's image pulls.
 type ImagePulls struct {
 	Registry string `json:"registry"`
-	// Scope is ClusterWide or NodeLocal; empty in a recovery.
+	// Scope is ClusterWide, NodeLocal or Undetermined (told only if it still is at the end of the
+	// window); empty in a recovery.
 	Scope        string   `json:"scope"`
 	Nodes        []string `json:"nodes"`
 	FailingNodes int      `json:"failingNodes"`
