@@ -149,6 +149,8 @@ func (r *CredentialWatchReconciler) tellPullChanges(obj *v1alpha1.CredentialWatc
 		p := &obj.Status.ImagePulls[i]
 		switch {
 		case p.Scope == p.ToldScope:
+		case p.Scope == v1alpha1.PullScopeUndetermined && p.ToldScope != "":
+			// Told before, less understood now (no other node pulled lately): no news.
 		case p.TellTime != nil && now.Before(p.TellTime.Time):
 			next = policy.Earliest(next, p.TellTime.Time)
 		default:

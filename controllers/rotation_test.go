@@ -134,7 +134,10 @@ func TestRotationOfAServicePrincipal(t *testing.T) {
 			rotated++
 		case "Reminder":
 			reminders++
-			if !strings.HasPrefix(p.Fix, "Nothing: credwatch rotates the application's secret") {
+			// A secret renewed by hand (rbac, newer than the watch's old ones) is also named, with
+			// when the rotation comes: whatever uses the old one may not have moved.
+			renewedByHand := strings.HasPrefix(p.Fix, "A newer secret \"rbac\"") && strings.Contains(p.Fix, "credwatch rotates the application's secret")
+			if !strings.HasPrefix(p.Fix, "Nothing: credwatch rotates the application's secret") && !renewedByHand {
 				t.Errorf("reminder fix %q does not say credwatch rotates it", p.Fix)
 			}
 		}

@@ -256,9 +256,11 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 }
 
 // replacedByRotation reports whether c was renewed by the secret of credwatch's own rotation, once
-// that secret is in use: what consumed c was moved to it, and c is quiet until it is retired. A
-// credential renewed any other way, by hand or by a pipeline, is not: nothing says its consumers
-// moved, and an AKS cluster moves only when it is reset.
+// that secret is in use: the rotation moved the watch's consumers (its Secret, its cluster) to it,
+// and c is quiet until it is retired. That holds for every older secret of the application the
+// rotation's secret renews, the one it replaced or another. A credential renewed any other way, by
+// hand or by a pipeline, is not quiet: nothing says its consumers moved, and an AKS cluster moves
+// only when it is reset.
 func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
 	var inUse []string
 	if r := p.in.LastRotation; r != nil {
@@ -316,8 +318,15 @@ func (p *planner) credentials(ch string) {
 			continue
 		}
 		end := c.EndTime.Time
-		p.soonest(NextStepDue(end, p.now, p.in.RemindBefore))
+		newer := Newer(*c, p.in.Credentials)
 		step, ok := CurrentStep(end, p.now, p.in.RemindBefore)
+		if newer != nil && step.Expired {
+			// Renewed and expired: told once, not daily, as an old secret often stays beside the
+			// new one for good.
+			step = Step{Name: "expired", Due: end, Expired: true}
+		} else {
+			p.soonest(NextStepDue(end, p.now, p.in.RemindBefore))
+		}
 		if !ok || !Due(step, p.last(ch, subject)) {
 			continue
 		}
@@ -325,7 +334,7 @@ func (p *planner) credentials(ch string) {
 		if step.Expired {
 			kind = notify.KindExpired
 		}
-		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: Newer(*c, p.in.Credentials)})
+		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: newer})
 	}
 	for _, s := range p.in.Sent {
 		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
@@ -357,13 +366,21 @@ func (p *planner) pulls(ch string) {
 	for i := range p.in.Pulls {
 		in := &p.in.Pulls[i]
 		subject := PullSubject(in.Registry)
-		if t := in.TellTime; t != nil && p.now.Before(t.Time) {
+		last := p.last(ch, subject)
+		if t := in.TellTime; (t != nil && p.now.Before(t.Time)) || (t == nil && in.Scope == v1alpha1.PullScopeUndetermined) {
 			// Not understood yet: an Undetermined incident is told only if it still is at the end
 			// of the window, a decided one once its refusals settled.
-			p.soonest(t.Time)
+			if t != nil {
+				p.soonest(t.Time)
+			}
 			continue
 		}
-		if last := p.last(ch, subject); last == nil || last.Step != string(in.Scope) {
+		if in.Scope == v1alpha1.PullScopeUndetermined && last != nil {
+			// A told incident that falls to Undetermined (no other node pulled lately) is the same
+			// incident, less understood: no news.
+			continue
+		}
+		if last == nil || last.Step != string(in.Scope) {
 			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
 				Step: Step{Name: string(in.Scope), Due: in.Since.Time}, Pull: in})
 		}

@@ -380,3 +380,39 @@ func TestNewer(t *testing.T) {
 		t.Error("want old quiet only once the rotation's secret that renewed it is in use")
 	}
 }
+
+// A renewed secret that expired is told so once, not every day: old secrets often stay beside
+// the new one for good.
+func TestARenewedSecretThatExpiredIsToldOnce(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	old := v1alpha1.Credential{KeyID: "old", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword,
+		StartTime: &metav1.Time{Time: now.Add(-400 * day)}, EndTime: metav1.NewTime(now.Add(-3 * day))}
+	renewed := v1alpha1.Credential{KeyID: "new", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword,
+		StartTime: &metav1.Time{Time: now.Add(-10 * day)}, EndTime: metav1.NewTime(now.Add(355 * day))}
+	in := AlertInputs{Credentials: []v1alpha1.Credential{old, renewed}, Checked: true, Channels: []string{"slack"}, RemindBefore: []time.Duration{7 * day}}
+	plan := PlanAlerts(in, now)
+	if len(plan.Due) != 1 || plan.Due[0].Step.Name != "expired" || plan.Due[0].Newer == nil || plan.Due[0].Newer.KeyID != "new" {
+		t.Fatalf("due %+v, want the expiry once, naming the newer secret", plan.Due)
+	}
+	in.Sent = []v1alpha1.SentAlert{sentAlert("slack", SubjectOf(old), "expired", now)}
+	if plan := PlanAlerts(in, now.Add(2*day)); len(plan.Due) != 0 {
+		t.Errorf("due %+v two days on, want nothing more", plan.Due)
+	}
+}
+
+// A told incident that falls to Undetermined is no news; one never told, without a tell time
+// (from an earlier version), waits.
+func TestUndeterminedPullsAreToldOnlyFirst(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	told := metav1.NewTime(now.Add(-time.Hour))
+	in := AlertInputs{Channels: []string{"slack"},
+		Pulls: []v1alpha1.PullIncident{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeUndetermined, Since: told, TellTime: &told}},
+		Sent:  []v1alpha1.SentAlert{sentAlert("slack", PullSubject("myacr.azurecr.io"), "NodeLocal", told.Time)}}
+	if plan := PlanAlerts(in, now); len(plan.Due) != 0 {
+		t.Errorf("due %+v, want nothing for a node-local incident fallen to Undetermined", plan.Due)
+	}
+	in.Sent, in.Pulls[0].TellTime = nil, nil
+	if plan := PlanAlerts(in, now); len(plan.Due) != 0 {
+		t.Errorf("due %+v, want nothing for an Undetermined incident with no tell time", plan.Due)
+	}
+}

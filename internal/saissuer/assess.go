@@ -95,8 +95,12 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 	// every early removal takes checks at least as often as tokens live.
 	for _, k := range served {
 		if !serving[k.KeyID] && stillSigned(k, lifetime, now) {
-			add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set while a token it signed %s ago stays valid for %s",
-				k.KeyID, now.Sub(k.LastSigned.Time).Round(time.Second), lifetime))
+			signed := "recently"
+			if k.LastSigned != nil {
+				signed = now.Sub(k.LastSigned.Time).Round(time.Second).String() + " ago"
+			}
+			add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set while a token it signed %s stays valid for %s",
+				k.KeyID, signed, lifetime))
 		}
 	}
 	a.Keys = remember(obs, served, serving, lifetime, now)
@@ -136,9 +140,10 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// stillSigned says whether tokens k was last seen signing are still valid.
+// stillSigned says whether tokens k signed may still be valid: up to a lifetime after the last
+// check that saw it sign, or after the first that found a server no longer signing with it.
 func stillSigned(k v1alpha1.ServedKey, lifetime time.Duration, now time.Time) bool {
-	return k.LastSigned != nil && now.Sub(k.LastSigned.Time) < lifetime
+	return (k.LastSigned != nil && now.Sub(k.LastSigned.Time) < lifetime) || (k.TokensValidUntil != nil && now.Before(k.TokensValidUntil.Time))
 }
 
 // remember keeps the keys served now, with when each last signed, and the keys gone whose tokens

@@ -65,10 +65,10 @@ func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Cr
 	a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
 		DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
 	a.Severity = severities[c.State]
-	switch r := w.Spec.Rotation; {
-	case r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword:
-		a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(w) + "."
-	case newer != nil:
+	ownNew := newer != nil && w.Status.Rotation != nil && newer.KeyID == w.Status.Rotation.KeyID
+	switch {
+	case newer != nil && !ownNew:
+		// Renewed by hand or a pipeline: whether or not credwatch rotates, this one may be in use.
 		// The seed incident's trap: a new secret exists, and the cluster still runs on the old one.
 		created := "at a time Graph does not give"
 		if newer.StartTime != nil {
@@ -77,9 +77,20 @@ func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Cr
 		a.Fix = fmt.Sprintf("A newer %s exists, created %s, ending %s: make sure every consumer moved to it (for an AKS cluster, "+
 			"it moved only if you reset it: az aks update-credentials --reset-service-principal), then remove this one.",
 			describe(*newer), created, newer.EndTime.UTC().Format(time.RFC3339))
+		if rotates(w, c) {
+			a.Fix += " credwatch rotates the application's secret " + rotationWhen(w) + ", reckoned from the newer one."
+		}
+	case rotates(w, c):
+		a.Fix = "Nothing: credwatch rotates the application's secret " + rotationWhen(w) + "."
 	default:
 		a.Fix = RenewCommand(w, c)
 	}
+}
+
+// rotates reports whether the watch's rotation replaces c: an application secret, rotated for real.
+func rotates(w *v1alpha1.CredentialWatch, c v1alpha1.Credential) bool {
+	r := w.Spec.Rotation
+	return r != nil && r.Enabled && r.Mode != v1alpha1.RotationDryRun && c.Source == v1alpha1.SourceApplication && c.Type == v1alpha1.CredentialTypePassword
 }
 
 // rotationWhen says when a rotation comes, for reminders: from the moment it falls due.

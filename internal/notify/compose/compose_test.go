@@ -126,3 +126,22 @@ func TestAReminderOfARenewedSecretNamesTheNewer(t *testing.T) {
 		t.Errorf("the alert is about %s, want the old secret %s", a.Credential.KeyID, c.KeyID)
 	}
 }
+
+// With rotation on, a secret renewed by hand still gets the advice to check its consumers: the
+// rotation's reminder would point at a date months away. Renewed by the rotation in progress, it
+// says credwatch rotates it.
+func TestARenewedSecretOfAWatchThatRotates(t *testing.T) {
+	w := notifytest.Watch()
+	w.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, SecretRef: v1alpha1.SecretName{Name: "sp"}}
+	c := w.Status.Credentials[0]
+	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", Type: c.Type, Source: c.Source,
+		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
+	plan := policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time}, Credential: &c, Newer: &newer}
+	if a := compose.Alert(w, plan, notifytest.At); !strings.Contains(a.Fix, "make sure every consumer moved to it") {
+		t.Errorf("renewed by hand: fix %q", a.Fix)
+	}
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretStored, KeyID: newer.KeyID}
+	if a := compose.Alert(w, plan, notifytest.At); !strings.HasPrefix(a.Fix, "Nothing: credwatch rotates") {
+		t.Errorf("renewed by the rotation in progress: fix %q", a.Fix)
+	}
+}
