@@ -59,19 +59,38 @@ func (r *CredentialWatchReconciler) rotate(ctx context.Context, w *watchState) (
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionRotating)
 		return time.Time{}, nil
 	}
-	var rspec v1alpha1.Rotation // turned off by removing spec.rotation: its defaults finish the rotation
-	if spec != nil {
-		rspec = *spec
-	}
-	rs, err := policy.RotationSettingsOf(rspec)
+	ro, err := r.newRotationRun(w)
 	if err != nil {
 		return time.Time{}, reconcile.TerminalError(err)
 	}
-	ro := &rotationRun{r: r, w: w, obj: obj, spec: rspec, rs: rs, now: w.now, pin: specPin(obj)}
 	if obj.Status.Rotation == nil {
 		return ro.maybeStart(ctx)
 	}
 	return ro.resume(ctx, *obj.Status.Rotation.DeepCopy())
+}
+
+// newRotationRun is the rotation of the watch w, with its spec's settings; a rotation turned off by
+// removing spec.rotation is finished with the defaults. An error names a duration that does not
+// parse (the API server validates them), and the run has the settings parsed before it.
+func (r *CredentialWatchReconciler) newRotationRun(w *watchState) (*rotationRun, error) {
+	var spec v1alpha1.Rotation
+	if s := w.obj.Spec.Rotation; s != nil {
+		spec = *s
+	}
+	rs, err := policy.RotationSettingsOf(spec)
+	return &rotationRun{r: r, w: w, obj: w.obj, spec: spec, rs: rs, now: w.now, pin: specPin(w.obj)}, err
+}
+
+// pinTo makes the run about the rotation in progress st, filling in what st did not pin (a
+// rotation begun before tenants were pinned), and returns the spec's pin, to compare.
+func (ro *rotationRun) pinTo(st *v1alpha1.RotationStatus) rotation.Pin {
+	spec := ro.pin
+	ro.pin = pinOf(*st, spec)
+	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
+	if st.SecretName != "" {
+		ro.spec.SecretRef.Name = st.SecretName
+	}
+	return spec
 }
 
 // specPin is what a rotation starting now would be about.
@@ -170,12 +189,7 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 // resume moves the rotation in progress st on, or aborts it when asked and it still can be.
 func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
 	obj, now := ro.obj, ro.now
-	spec := ro.pin
-	ro.pin = pinOf(st, spec)
-	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
-	if st.SecretName != "" {
-		ro.spec.SecretRef.Name = st.SecretName
-	}
+	spec := ro.pinTo(&st)
 	if why, value := ro.abortAsked(st); why != "" {
 		if err := rotation.Abortable(st); err == nil {
 			return ro.abort(ctx, st, why)

@@ -241,10 +241,15 @@ func (s *secretStore) Text(ctx context.Context, keyID string) (secret.Text, erro
 		return secret.Text{}, err
 	}
 	if !s.holds(sec, keyID) {
-		//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
-		return secret.Text{}, fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging, s.target, keyID, s.appID)
+		return secret.Text{}, s.lost(keyID)
 	}
 	return secret.New(string(sec.Data[rotatedKeyClientSecret])), nil
+}
+
+// lost says that neither Secret holds the new secret keyID any more.
+func (s *secretStore) lost(keyID string) error {
+	//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
+	return fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging, s.target, keyID, s.appID)
 }
 
 // Write stages the new secret. A dry run asks the API server to take the target's write too:
@@ -286,8 +291,7 @@ func (s *secretStore) Publish(ctx context.Context, keyID string) error {
 		return err
 	}
 	if !s.holds(target, keyID) {
-		//nolint:staticcheck // ST1005: the message starts with the kind, Secret, as people read it in status
-		return fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging, s.target, keyID, s.appID)
+		return s.lost(keyID)
 	}
 	if staged != nil {
 		return s.delete(ctx, staged) // published before; the staging copy outlived an interrupted reconcile

@@ -58,28 +58,19 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 	if !controllerutil.ContainsFinalizer(obj, rotationFinalizer) {
 		return time.Time{}, nil
 	}
-	st := obj.Status.Rotation
-	if st == nil {
+	if obj.Status.Rotation == nil {
 		return time.Time{}, r.setFinalizer(ctx, w, false)
 	}
-	var rspec v1alpha1.Rotation
-	if obj.Spec.Rotation != nil {
-		rspec = *obj.Spec.Rotation
-	}
-	rs, _ := policy.RotationSettingsOf(rspec) // the API server validated them; defaults otherwise
-	ro := &rotationRun{r: r, w: w, obj: obj, spec: rspec, rs: rs, now: w.now}
-	ro.pin = pinOf(*st, specPin(obj))
-	if st.SecretName != "" {
-		ro.spec.SecretRef.Name = st.SecretName
-	}
-	if st.DeletionSeenTime == nil {
+	if obj.Status.Rotation.DeletionSeenTime == nil {
 		// The operator's clock, not the API server's deletionTimestamp, bounds the wait.
 		seen := metav1.NewTime(w.now)
 		if err := r.writeNow(ctx, obj, w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation.DeletionSeenTime = seen.DeepCopy() }); err != nil {
 			return time.Time{}, err
 		}
-		st = obj.Status.Rotation
 	}
+	ro, _ := r.newRotationRun(w) // the API server validated the durations; a deleted watch is wound down regardless
+	st := obj.Status.Rotation.DeepCopy()
+	ro.pinTo(st)
 	deadline := st.DeletionSeenTime.Add(releaseAfter)
 	next, err := ro.windDown(ctx, *st, deadline)
 	if err != nil && w.now.After(deadline) {
