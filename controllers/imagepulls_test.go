@@ -207,6 +207,21 @@ func (p *pulls) waitFor(h *harness, what string, want func(*pullauth.Incident) b
 	})
 }
 
+// pullStory is a watch of a service principal whose secret has left before it expires (negative:
+// expired since), alerting to a webhook, and a pull watcher of a cluster of the nodes named.
+func pullStory(t *testing.T, left time.Duration, nodes ...string) (*harness, seeded, *receiver, *pulls) {
+	t.Helper()
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), left, 400*day, 200*day)
+	h.create(s.appID, nil)
+	rc := newReceiver(t, nil)
+	h.withWebhook(rc)
+	p := newPulls(t, h)
+	p.cover(h)
+	p.createNodes(nodes...)
+	return h, s, rc, p
+}
+
 func pullAlerts(rc *receiver) []webhook.Payload {
 	var out []webhook.Payload
 	for _, a := range rc.received() {
@@ -232,15 +247,8 @@ func countEvents(events []string, reason string) int {
 // says once when it is over; a watch of another registry hears nothing.
 func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
+	h, s, rc, p := pullStory(t, -2*time.Hour, "a", "b", "c", "d")
 	t0 := h.clock.Now()
-	s := seed(t, t0, -2*time.Hour, 400*day, 200*day)
-	h.create(s.appID, nil)
-	rc := newReceiver(t, nil)
-	h.withWebhook(rc)
-	p := newPulls(t, h)
-	p.cover(h)
-	p.createNodes("a", "b", "c", "d")
 
 	other := &v1alpha1.CredentialWatch{
 		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: h.key.Namespace},
@@ -385,15 +393,8 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 // clears when the node pulls again.
 func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
+	h, _, rc, p := pullStory(t, 200*day, "a", "b", "c", "d", "e")
 	t0 := h.clock.Now()
-	s := seed(t, t0, 200*day, 400*day, 200*day)
-	h.create(s.appID, nil)
-	rc := newReceiver(t, nil)
-	h.withWebhook(rc)
-	p := newPulls(t, h)
-	p.cover(h)
-	p.createNodes("a", "b", "c", "d", "e")
 
 	for _, n := range []string{"a", "b", "c"} {
 		p.pulled(n, t0)
@@ -440,15 +441,8 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 // given away by the pod it names, or by who reports it. The kubelets' own, of the same pods, do.
 func TestImagePullsForgedEventsRaiseNothing(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
+	h, _, rc, p := pullStory(t, -2*time.Hour, "a", "b", "c", "e", "f")
 	t0 := h.clock.Now()
-	s := seed(t, t0, -2*time.Hour, 400*day, 200*day)
-	h.create(s.appID, nil)
-	rc := newReceiver(t, nil)
-	h.withWebhook(rc)
-	p := newPulls(t, h)
-	p.cover(h)
-	p.createNodes("a", "b", "c", "e", "f")
 
 	image := p.image()
 	stuckA := p.pod("api-a", "a", image, false, backingOff(image))
@@ -711,15 +705,8 @@ func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
 // status holds; not first as "Undetermined, 1 node", nor as 3 nodes out of 4.
 func TestAPullIncidentIsToldOnceUnderstood(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
+	h, _, rc, p := pullStory(t, 200*day, "a", "b", "c", "d")
 	t0 := h.clock.Now()
-	s := seed(t, t0, 200*day, 400*day, 200*day)
-	h.create(s.appID, nil)
-	rc := newReceiver(t, nil)
-	h.withWebhook(rc)
-	p := newPulls(t, h)
-	p.cover(h)
-	p.createNodes("a", "b", "c", "d")
 	h.reconcile()
 
 	for i, n := range []string{"a", "b", "c", "d"} {
