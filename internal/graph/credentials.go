@@ -2,7 +2,10 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Type tells a client secret from a certificate.
@@ -106,4 +109,16 @@ type AppClient interface {
 type TenantClient interface {
 	// Scan reads those filter (OData, empty for all) selects, one Snapshot per appId.
 	Scan(ctx context.Context, filter string) ([]Snapshot, error)
+}
+
+// MaxInList is how many values Graph takes in one `in` clause of a $filter, by default.
+const MaxInList = 15
+
+// ErrNotListed is an appId a list read did not return. Graph's replicas lag behind its writes, so
+// this is not "not found": a point read must confirm that.
+var ErrNotListed = errors.New("no list Graph answered holds it")
+
+// IsGUID reports whether s is a GUID as Graph writes them: 36 characters, hexadecimal and dashes.
+func IsGUID(s string) bool {
+	return len(s) == 36 && uuid.Validate(s) == nil
 }

@@ -252,6 +252,9 @@ func (p *filterParser) any(get func(Object) []string) (predicate, string) {
 	return func(o Object) bool { return anyValue(get(o), want, strings.EqualFold) }, msg
 }
 
+// maxInList is how many values Graph takes in an `in` clause without advanced queries.
+const maxInList = 15
+
 func (p *filterParser) list() ([]string, string) {
 	if msg := p.expect("("); msg != "" {
 		return nil, msg
@@ -264,6 +267,9 @@ func (p *filterParser) list() ([]string, string) {
 		}
 		vs = append(vs, v)
 		if !p.word(",") {
+			if len(vs) > maxInList {
+				return nil, fmt.Sprintf("Too many child clauses specified in search filter expression containing 'OR' operators: %d. Max allowed: %d.", len(vs), maxInList)
+			}
 			return vs, p.expect(")")
 		}
 	}

@@ -62,6 +62,8 @@ func TestFilter(t *testing.T) {
 		{"endswith(displayName,'x')", "Request_UnsupportedQuery", "advanced query"},
 		{"displayName eq 'x' extra", "Request_BadRequest", "syntax error at 'extra'"},
 		{"(displayName eq 'x'", "Request_BadRequest", "expected ')'"},
+		{"displayName in ('1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16')", "Request_UnsupportedQuery",
+			"Too many child clauses specified in search filter expression containing 'OR' operators: 16. Max allowed: 15."},
 	}
 	for _, tt := range bad {
 		t.Run(tt.filter, func(t *testing.T) {

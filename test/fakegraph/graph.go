@@ -255,7 +255,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	q, errMsg := parseQuery(r.URL.RawQuery, set)
 	if errMsg != "" {
 		code := "Request_BadRequest"
-		if strings.HasPrefix(errMsg, "fakegraph") {
+		if strings.HasPrefix(errMsg, "fakegraph") || strings.HasPrefix(errMsg, "Too many child clauses") {
 			code = "Request_UnsupportedQuery"
 		}
 		c.graphError(w, http.StatusBadRequest, code, errMsg)
@@ -478,12 +478,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, to
 			}
 		}
 	}
+	pageLimit := s.pageLimit
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
 
 	top := 100
 	if q.topGiven {
 		top = q.top
+	}
+	if pageLimit > 0 {
+		top = min(top, pageLimit)
 	}
 	start := min(q.skip, len(all))
 	end := min(start+top, len(all))

@@ -35,6 +35,7 @@ type Server struct {
 	closing       chan struct{}
 	tokenLifetime time.Duration
 	propagation   time.Duration
+	pageLimit     int
 	requests      []Request
 	tokenRequests []TokenRequest
 	seq           int // orders objects as Graph lists them: by creation
@@ -405,6 +406,14 @@ func (s *Server) SetStalled(stalled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stalled = stalled
+}
+
+// SetPageLimit makes every page of a list hold at most n objects, whatever $top asks: Graph may
+// answer a page shorter than asked, and a client must follow @odata.nextLink even then. 0 lifts it.
+func (s *Server) SetPageLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageLimit = n
 }
 
 // SetPropagationDelay makes a secret created by addPassword usable at the token endpoint only that

@@ -3,6 +3,7 @@ package msgraph
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -61,11 +62,7 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 			*s.id = *item.GetId()
 		}
 	}
-	batchErrors.Do(func() {
-		// Without a mapping the SDK turns a refused batch into a bare ApiError, without Graph's code.
-		_ = msgraphcore.RegisterError(msgraphcore.BatchRequestErrorRegistryKey,
-			abstractions.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDiscriminatorValue})
-	})
+	registerBatchErrors()
 	resp, err := batch.Send(ctx, svc.GetAdapter())
 	if err != nil {
 		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err, needsRead)))
@@ -79,17 +76,24 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 	return out
 }
 
-// batchItem decodes one answer of a batch, or turns its failure into the azerr.Error the same
-// request sent alone would have given; a missing object is (nil, a KindNotFound error).
-func batchItem[T interface {
-	credentialHolder
-	serialization.Parsable
-}](resp msgraphcore.BatchResponse, id, what, appID string, ctor serialization.ParsableFactory) (credentialHolder, error) {
+// registerBatchErrors registers, once for the process, how the SDK decodes a failed $batch:
+// without a mapping it turns a refused batch into a bare ApiError, without Graph's code.
+func registerBatchErrors() {
+	batchErrors.Do(func() {
+		_ = msgraphcore.RegisterError(msgraphcore.BatchRequestErrorRegistryKey,
+			abstractions.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDiscriminatorValue})
+	})
+}
+
+// batchStatus is nil for a request of a batch that succeeded, or the azerr.Error it would have
+// failed with sent alone: Graph answers, throttles and fails each request of a batch on its own.
+func batchStatus(resp msgraphcore.BatchResponse, id string) error {
 	item := resp.GetResponseById(id)
 	if item == nil || item.GetStatus() == nil {
-		return nil, fmt.Errorf("reading %s %s: the batch has no answer for it", what, appID)
+		return errors.New("the batch has no answer for it")
 	}
-	if status := int(*item.GetStatus()); status >= 400 {
+	status := int(*item.GetStatus())
+	if status >= 400 {
 		ge := &azerr.Error{Kind: azerr.KindOfStatus(status), Status: status, Code: batchErrorCode(item.GetBody())}
 		for k, v := range item.GetHeaders() {
 			if strings.EqualFold(k, "Retry-After") {
@@ -97,11 +101,23 @@ func batchItem[T interface {
 			}
 		}
 		ge.Err = fmt.Errorf("HTTP %d %s", status, ge.Code)
-		return nil, fmt.Errorf("reading %s %s: %w", what, appID, ge.Needing(needsRead))
+		return ge.Needing(needsRead)
 	}
 	if item.GetBody() == nil {
 		// The SDK's decoder dereferences a missing body.
-		return nil, fmt.Errorf("reading %s %s: the batch answered %d with no body", what, appID, *item.GetStatus())
+		return fmt.Errorf("the batch answered %d with no body", status)
+	}
+	return nil
+}
+
+// batchItem decodes one answer of a batch, or turns its failure into the azerr.Error the same
+// request sent alone would have given; a missing object is (nil, a KindNotFound error).
+func batchItem[T interface {
+	credentialHolder
+	serialization.Parsable
+}](resp msgraphcore.BatchResponse, id, what, appID string, ctor serialization.ParsableFactory) (credentialHolder, error) {
+	if err := batchStatus(resp, id); err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", what, appID, err)
 	}
 	obj, err := msgraphcore.GetBatchResponseById[T](resp, id, ctor)
 	if err != nil {
