@@ -3,6 +3,15 @@
 // application and tenant (Graph's scope), refilled at the rate of the tenant's size, each request
 // charged what Graph charges, paused by a 429's Retry-After and slowed when Graph reports the
 // budget nearly spent.
+//
+// A 429 also says the budget is smaller than configured: another replica signs in as the same
+// application, or the tenant is smaller than --graph-budget says. The bucket then learns: what
+// was spent in the window that drew the 429, less what Graph refused, is the budget Graph allows
+// (or half the rate, when too little was spent to tell). The bucket drops to half of that, its
+// capacity with it, so the pause is not followed by another burst; climbs back within a few
+// windows to nine tenths of it and keeps there; and only after ten minutes without a 429 tries
+// for more, 2% a window, up to the configured rate. A 429 within those ten minutes takes a fifth
+// off what was learned.
 package budget
 
 import (
@@ -66,12 +75,31 @@ func costOf(method, path, rawQuery string) int {
 	return max(cost, 1)
 }
 
+// How a bucket learns from a 429 (see the package comment).
+const (
+	// minRate is the least a throttled bucket falls to, in units per second.
+	minRate = 0.1
+	// keep is the share of the learned budget a bucket climbs back to, a margin for Graph's
+	// own accounting; climb is how much of the learned budget it regains each window.
+	keep, climb = 0.9, 0.15
+	// probeAfter is how long a bucket keeps to the learned budget before it tries for more, by
+	// probeBy each window, up to the configured rate: the other replica may have gone. Slowly:
+	// past the real budget, each window's excess is a request Graph refuses.
+	probeAfter = 10 * time.Minute
+	probeBy    = 1.02
+	// minSample is the least spent in a window that measures Graph's budget: below it, a 429
+	// says only that others spend it too, and the bucket halves its rate.
+	minSample = 10
+	// again is what is kept of the learned budget when Graph throttles within probeAfter of the
+	// last time: that lesson was too generous.
+	again = 0.8
+)
+
 // Limiter holds a bucket of resource units for each scope (an application signing in to a
 // tenant), as Graph does.
 type Limiter struct {
 	clock clock.Clock
-	rate  float64 // units per second
-	size  float64 // the bucket's capacity: one window's budget
+	rate  float64 // the configured units per second
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -81,42 +109,122 @@ type bucket struct {
 	units       float64
 	at          time.Time // when units was last brought up to date
 	pausedUntil time.Time
+	// rate is what the bucket refills at: the configured rate until Graph throttles it.
+	rate float64
+	// learned is the budget Graph allowed when it last throttled, in units per second;
+	// throttledAt is when, and raised when rate last climbed.
+	learned             float64
+	throttledAt, raised time.Time
+	// spentBefore is what was spent in the window that drew the pause's first 429, and refused
+	// how many requests Graph refused since, each a unit that was spent and not allowed.
+	spentBefore, refused float64
+	// spent is the units spent in each second of the last window; spentAt the second of its
+	// last entry.
+	spent   [windowSeconds]float64
+	spentAt int64
 }
+
+const windowSeconds = int(Window / time.Second)
 
 // New returns a Limiter granting unitsPerWindow resource units per Window to each scope.
 func New(c clock.Clock, unitsPerWindow int) *Limiter {
-	return &Limiter{clock: c, rate: float64(unitsPerWindow) / Window.Seconds(), size: float64(unitsPerWindow), buckets: map[string]*bucket{}}
+	return &Limiter{clock: c, rate: float64(unitsPerWindow) / Window.Seconds(), buckets: map[string]*bucket{}}
 }
+
+// capacity is what the bucket holds at most: one window at its rate.
+func (b *bucket) capacity() float64 { return b.rate * Window.Seconds() }
 
 func (l *Limiter) bucketLocked(scope string, now time.Time) *bucket {
 	b, ok := l.buckets[scope]
 	if !ok {
-		b = &bucket{units: l.size, at: now}
+		b = &bucket{rate: l.rate, at: now, raised: now}
+		b.units = b.capacity()
 		l.buckets[scope] = b
 	}
-	b.units = min(l.size, b.units+now.Sub(b.at).Seconds()*l.rate)
+	b.units = min(b.capacity(), b.units+now.Sub(b.at).Seconds()*b.rate)
 	b.at = now
+	for b.rate < l.rate && now.Sub(b.raised) >= Window {
+		b.raised = b.raised.Add(Window)
+		switch {
+		case b.rate < keep*b.learned:
+			b.rate = min(keep*b.learned, b.rate+climb*b.learned)
+		case b.raised.Sub(b.throttledAt) >= probeAfter:
+			b.rate = min(l.rate, b.rate*probeBy)
+		}
+	}
 	return b
+}
+
+// spend takes units from b, and notes them in the window's seconds.
+func (b *bucket) spend(units float64, now time.Time) {
+	b.units -= units
+	sec := now.Unix()
+	for s := max(b.spentAt+1, sec-int64(windowSeconds)+1); s <= sec; s++ {
+		b.spent[s%int64(windowSeconds)] = 0
+	}
+	b.spentAt = max(b.spentAt, sec)
+	b.spent[sec%int64(windowSeconds)] += units
+}
+
+// spentInWindow is what b spent in the last window, to now.
+func (b *bucket) spentInWindow(now time.Time) float64 {
+	total := 0.0
+	for s := now.Unix() - int64(windowSeconds) + 1; s <= now.Unix(); s++ {
+		if s <= b.spentAt && s > b.spentAt-int64(windowSeconds) {
+			total += b.spent[s%int64(windowSeconds)]
+		}
+	}
+	return total
+}
+
+// throttled learns from a 429 that Graph allows less than was spent in the window before it:
+// that, less what Graph refused, is the budget. first is the pause's first 429; each later one is
+// a unit spent and not allowed.
+func (b *bucket) throttled(now time.Time, first bool) {
+	if first {
+		b.spentBefore, b.refused = b.spentInWindow(now), 0
+	}
+	b.refused++
+	measured := max(minRate, (b.spentBefore-b.refused)/Window.Seconds())
+	switch {
+	case first:
+		// Too little spent to tell says only that others spend the budget too.
+		allowed := b.rate / 2
+		if b.spentBefore >= minSample {
+			// A window holds the bucket's rate and a burst of as much again, so the rate
+			// itself was already too much.
+			allowed = min(b.rate, measured)
+		}
+		if now.Sub(b.throttledAt) < probeAfter && b.learned > 0 {
+			allowed = again * min(allowed, b.learned)
+		}
+		b.learned = allowed
+	case b.spentBefore >= minSample:
+		b.learned = min(b.learned, measured)
+	}
+	b.rate = min(b.rate, max(minRate, b.learned/2))
+	b.throttledAt, b.raised = now, now
+	b.units = min(b.units, 0)
 }
 
 // Wait blocks until scope may spend units, or ctx ends. A cost above the whole budget spends the
 // whole budget: waiting for more than the bucket holds would be waiting forever.
 func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
-	need := min(float64(units), l.size)
 	for {
 		l.mu.Lock()
 		now := l.clock.Now()
 		b := l.bucketLocked(scope, now)
+		need := min(float64(units), b.capacity())
 		var wait time.Duration
 		switch {
 		case now.Before(b.pausedUntil):
 			wait = b.pausedUntil.Sub(now)
 		case b.units >= need:
-			b.units -= need
+			b.spend(need, now)
 			l.mu.Unlock()
 			return nil
 		default:
-			wait = time.Duration((need - b.units) / l.rate * float64(time.Second))
+			wait = time.Duration((need - b.units) / b.rate * float64(time.Second))
 		}
 		l.mu.Unlock()
 		if deadline, ok := ctx.Deadline(); ok && now.Add(wait).After(deadline) {
@@ -134,19 +242,31 @@ func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
 	}
 }
 
-// Observe reads what Graph said of the budget in a response: a Retry-After pauses the scope that
+// Observe reads what Graph said of the budget in a response: a 429 teaches the scope's bucket the
+// budget Graph allows (see throttled), and its Retry-After, or a 503's, pauses the scope that
 // long; a budget reported nearly spent empties the bucket, so requests go at the refill rate.
 func (l *Limiter) Observe(scope string, status int, h http.Header) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
 	b := l.bucketLocked(scope, now)
-	if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s > 0 &&
-		(status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
-		if until := now.Add(time.Duration(s) * time.Second); until.After(b.pausedUntil) {
-			b.pausedUntil = until
+	if status == http.StatusTooManyRequests {
+		// The first 429 of a pause measures; the others, from the same batch or the same
+		// burst, are each a request Graph did not allow.
+		b.throttled(now, !now.Before(b.pausedUntil))
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		pause := time.Duration(0)
+		if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s > 0 {
+			pause = time.Duration(s) * time.Second
+		} else if status == http.StatusTooManyRequests {
+			// Graph always says how long; a second keeps one burst's 429s to one lesson.
+			pause = time.Second
 		}
-		b.units = 0
+		if until := now.Add(pause); pause > 0 && until.After(b.pausedUntil) {
+			b.pausedUntil = until
+			b.units = 0
+		}
 	}
 	if used, err := strconv.ParseFloat(strings.TrimSpace(h.Get("x-ms-throttle-limit-percentage")), 64); err == nil && used >= nearlySpent {
 		b.units = min(b.units, 0)

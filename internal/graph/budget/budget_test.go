@@ -2,10 +2,13 @@ package budget
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
@@ -111,4 +114,95 @@ func TestWaitPastTheDeadlineIsThrottling(t *testing.T) {
 	if azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) < 59*time.Second {
 		t.Errorf("got %v, want throttled, retry after about 60 s", err)
 	}
+}
+
+// TestAThrottledBucketLearnsTheBudget: after a 429 the bucket refills at half of what Graph
+// allowed in the window that drew it (what was spent, less what Graph refused), so the pause is
+// not followed by another burst; it climbs back to most of that budget, keeps to it, and only
+// after a while tries for more.
+func TestAThrottledBucketLearnsTheBudget(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, SmallTenant)
+	rateOf := func(scope string) float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.bucketLocked(scope, c.Now()).rate
+	}
+	waitTook(t, c, l, "app-a", 60)
+	// Graph refuses 20 of the 60: it allows 40 in ten seconds.
+	for range 20 {
+		l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {"2"}})
+	}
+	// 2 units a second now, and at most 20 at once, the pause included.
+	if d := waitTook(t, c, l, "app-a", 20); d < 10*time.Second || d > 11*time.Second {
+		t.Errorf("20 units after the 429s took %v, want 10 s at 2 units a second", d)
+	}
+	c.Step(3 * Window)
+	if r := rateOf("app-a"); r != keep*4 {
+		t.Errorf("three windows on, %v units a second, want %v", r, keep*4)
+	}
+	c.Step(probeAfter - 5*Window)
+	if r := rateOf("app-a"); r != keep*4 {
+		t.Errorf("before probing, %v units a second, want still %v", r, keep*4)
+	}
+	c.Step(time.Hour)
+	if r := rateOf("app-a"); r != l.rate {
+		t.Errorf("an hour on, %v units a second, want the configured %v back", r, l.rate)
+	}
+	// Refused with nothing spent: others spend the budget; half the rate is all it learns.
+	l.Observe("app-b", http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+	if r := rateOf("app-b"); r != l.rate/4 {
+		t.Errorf("after a 429 with nothing spent, %v units a second, want %v", r, l.rate/4)
+	}
+}
+
+// TestThrottlingIsLearnedOnce: against a Graph that allows 40 units in 10 s (x/time/rate's bucket,
+// as the Graph fake's), batches of 20 one-unit requests from a limiter configured for a small
+// tenant draw one wave of 429s, a handful more in a quarter of an hour, and still get through
+// most of what Graph allows.
+func TestThrottlingIsLearnedOnce(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, SmallTenant)
+	graph := rate.NewLimiter(4, 40)
+	start := c.Now()
+	refused, firstWave, granted := 0, 0, 0
+	for c.Now().Sub(start) < 15*time.Minute {
+		// Steps of half a second, as the batches of a sweep come.
+		clockstep.Run(c, 500*time.Millisecond, func() {
+			if err := l.Wait(context.Background(), "app-a", 20); err != nil {
+				t.Error(err)
+			}
+		})
+		wave := 0
+		for range 20 {
+			now := c.Now()
+			res := graph.ReserveN(now, 1)
+			if delay := res.DelayFrom(now); delay > 0 {
+				res.CancelAt(now)
+				wave++
+				l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {strconv.Itoa(int(math.Ceil(max(delay, time.Second).Seconds())))}})
+				continue
+			}
+			granted++
+			l.Observe("app-a", http.StatusOK, nil)
+		}
+		if firstWave == 0 {
+			firstWave = wave
+		} else {
+			refused += wave
+		}
+		if wave > 0 {
+			l.mu.Lock()
+			b := l.buckets["app-a"]
+			t.Logf("%v: %d refused; learned %.2f, rate %.2f", c.Now().Sub(start), wave, b.learned, b.rate)
+			l.mu.Unlock()
+		}
+	}
+	if refused > 5 {
+		t.Errorf("%d requests refused after the first wave of %d, want at most 5", refused, firstWave)
+	}
+	if allowed := 40 + 4*15*60; granted < allowed/2 {
+		t.Errorf("%d units granted in 15 minutes, want at least half of the %d Graph allows", granted, allowed)
+	}
+	t.Logf("first wave %d, then %d refused; %d units granted", firstWave, refused, granted)
 }
