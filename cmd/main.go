@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -16,7 +15,6 @@ import (
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
 	_ "time/tzdata"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,10 +40,9 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/egress"
-	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
-	"github.com/credwatch/credwatch/internal/graph/coalesce"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	"github.com/credwatch/credwatch/internal/graph/planner"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/pullauth"
@@ -78,22 +75,9 @@ type options struct {
 	destinations   egress.Policy
 }
 
-// coalesceWindow is how long a credential read waits for others to share its $batch: short
-// beside a check interval, long enough for the watches of one requeue burst to meet. At 20 ms a
-// sweep of 10,000 watches sent 0.12 to 0.16 requests per watch, because workers coming back from
-// their status writes on a busy API server missed the window; at 100 ms it sends 0.100.
-const coalesceWindow = 100 * time.Millisecond
-
-// coalescedGraph reads credentials in batches shared between watches, and makes the other, rarer
-// calls directly.
-type coalescedGraph struct {
-	*msgraph.Client
-	reads *coalesce.Reader
-}
-
-func (g coalescedGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
-	return g.reads.ReadCredentials(ctx, cred, appID)
-}
+// planWindow is how long a planned read waits for others to share its $batch: short beside a
+// check interval, long enough for the checks of one requeue burst to meet.
+const planWindow = 100 * time.Millisecond
 
 func main() {
 	var o options
@@ -373,8 +357,7 @@ func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clien
 	if err != nil {
 		return nil, err
 	}
-	return clients.New(ids,
-		coalescedGraph{graphClient, coalesce.New(graphClient, clock.RealClock{}, coalesceWindow, msgraph.MaxBatchAppIDs)}, clusters), nil
+	return clients.New(ids, planner.NewGraph(graphClient, clock.RealClock{}, planWindow), clusters), nil
 }
 
 // watchImagePulls runs the image-pull watcher under the manager and hands it to r, unless

@@ -29,6 +29,14 @@ const (
 	eventServicePrincipalChanged = "ServicePrincipalChanged"
 )
 
+// pendingRecheck is when a watch whose planned read is not answered comes back if nothing wakes
+// it first: its answer normally wakes it within a second, or, behind a throttled Graph, when
+// the budget allows.
+const pendingRecheck = time.Minute
+
+// heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken.
+const heldClusterTTL = 10 * time.Minute
+
 // defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
 // second, so that a Graph that never answers cannot hold a worker.
 const defaultCheckTimeout = time.Minute
@@ -46,11 +54,6 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	if err != nil || !due {
 		return time.Time{}, err
 	}
-	obj.Status.CheckRequest = obj.Annotations[v1alpha1.CheckAnnotation]
-	if obj.Generation != obj.Status.ObservedGeneration {
-		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
-		obj.Status.ConsecutiveFailures = 0
-	}
 	before := condition(obj, v1alpha1.ConditionReady)
 
 	checkCtx, cancel := context.WithTimeout(ctx, r.checkTimeout(obj.Spec.Target))
@@ -64,6 +67,21 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	var apiErr *kubernetesError
 	if errors.As(err, &apiErr) {
 		return time.Time{}, apiErr
+	}
+	if errors.Is(err, graph.ErrPending) {
+		// Nothing is known yet, and nothing is written: the answer wakes the watch, and the
+		// check is due still when it does.
+		r.holdCluster(w, res)
+		w.readPending = true
+		return w.now.Add(pendingRecheck), nil
+	}
+	if res.cluster != nil {
+		r.recordCluster(obj, *res.cluster)
+	}
+	obj.Status.CheckRequest = obj.Annotations[v1alpha1.CheckAnnotation]
+	if obj.Generation != obj.Status.ObservedGeneration {
+		// A changed spec is a new attempt: it should not inherit the old spec's backoff.
+		obj.Status.ConsecutiveFailures = 0
 	}
 	obj.Status.ObservedGeneration = obj.Generation
 	var ie *identityError
@@ -191,9 +209,11 @@ type checkResult struct {
 	appID           string
 	snap            graph.Snapshot
 	managedIdentity bool
-	tenant          bool
-	scan            []graph.Snapshot
-	issuer          *saissuer.Observation
+	// cluster is what Resource Manager said of an aksCluster target's cluster.
+	cluster *aks.Cluster
+	tenant  bool
+	scan    []graph.Snapshot
+	issuer  *saissuer.Observation
 }
 
 // read resolves the target to an appId, reading the AKS cluster when the target is one, and
@@ -220,18 +240,18 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	case t.ServicePrincipal != nil:
 		res.appID = t.ServicePrincipal.ClientID
 	case t.AKSCluster != nil:
-		c, err := r.readCluster(ctx, res.id, clusterRef(t.AKSCluster))
+		c, err := r.clusterOf(ctx, w, res.id, clusterRef(t.AKSCluster))
 		if err != nil {
 			return checkResult{}, err
 		}
-		r.recordCluster(obj, c)
+		res.cluster = &c
 		if c.ClientID == "" {
-			return checkResult{managedIdentity: true}, nil
+			return checkResult{cluster: &c, managedIdentity: true}, nil
 		}
 		res.appID = c.ClientID
 		// The cluster's service principal is a second request, asked for before Graph is.
 		if err := g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: res.appID}); err != nil {
-			return checkResult{}, err
+			return checkResult{cluster: &c}, err
 		}
 	case t.TenantScan != nil:
 		res.tenant = true
@@ -242,10 +262,39 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	}
 	app, err := r.Azure.Application(res.id, graph.AppRef{AppID: res.appID})
 	if err != nil {
-		return checkResult{}, err
+		return checkResult{cluster: res.cluster}, err
 	}
-	res.snap, err = app.ReadCredentials(ctx)
+	res.snap, err = app.Check(ctx, r.wakeup(client.ObjectKeyFromObject(obj)))
 	return res, err
+}
+
+// heldCluster is a cluster read by a check told to wait for Graph, kept for the reconcile its
+// answer wakes, so that a planned check reads the cluster once.
+type heldCluster struct {
+	cluster aks.Cluster
+	ref     aks.ClusterRef
+	id      string
+	at      time.Time
+}
+
+// holdCluster keeps the cluster a pending check read.
+func (r *CredentialWatchReconciler) holdCluster(w *watchState, res checkResult) {
+	if res.cluster == nil {
+		return
+	}
+	r.heldClusters.Store(client.ObjectKeyFromObject(w.obj), heldCluster{cluster: *res.cluster,
+		ref: clusterRef(w.obj.Spec.Target.AKSCluster), id: res.id.String(), at: w.now})
+}
+
+// clusterOf is the cluster a pending check of the watch read, when it is the same cluster read
+// by the same identity not long ago, or else the cluster read now.
+func (r *CredentialWatchReconciler) clusterOf(ctx context.Context, w *watchState, id azure.Identity, ref aks.ClusterRef) (aks.Cluster, error) {
+	if v, ok := r.heldClusters.LoadAndDelete(client.ObjectKeyFromObject(w.obj)); ok {
+		if h := v.(heldCluster); h.ref == ref && h.id == id.String() && w.now.Sub(h.at) < heldClusterTTL {
+			return h.cluster, nil
+		}
+	}
+	return r.readCluster(ctx, id, ref)
 }
 
 // signIns reads the identities of watches from their objects.

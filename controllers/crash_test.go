@@ -118,6 +118,13 @@ func (g dyingGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCreden
 	return g.Graph.ReadCredentials(ctx, cred, appID)
 }
 
+func (g dyingGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error) {
+	if g.dead.Load() {
+		return graph.Snapshot{}, errDied
+	}
+	return g.Graph.Check(ctx, cred, appID, wake)
+}
+
 func (g dyingGraph) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
 	if g.diesAfter() {
 		return graph.NewSecret{}, errDied

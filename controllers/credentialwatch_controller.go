@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -89,6 +92,26 @@ type CredentialWatchReconciler struct {
 	PullsChanged <-chan event.TypedGenericEvent[string]
 	// Issuer checks serviceAccountIssuer targets; nil when the operator cannot.
 	Issuer IssuerProbe
+
+	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
+	queue atomic.Pointer[wakeQueue]
+	// heldClusters are the cluster reads of pending checks (heldCluster), by watch.
+	heldClusters sync.Map
+}
+
+type wakeQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// wakeup is what a planned read of the watch key calls when its answer is in: it queues the
+// watch. Before the controller runs there is no queue, and the watch comes back on its own, at
+// pendingRecheck.
+func (r *CredentialWatchReconciler) wakeup(key client.ObjectKey) func() {
+	return func() {
+		if q := r.queue.Load(); q != nil {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
 }
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=get;list;watch
@@ -105,6 +128,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Scans.Forget(req.NamespacedName)
+			r.heldClusters.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -144,9 +168,13 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, fmt.Errorf("%s: %w", st.name, err)
 		}
 		moments = append(moments, next)
+		if w.readPending {
+			// The steps after the check act on what it finds, in a moment.
+			break
+		}
 	}
 	var nextCheck time.Time // none until a check is scheduled: a watch waiting for its identity
-	if t := obj.Status.NextCheckTime; t != nil {
+	if t := obj.Status.NextCheckTime; t != nil && !w.readPending {
 		nextCheck = t.Time
 	}
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, nextCheck, moments...)}, nil
@@ -162,6 +190,8 @@ type watchState struct {
 	now      time.Time
 	// scanned is true when this process holds the watch's last tenant scan.
 	scanned bool
+	// readPending is a check waiting for its planned read: due still, it is not rescheduled.
+	readPending bool
 	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
 	grant    grant
 	grantErr error
@@ -246,6 +276,12 @@ func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(watchesOfNamespace(mgr.GetClient())), builder.WithPredicates(labelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named("credentialwatch")
+	// Planned reads wake their watches through the queue itself: a channel could fill, and
+	// block the planner on the controller.
+	b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.queue.Store(&wakeQueue{q})
+		return nil
+	}))
 	if r.PullsChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.PullsChanged, handler.TypedEnqueueRequestsFromMapFunc(watchesOfRegistry(mgr.GetClient()))))
 	}

@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -97,12 +102,62 @@ func (h *harness) create(appID string, edit func(*v1alpha1.CredentialWatchSpec))
 func (h *harness) reconcile() (*v1alpha1.CredentialWatch, ctrl.Result) {
 	h.t.Helper()
 	ctx := ctrl.LoggerInto(context.Background(), h.logs.logger())
-	res, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: h.key})
+	res, err := reconcileFully(ctx, h.t, h.r, h.key)
 	if err != nil {
 		h.t.Fatalf("reconcile: %v", err)
 	}
 	h.drainEvents()
 	return h.get(), res
+}
+
+// reconcileFully reconciles the watch key as the controller does: once, and again when the
+// answer to a planned read wakes it.
+func reconcileFully(ctx context.Context, t *testing.T, r *CredentialWatchReconciler, key types.NamespacedName) (ctrl.Result, error) {
+	t.Helper()
+	inner := r.Azure
+	p := planned{Azure: inner, woken: make(chan struct{}, 16), pending: &atomic.Int32{}}
+	r.Azure = p
+	defer func() { r.Azure = inner }()
+	for {
+		p.pending.Store(0)
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		if err != nil || p.pending.Load() == 0 {
+			return res, err
+		}
+		select {
+		case <-p.woken:
+		case <-time.After(time.Minute):
+			t.Fatalf("no answer woke %s", key)
+		}
+	}
+}
+
+// planned is Azure with each planned read's pending and waking seen by reconcileFully.
+type planned struct {
+	Azure
+	woken   chan struct{}
+	pending *atomic.Int32
+}
+
+func (p planned) Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error) {
+	c, err := p.Azure.Application(id, app)
+	if err != nil {
+		return nil, err
+	}
+	return plannedApp{AppClient: c, p: p}, nil
+}
+
+type plannedApp struct {
+	graph.AppClient
+	p planned
+}
+
+func (a plannedApp) Check(ctx context.Context, wake func()) (graph.Snapshot, error) {
+	snap, err := a.AppClient.Check(ctx, func() { wake(); a.p.woken <- struct{}{} })
+	if errors.Is(err, graph.ErrPending) {
+		a.p.pending.Add(1)
+	}
+	return snap, err
 }
 
 func (h *harness) get() *v1alpha1.CredentialWatch {
@@ -334,7 +389,8 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			wantMessage:  "access denied (HTTP 403, Authorization_RequestDenied); the identity needs Application.Read.All",
 		},
 		"throttled: Retry-After is honoured": {
-			breakGraph:   func(seeded) { fake.Throttle(1, 150*time.Second) },
+			// Each try of the planned read, which tries a throttled list three times.
+			breakGraph:   func(seeded) { fake.Throttle(3, 150*time.Second) },
 			mendGraph:    func(seeded) {},
 			wantReason:   v1alpha1.ReasonThrottled,
 			wantMinRetry: 150 * time.Second,
@@ -562,12 +618,13 @@ func TestGraphIsReadWithOnlyTheFieldsNeeded(t *testing.T) {
 	fake.ResetRequests()
 	h.reconcile()
 	reqs := fake.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("Graph requests = %+v, want one for the application and one for the service principal", reqs)
+	if len(reqs) != 3 || !reqs[2].IsBatch() {
+		t.Fatalf("Graph requests = %+v, want a $batch listing the applications and the service principals", reqs)
 	}
-	for _, r := range reqs {
-		if r.Method != "GET" || !strings.Contains(r.Path, s.appID) || !strings.Contains(r.RawQuery, "select=") {
-			t.Errorf("request %+v, want a GET by appId with $select", r)
+	for _, r := range reqs[:2] {
+		q, _ := url.QueryUnescape(r.RawQuery)
+		if r.Method != "GET" || !r.Batched || !strings.Contains(q, "$filter=appId in ('"+s.appID+"')") || !strings.Contains(q, "$select=") {
+			t.Errorf("request %s %s?%s, want a list filtered by appId with $select", r.Method, r.Path, q)
 		}
 	}
 }

@@ -85,6 +85,13 @@ func (g faultyGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCrede
 	return g.Graph.ReadCredentials(ctx, cred, appID)
 }
 
+func (g faultyGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error) {
+	if err := g.f.before("reading credentials"); err != nil {
+		return graph.Snapshot{}, err
+	}
+	return g.Graph.Check(ctx, cred, appID, wake)
+}
+
 func (g faultyGraph) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
 	if err := g.f.before("addPassword"); err != nil {
 		return graph.NewSecret{}, err
@@ -264,7 +271,7 @@ func TestRotationUnderFaults(t *testing.T) {
 		}
 
 		lastBefore := w.Status.LastRotation
-		res, err := h.r.Reconcile(ctrl.LoggerInto(context.Background(), h.logs.logger()), ctrl.Request{NamespacedName: h.key})
+		res, err := reconcileFully(ctrl.LoggerInto(context.Background(), h.logs.logger()), t, h.r, h.key)
 		h.drainEvents()
 		if dead.Load() {
 			kills++

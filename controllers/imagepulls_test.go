@@ -308,7 +308,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	// The other watch covers another registry.
 	ctx := ctrl.LoggerInto(context.Background(), h.logs.logger())
 	otherKey := types.NamespacedName{Namespace: other.Namespace, Name: other.Name}
-	if _, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: otherKey}); err != nil {
+	if _, err := reconcileFully(ctx, t, h.r, otherKey); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Get(ctx, otherKey, other); err != nil {

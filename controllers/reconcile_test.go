@@ -632,3 +632,61 @@ func TestUnitRotationTargetChanged(t *testing.T) {
 		})
 	}
 }
+
+// A planned check first only asks: nothing is written and no other step runs until its answer
+// wakes the watch, whose reconcile then records it without reading the cluster again.
+func TestUnitPlannedCheckWaitsForItsAnswer(t *testing.T) {
+	const clusterApp = unitApp
+	w := unitWatch(func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: unitTenant,
+			SubscriptionID: testSubscription, ResourceGroup: "rg", Name: "prod"}}
+	})
+	u := newUnit(t, nil, w)
+	var clusterReads, checks int
+	var wake func()
+	answer := snapshot(u.clock.Now().Add(5 * 24 * time.Hour))
+	u.r.Azure = &azurefake.Azure{
+		ClusterFunc: func(azure.Identity, aks.ClusterRef) (aks.ClusterClient, error) {
+			return &azurefake.Cluster{ReadFunc: func(context.Context) (aks.Cluster, error) {
+				clusterReads++
+				return aks.Cluster{ClientID: clusterApp, ProvisioningState: "Succeeded"}, nil
+			}}, nil
+		},
+		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+			return &azurefake.App{CheckFunc: func(_ context.Context, w func()) (graph.Snapshot, error) {
+				if checks++; checks == 1 {
+					wake = w
+					return graph.Snapshot{}, graph.ErrPending
+				}
+				return answer, nil
+			}}, nil
+		},
+	}
+
+	before := &v1alpha1.CredentialWatch{}
+	if err := u.c.Get(context.Background(), u.key, before); err != nil {
+		t.Fatal(err)
+	}
+	got, res := u.reconcile()
+	if got.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the pending check wrote status: %+v", got.Status)
+	}
+	if res.RequeueAfter != pendingRecheck {
+		t.Errorf("requeued after %v, want %v, in case nothing wakes it", res.RequeueAfter, pendingRecheck)
+	}
+	if ev := u.events(); len(ev) != 0 {
+		t.Errorf("events %q before the answer", ev)
+	}
+	if wake == nil {
+		t.Fatal("the check gave the planner nothing to wake")
+	}
+
+	got, _ = u.reconcile()
+	wantCondition(t, got, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	if got.Status.State != v1alpha1.StateCritical || got.Status.AKSCluster == nil || got.Status.AKSCluster.ClientID != clusterApp {
+		t.Errorf("status = %+v", got.Status)
+	}
+	if clusterReads != 1 || checks != 2 {
+		t.Errorf("the cluster read %d times and Graph asked %d times, want once and twice", clusterReads, checks)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -28,6 +29,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	"github.com/credwatch/credwatch/internal/graph/planner"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -38,12 +40,17 @@ var (
 	scheme     = runtime.NewScheme()
 	fake       *fakegraph.Server
 	identities *azure.Identities
-	graphAPI   *msgraph.Client
+	// graphAPI is the operator's read path: msgraph's client behind the read planner.
+	graphAPI *planner.Graph
 )
 
 // localPeers lets the channels a story's watch names reach the webhook receivers and mailpit,
 // which listen on loopback, as --alert-destinations-allow=127.0.0.0/8 would.
 var localPeers = egress.Policy{Allow: egress.Prefixes{netip.MustParsePrefix("127.0.0.0/8")}}
+
+// planWindow is how long the stories' planned reads wait for others: short, since a story's
+// watches are few and each waits on its answer.
+const planWindow = 10 * time.Millisecond
 
 const (
 	tenantID         = "7a3c5b9e-1f2d-4e6a-8b0c-9d1e2f3a4b5c"
@@ -103,9 +110,11 @@ func runSuite(m *testing.M) int {
 	identities = azure.NewIdentities(cloud, fake.Client(), func(tenant string) (azcore.TokenCredential, error) {
 		return operatorStandIn(cloud).Credential(azure.ClientSecret(tenant, operatorClientID, operatorSecret))
 	})
-	if graphAPI, err = msgraph.New(cloud.GraphEndpoint, transport); err != nil {
+	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
+	if err != nil {
 		panic(err)
 	}
+	graphAPI = planner.NewGraph(graphClient, clock.RealClock{}, planWindow)
 	if err := createSignedIn(context.Background(), operatorIdentity()); err != nil {
 		fmt.Fprintf(os.Stderr, "creating the suite's identity: %v\n", err)
 		return 1

@@ -94,8 +94,13 @@ type AppRef struct {
 // AppClient is one application and its service principal in one tenant, as one identity sees
 // them.
 type AppClient interface {
-	// ReadCredentials reads the credentials of the application and of its service principal.
+	// ReadCredentials reads the credentials of the application and of its service principal,
+	// in a request sent after the call: what it returns is no older than the caller's writes.
 	ReadCredentials(ctx context.Context) (Snapshot, error)
+	// Check returns the credentials read since the last Check asked for them, or ErrPending
+	// after asking for them; wake is called when they are in. A sweep of many watches costs
+	// far less this way, their reads planned together.
+	Check(ctx context.Context, wake func()) (Snapshot, error)
 	// ReadOwnerEmails reads the mail addresses of the application's owners.
 	ReadOwnerEmails(ctx context.Context) ([]string, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.
@@ -114,9 +119,19 @@ type TenantClient interface {
 // MaxInList is how many values Graph takes in one `in` clause of a $filter, by default.
 const MaxInList = 15
 
+// What one $batch, which Graph takes of 20 requests, reads: two requests for each appId read by
+// point reads (its application and its service principal), or two lists for each MaxInList.
+const (
+	MaxBatchAppIDs  = 10
+	MaxListedAppIDs = 10 * MaxInList
+)
+
 // ErrNotListed is an appId a list read did not return. Graph's replicas lag behind its writes, so
 // this is not "not found": a point read must confirm that.
 var ErrNotListed = errors.New("no list Graph answered holds it")
+
+// ErrPending is a check whose answer is not in yet: the caller is woken when it is.
+var ErrPending = errors.New("the read is planned and its answer not in yet")
 
 // IsGUID reports whether s is a GUID as Graph writes them: 36 characters, hexadecimal and dashes.
 func IsGUID(s string) bool {

@@ -304,15 +304,15 @@ spec:
 		}
 	}
 
-	// The binary reads credentials through $batch, so many watches can share a request.
-	batched := 0
+	// The binary reads credentials by lists in a $batch, so many watches share a request.
+	listed := 0
 	for _, r := range graph.Requests() {
-		if r.Batched && strings.Contains(r.Path, "/servicePrincipals(") {
-			batched++
+		if r.Batched && r.Path == "/v1.0/servicePrincipals" && strings.Contains(r.RawQuery, "filter=appId") {
+			listed++
 		}
 	}
-	if batched == 0 {
-		t.Error("no credential read went through a $batch")
+	if listed == 0 {
+		t.Error("no credential read went through a list in a $batch")
 	}
 
 	// A clean stop on SIGTERM, within the pod's grace period.

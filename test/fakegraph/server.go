@@ -109,6 +109,11 @@ type Request struct {
 	Batched bool
 }
 
+// IsBatch reports whether r is a $batch, which carries the requests logged as Batched.
+func (r Request) IsBatch() bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/$batch")
+}
+
 // TokenRequest is one call to the token endpoint, so tests can check that a new secret was
 // verified (or that nothing asked for tokens at all). Error is Entra's error code, "" on success.
 type TokenRequest struct {

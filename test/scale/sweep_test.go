@@ -3,6 +3,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,9 +14,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
-	"github.com/credwatch/credwatch/internal/graph/coalesce"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
+	"github.com/credwatch/credwatch/internal/graph/planner"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -31,7 +33,8 @@ const (
 )
 
 // BenchmarkGraphSweep reads the credentials of N service principals as the manager does (20
-// workers, reads coalesced into $batch, the budget spent by the limiter) from a Graph that
+// workers whose checks are planned into lists and woken by their answers, the budget spent by
+// the limiter) from a Graph that
 // enforces a small tenant's budget and answers after 30 ms, and reports what one sweep cost
 // against the least time that budget allows. Run with -benchtime=1x: each sweep starts on a full
 // budget only once.
@@ -47,33 +50,42 @@ func sweep(b *testing.B, n int) {
 	fake.AddClient(tenant, client, secret)
 	appIDs := seedApps(fake, n)
 	graphClient, cred := operatorGraph(b, fake)
-	reader := coalesce.New(graphClient, clock.RealClock{}, window, msgraph.MaxBatchAppIDs)
+	reader := planner.New(graphClient, clock.RealClock{}, window)
 
 	for range b.N {
 		b.StopTimer()
 		fake.SetBudget(budget.SmallTenant, clock.RealClock{}) // a full bucket for each sweep
 		fake.SetLatency(latency)
 		fake.ResetRequests()
-		jobs := make(chan string, n)
+		// The workqueue: every appId once, then again when its answer wakes it.
+		queue := make(chan string, 2*n)
 		for _, id := range appIDs {
-			jobs <- id
+			queue <- id
 		}
-		close(jobs)
 		var failures sync.Map
 		var wg sync.WaitGroup
+		var answered sync.WaitGroup
+		answered.Add(n)
 		b.StartTimer()
 		began := time.Now()
 		for range workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for id := range jobs {
-					if _, err := reader.ReadCredentials(context.Background(), cred, id); err != nil {
+				for id := range queue {
+					_, err := reader.Check(context.Background(), cred, id, func() { queue <- id })
+					if errors.Is(err, graph.ErrPending) {
+						continue
+					}
+					if err != nil {
 						failures.Store(id, err)
 					}
+					answered.Done()
 				}
 			}()
 		}
+		answered.Wait()
+		close(queue)
 		wg.Wait()
 		took := time.Since(began)
 		b.StopTimer()

@@ -24,10 +24,10 @@ type Identities interface {
 	SignIn(ctx context.Context, id azure.Identity) error
 }
 
-// Graph is Microsoft Graph for any identity: msgraph's client, or the batches shared between
-// watches that front it.
+// Graph is Microsoft Graph for any identity: msgraph's client behind the read planner.
 type Graph interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
+	Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error)
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error)
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
@@ -99,6 +99,10 @@ type application struct {
 
 func (a application) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
 	return a.graph.ReadCredentials(ctx, a.cred, a.ref.AppID)
+}
+
+func (a application) Check(ctx context.Context, wake func()) (graph.Snapshot, error) {
+	return a.graph.Check(ctx, a.cred, a.ref.AppID, wake)
 }
 
 func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {

@@ -23,16 +23,13 @@ import (
 // mappings in a global registry.
 var batchErrors sync.Once
 
-// MaxBatchAppIDs is how many appIds one $batch reads: two requests each, and Graph takes 20.
-const MaxBatchAppIDs = 10
-
-// ReadCredentialsBatch reads the credentials of up to MaxBatchAppIDs appIds in one $batch. Each
+// ReadCredentialsBatch reads the credentials of up to graph.MaxBatchAppIDs appIds in one $batch. Each
 // result, in the order of appIDs, is what ReadCredentials would have returned for it: Graph
 // answers, throttles and fails each request of a batch on its own.
 func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
 	fail := func(err error) []graph.Read { return graph.FailedReads(len(appIDs), err) }
-	if len(appIDs) > MaxBatchAppIDs {
-		return fail(fmt.Errorf("%d appIds in one batch; Graph takes %d", len(appIDs), MaxBatchAppIDs))
+	if len(appIDs) > graph.MaxBatchAppIDs {
+		return fail(fmt.Errorf("%d appIds in one batch; Graph takes %d", len(appIDs), graph.MaxBatchAppIDs))
 	}
 	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -84,7 +85,7 @@ func TestBatchThrottlingIsPerAppID(t *testing.T) {
 
 func TestBatchRefusesMoreThanGraphTakes(t *testing.T) {
 	fake, c, cred := setup(t)
-	ids := make([]string, MaxBatchAppIDs+1)
+	ids := make([]string, graph.MaxBatchAppIDs+1)
 	for i := range ids {
 		ids[i] = appID
 	}

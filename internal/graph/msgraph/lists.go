@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoft/kiota-abstractions-go/serialization"
+	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
 	"github.com/microsoftgraph/msgraph-sdk-go/applications"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
@@ -16,11 +17,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
-// MaxListedAppIDs is how many appIds one call of ReadCredentialLists reads: groups of
-// graph.MaxInList, two list requests each, in a $batch of Graph's 20 requests.
-const MaxListedAppIDs = 10 * graph.MaxInList
-
-// ReadCredentialLists reads the credentials of up to MaxListedAppIDs appIds in one $batch of list
+// ReadCredentialLists reads the credentials of up to graph.MaxListedAppIDs appIds in one $batch of list
 // requests, `applications` and `servicePrincipals` each filtered by `appId in (…)` for up to
 // graph.MaxInList appIds: about one resource unit per list where point reads cost one per object.
 // Each result, in the order of appIDs, is what ReadCredentials would have returned, except that
@@ -29,8 +26,8 @@ const MaxListedAppIDs = 10 * graph.MaxInList
 // read, and only those.
 func (c *Client) ReadCredentialLists(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
 	fail := func(err error) []graph.Read { return graph.FailedReads(len(appIDs), err) }
-	if len(appIDs) > MaxListedAppIDs {
-		return fail(fmt.Errorf("%d appIds in one batch of lists; it takes %d", len(appIDs), MaxListedAppIDs))
+	if len(appIDs) > graph.MaxListedAppIDs {
+		return fail(fmt.Errorf("%d appIds in one batch of lists; it takes %d", len(appIDs), graph.MaxListedAppIDs))
 	}
 	for _, id := range appIDs {
 		if !graph.IsGUID(id) {
@@ -44,13 +41,9 @@ func (c *Client) ReadCredentialLists(ctx context.Context, cred azcore.TokenCrede
 		return fail(err)
 	}
 	batch := msgraphcore.NewBatchRequest(svc.GetAdapter())
-	type group struct {
-		appIDs  []string
-		app, sp string // the ids of its two requests in the batch
-	}
-	var groups []group
+	var groups []listGroup
 	for start := 0; start < len(appIDs); start += graph.MaxInList {
-		g := group{appIDs: appIDs[start:min(start+graph.MaxInList, len(appIDs))]}
+		g := listGroup{appIDs: appIDs[start:min(start+graph.MaxInList, len(appIDs))]}
 		filter := inFilter(g.appIDs)
 		appInfo, err := svc.Applications().ToGetRequestInformation(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
 			QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Filter: &filter}})
@@ -82,37 +75,51 @@ func (c *Client) ReadCredentialLists(ctx context.Context, cred azcore.TokenCrede
 
 	out := make([]graph.Read, 0, len(appIDs))
 	for _, g := range groups {
-		found := map[string]*graph.Snapshot{}
-		add := func(src graph.Source, o scanned) {
-			id := strings.ToLower(deref(o.GetAppId()))
-			if found[id] == nil {
-				found[id] = &graph.Snapshot{AppID: id}
-			}
-			addObject(found[id], src, o)
+		out = append(out, listedGroup(ctx, svc, resp, g)...)
+	}
+	return out
+}
+
+// listGroup is up to graph.MaxInList appIds, listed by two requests of a batch.
+type listGroup struct {
+	appIDs  []string
+	app, sp string // the ids of its two requests in the batch
+}
+
+// listedGroup reads what the batch answered for g, following the lists' further pages.
+func listedGroup(ctx context.Context, svc *msgraphsdk.GraphServiceClient, resp msgraphcore.BatchResponse, g listGroup) []graph.Read {
+
+	found := map[string]*graph.Snapshot{}
+	add := func(src graph.Source, o scanned) {
+		id := strings.ToLower(deref(o.GetAppId()))
+		if found[id] == nil {
+			found[id] = &graph.Snapshot{AppID: id}
 		}
-		apps := svc.Applications()
-		err := listed(ctx, resp, g.app, "applications", models.CreateApplicationCollectionResponseFromDiscriminatorValue,
-			func(next string) (models.ApplicationCollectionResponseable, error) {
-				return apps.WithUrl(next).Get(ctx, nil)
+		addObject(found[id], src, o)
+	}
+	apps := svc.Applications()
+	err := listed(ctx, resp, g.app, "applications", models.CreateApplicationCollectionResponseFromDiscriminatorValue,
+		func(next string) (models.ApplicationCollectionResponseable, error) {
+			return apps.WithUrl(next).Get(ctx, nil)
+		},
+		func(o models.Applicationable) { add(graph.Application, o) })
+	if err == nil {
+		sps := svc.ServicePrincipals()
+		err = listed(ctx, resp, g.sp, "service principals", models.CreateServicePrincipalCollectionResponseFromDiscriminatorValue,
+			func(next string) (models.ServicePrincipalCollectionResponseable, error) {
+				return sps.WithUrl(next).Get(ctx, nil)
 			},
-			func(o models.Applicationable) { add(graph.Application, o) })
-		if err == nil {
-			sps := svc.ServicePrincipals()
-			err = listed(ctx, resp, g.sp, "service principals", models.CreateServicePrincipalCollectionResponseFromDiscriminatorValue,
-				func(next string) (models.ServicePrincipalCollectionResponseable, error) {
-					return sps.WithUrl(next).Get(ctx, nil)
-				},
-				func(o models.ServicePrincipalable) { add(graph.ServicePrincipal, o) })
-		}
-		for _, id := range g.appIDs {
-			switch snap := found[strings.ToLower(id)]; {
-			case err != nil:
-				out = append(out, graph.Read{Err: err})
-			case snap == nil:
-				out = append(out, graph.Read{Err: fmt.Errorf("appId %s: %w", id, graph.ErrNotListed)})
-			default:
-				out = append(out, graph.Read{Snapshot: *snap})
-			}
+			func(o models.ServicePrincipalable) { add(graph.ServicePrincipal, o) })
+	}
+	out := make([]graph.Read, 0, len(g.appIDs))
+	for _, id := range g.appIDs {
+		switch snap := found[strings.ToLower(id)]; {
+		case err != nil:
+			out = append(out, graph.Read{Err: err})
+		case snap == nil:
+			out = append(out, graph.Read{Err: fmt.Errorf("appId %s: %w", id, graph.ErrNotListed)})
+		default:
+			out = append(out, graph.Read{Snapshot: *snap})
 		}
 	}
 	return out

@@ -1,0 +1,337 @@
+// Package planner reads the credentials of watches in as few Graph requests as a tenant allows.
+//
+// A check asks for its appId and comes back when woken: its reconcile does not wait on Graph, so
+// the checks of a sweep pile up, under each identity, into lists of graph.MaxInList appIds, ten
+// lists a $batch (about 0.13 resource unit an appId, where point reads cost two). Reads that
+// must see a write just made, a rotation's, wait for a batch sent after they asked. An appId no
+// list returned is confirmed by a point read before it is called missing, and a list Graph
+// throttled is asked again once the budget allows, a few times, before its appIds fail.
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"k8s.io/utils/clock"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// Reader is Graph as the planner reads it: lists of up to graph.MaxListedAppIDs appIds in one
+// $batch, and point reads of up to graph.MaxBatchAppIDs.
+type Reader interface {
+	ReadCredentialLists(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read
+	ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read
+}
+
+const (
+	// batchTimeout bounds one batch, which no caller's context owns, when no caller gave a
+	// deadline; waiting for the budget is part of it.
+	batchTimeout = 5 * time.Minute
+	// answerTTL is how long an answer waits for the check that asked for it. A sweep of many
+	// watches wakes them faster than the API server takes their status writes: an answer
+	// taken minutes after it came is still far fresher than the check interval, and reading
+	// it again would cost the budget twice.
+	answerTTL = 10 * time.Minute
+	// throttledTries is how many times a list Graph throttles is sent before its appIds fail.
+	throttledTries = 3
+)
+
+// Planner plans the reads of many watches into few requests.
+type Planner struct {
+	next   Reader
+	clock  clock.Clock
+	window time.Duration
+
+	mu sync.Mutex
+	// open holds each identity's batch still taking appIds. A batch already sent may predate
+	// a caller's own write, so only a check, never a read that must be fresh, joins one.
+	open map[azcore.TokenCredential]*batch
+	// asked is the batch, open or sent, that will answer each appId asked for by a check.
+	asked map[key]*batch
+	// answers wait for the checks that asked for them.
+	answers map[key]*answer
+	pruned  time.Time
+}
+
+type key struct {
+	cred  azcore.TokenCredential
+	appID string
+}
+
+type batch struct {
+	cred   azcore.TokenCredential
+	appIDs []string
+	wants  map[string]*want
+	full   chan struct{}
+	// deadline is the latest of its callers' deadlines: a check bounded by a minute does not
+	// make Graph's silence last five.
+	deadline time.Time
+}
+
+// want is who waits for an appId: checks to wake, reads to answer.
+type want struct {
+	wakers  []func()
+	waiters []chan graph.Read
+	tries   int
+}
+
+type answer struct {
+	read graph.Read
+	at   time.Time
+	left int // the checks that will come for it
+}
+
+// New returns a Planner reading through next, that sends an identity's batch when it holds
+// graph.MaxListedAppIDs appIds or window after its first, whichever is sooner.
+func New(next Reader, c clock.Clock, window time.Duration) *Planner {
+	return &Planner{next: next, clock: c, window: window,
+		open: map[azcore.TokenCredential]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{}}
+}
+
+// Check returns the credentials of appID, read with cred since the last Check asked for them, or
+// graph.ErrPending after asking for them; wake is called when they are in. Credentials are planned by
+// identity, so one must be comparable; for one that is not, Check reads at once.
+func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error) {
+	if !plannable(cred) {
+		return p.ReadCredentials(ctx, cred, appID)
+	}
+	k := key{cred, appID}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.answers[k]; a != nil {
+		fresh := p.clock.Since(a.at) < answerTTL
+		if a.left--; a.left <= 0 || !fresh {
+			delete(p.answers, k)
+		}
+		if fresh {
+			return a.read.Snapshot, a.read.Err
+		}
+	}
+	b := p.asked[k]
+	if b == nil {
+		b = p.openLocked(cred)
+		p.asked[k] = b
+	}
+	w := b.add(appID)
+	w.wakers = append(w.wakers, wake)
+	b.until(ctx)
+	b.fullLocked(p, cred)
+	return graph.Snapshot{}, graph.ErrPending
+}
+
+// ReadCredentials reads appID's credentials with cred in the next batch sent, and waits for them.
+func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	if !plannable(cred) {
+		return p.readAlone(ctx, cred, appID)
+	}
+	got := make(chan graph.Read, 1)
+	p.mu.Lock()
+	b := p.openLocked(cred)
+	w := b.add(appID)
+	w.waiters = append(w.waiters, got)
+	b.until(ctx)
+	b.fullLocked(p, cred)
+	p.mu.Unlock()
+	select {
+	case r := <-got:
+		return r.Snapshot, r.Err
+	case <-ctx.Done():
+		// Sorted as a read that got no answer would be, so the watch shows Graph as slow.
+		if ue := azerr.Unanswered(ctx.Err()); ue != nil {
+			return graph.Snapshot{}, ue
+		}
+		return graph.Snapshot{}, ctx.Err()
+	}
+}
+
+// Forget drops the answers waiting for the application with object ID objectID: a write to it
+// makes them stale.
+func (p *Planner) Forget(objectID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, a := range p.answers {
+		if a.read.Snapshot.ApplicationObjectID == objectID {
+			delete(p.answers, k)
+		}
+	}
+}
+
+func (p *Planner) readAlone(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error) {
+	r := p.read(ctx, cred, []string{appID})[0]
+	return r.Snapshot, r.Err
+}
+
+func plannable(cred azcore.TokenCredential) bool {
+	return cred != nil && reflect.ValueOf(cred).Comparable()
+}
+
+// openLocked is cred's open batch, opened and timed if there is none.
+func (p *Planner) openLocked(cred azcore.TokenCredential) *batch {
+	b := p.open[cred]
+	if b == nil {
+		b = &batch{cred: cred, wants: map[string]*want{}, full: make(chan struct{})}
+		p.open[cred] = b
+		go p.send(b)
+	}
+	return b
+}
+
+// add is appID's place in b, made if it has none.
+func (b *batch) add(appID string) *want {
+	w := b.wants[appID]
+	if w == nil {
+		w = &want{}
+		b.wants[appID] = w
+		b.appIDs = append(b.appIDs, appID)
+	}
+	return w
+}
+
+// until makes b last as long as ctx allows, or batchTimeout when ctx has no deadline.
+func (b *batch) until(ctx context.Context) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(batchTimeout)
+	}
+	if d.After(b.deadline) {
+		b.deadline = d
+	}
+}
+
+// fullLocked sends b now if it can take no more.
+func (b *batch) fullLocked(p *Planner, cred azcore.TokenCredential) {
+	if len(b.appIDs) == graph.MaxListedAppIDs && p.open[cred] == b {
+		delete(p.open, cred)
+		close(b.full)
+	}
+}
+
+func (p *Planner) send(b *batch) {
+	timer := p.clock.NewTimer(p.window)
+	defer timer.Stop()
+	select {
+	case <-b.full:
+	case <-timer.C():
+		p.mu.Lock()
+		if p.open[b.cred] == b {
+			delete(p.open, b.cred)
+		}
+		p.mu.Unlock()
+	}
+	// No more joins: the batch left p.open under the lock.
+	var reads []graph.Read
+	func() {
+		defer func() {
+			// This goroutine is no reconcile's, so controller-runtime's recovery does not reach
+			// it: a panic reading one answer would stop the operator. It fails this batch instead.
+			if r := recover(); r != nil {
+				reads = graph.FailedReads(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), r))
+			}
+		}()
+		// Read under the lock: a check may still extend a batch that left p.open.
+		p.mu.Lock()
+		deadline := b.deadline
+		p.mu.Unlock()
+		if longest := time.Now().Add(batchTimeout); deadline.After(longest) {
+			deadline = longest
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		reads = p.read(ctx, b.cred, b.appIDs)
+	}()
+	p.deliver(b, reads)
+}
+
+// read lists appIDs, and confirms with point reads those no list returned.
+func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
+	reads := p.next.ReadCredentialLists(ctx, cred, appIDs)
+	if len(reads) != len(appIDs) {
+		return graph.FailedReads(len(appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(appIDs), len(reads)))
+	}
+	var unlisted []int
+	for i, r := range reads {
+		if errors.Is(r.Err, graph.ErrNotListed) {
+			unlisted = append(unlisted, i)
+		}
+	}
+	for start := 0; start < len(unlisted); start += graph.MaxBatchAppIDs {
+		part := unlisted[start:min(start+graph.MaxBatchAppIDs, len(unlisted))]
+		ids := make([]string, len(part))
+		for j, i := range part {
+			ids[j] = appIDs[i]
+		}
+		confirmed := p.next.ReadCredentialsBatch(ctx, cred, ids)
+		for j, i := range part {
+			if j < len(confirmed) {
+				reads[i] = confirmed[j]
+			} else {
+				reads[i] = graph.Read{Err: fmt.Errorf("a batch of %d appIds answered %d", len(ids), len(confirmed))}
+			}
+		}
+	}
+	return reads
+}
+
+// deliver hands each appId's answer to those who wait for it, or asks again, in the next batch,
+// for those Graph throttled.
+func (p *Planner) deliver(b *batch, reads []graph.Read) {
+	var wake []func()
+	p.mu.Lock()
+	now := p.clock.Now()
+	for i, appID := range b.appIDs {
+		w, r := b.wants[appID], reads[i]
+		k := key{b.cred, appID}
+		if azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries {
+			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
+			again := p.openLocked(b.cred)
+			merged := again.add(appID)
+			merged.wakers = append(merged.wakers, w.wakers...)
+			merged.waiters = append(merged.waiters, w.waiters...)
+			merged.tries = max(merged.tries, w.tries+1)
+			// Its callers' deadlines may have passed while Graph throttled; the next try
+			// waits for the budget as long as a batch may.
+			again.until(context.Background())
+			if len(w.wakers) > 0 {
+				p.asked[k] = again
+			}
+			again.fullLocked(p, b.cred)
+			continue
+		}
+		for _, ch := range w.waiters {
+			ch <- r
+		}
+		if len(w.wakers) == 0 {
+			continue
+		}
+		if p.asked[k] == b {
+			delete(p.asked, k)
+		}
+		p.answers[k] = &answer{read: r, at: now, left: len(w.wakers)}
+		wake = append(wake, w.wakers...)
+	}
+	p.pruneLocked(now)
+	p.mu.Unlock()
+	for _, f := range wake {
+		f()
+	}
+}
+
+// pruneLocked drops the answers no check came for, at most once per answerTTL.
+func (p *Planner) pruneLocked(now time.Time) {
+	if now.Sub(p.pruned) < answerTTL {
+		return
+	}
+	p.pruned = now
+	for k, a := range p.answers {
+		if now.Sub(a.at) >= answerTTL {
+			delete(p.answers, k)
+		}
+	}
+}

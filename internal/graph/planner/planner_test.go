@@ -1,0 +1,373 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+const window = 100 * time.Millisecond
+
+type cred struct{ name string }
+
+func (*cred) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, nil
+}
+
+// reader is a Graph of func fields; by default every appId is found, listed.
+type reader struct {
+	mu      sync.Mutex
+	lists   [][]string
+	points  [][]string
+	listFn  func(ids []string) []graph.Read
+	pointFn func(ids []string) []graph.Read
+}
+
+func found(ids []string) []graph.Read {
+	out := make([]graph.Read, len(ids))
+	for i, id := range ids {
+		out[i].Snapshot = graph.Snapshot{AppID: id, ApplicationObjectID: "obj-" + id}
+	}
+	return out
+}
+
+func (r *reader) ReadCredentialLists(_ context.Context, _ azcore.TokenCredential, ids []string) []graph.Read {
+	r.mu.Lock()
+	r.lists = append(r.lists, append([]string(nil), ids...))
+	fn := r.listFn
+	r.mu.Unlock()
+	if fn != nil {
+		return fn(ids)
+	}
+	return found(ids)
+}
+
+func (r *reader) ReadCredentialsBatch(_ context.Context, _ azcore.TokenCredential, ids []string) []graph.Read {
+	r.mu.Lock()
+	r.points = append(r.points, append([]string(nil), ids...))
+	fn := r.pointFn
+	r.mu.Unlock()
+	if fn != nil {
+		return fn(ids)
+	}
+	return found(ids)
+}
+
+func (r *reader) calls() (lists, points [][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]string(nil), r.lists...), append([][]string(nil), r.points...)
+}
+
+// harness is a planner on a fake clock, and a count of the wakes each appId got.
+type harness struct {
+	t     *testing.T
+	clock *clocktesting.FakeClock
+	r     *reader
+	p     *Planner
+	wakes chan string
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)), r: &reader{},
+		wakes: make(chan string, 10000)}
+	h.p = New(h.r, h.clock, window)
+	return h
+}
+
+func appIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+	}
+	return out
+}
+
+// check asks for id with c, and fails unless the answer is pending.
+func (h *harness) check(c *cred, id string) {
+	h.t.Helper()
+	if _, err := h.p.Check(context.Background(), c, id, func() { h.wakes <- id }); !errors.Is(err, graph.ErrPending) {
+		h.t.Fatalf("check %s: %v, want it pending", id, err)
+	}
+}
+
+// elapse waits until the open batches wait on the clock, then moves it past the window.
+func (h *harness) elapse() {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("no batch waits for its window")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.clock.Step(window)
+}
+
+// awaitWakes waits for n wakes, and returns how many each appId got.
+func (h *harness) awaitWakes(n int) map[string]int {
+	h.t.Helper()
+	got := map[string]int{}
+	for range n {
+		select {
+		case id := <-h.wakes:
+			got[id]++
+		case <-time.After(5 * time.Second):
+			h.t.Fatalf("%d wakes of %d", len(got), n)
+		}
+	}
+	return got
+}
+
+func TestChecksAreListedTogetherAndWakeTheirCallers(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(40)
+	for _, id := range ids {
+		h.check(c, id)
+	}
+	// The same appId asked twice is read once, and answered twice.
+	h.check(c, ids[0])
+	h.elapse()
+	woken := h.awaitWakes(41)
+	if woken[ids[0]] != 2 || woken[ids[39]] != 1 {
+		t.Errorf("wakes %v", woken)
+	}
+	lists, points := h.r.calls()
+	if len(lists) != 1 || len(lists[0]) != 40 || len(points) != 0 {
+		t.Fatalf("lists %d (%v), point reads %d: want one list call of 40 appIds", len(lists), lists, len(points))
+	}
+	for _, id := range ids {
+		snap, err := h.p.Check(context.Background(), c, id, func() { t.Errorf("%s woken again", id) })
+		if err != nil || snap.AppID != id {
+			t.Errorf("%s: %+v, %v", id, snap, err)
+		}
+	}
+	if snap, err := h.p.Check(context.Background(), c, ids[0], func() {}); err != nil || snap.AppID != ids[0] {
+		t.Errorf("the second check of %s: %+v, %v", ids[0], snap, err)
+	}
+	// Taken, each answer is gone: the next check asks again.
+	h.check(c, ids[1])
+	h.check(c, ids[0])
+}
+
+func TestAFullBatchGoesWithoutWaiting(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(graph.MaxListedAppIDs + 1)
+	for _, id := range ids {
+		h.check(c, id)
+	}
+	h.awaitWakes(graph.MaxListedAppIDs)
+	h.elapse()
+	h.awaitWakes(1)
+	lists, _ := h.r.calls()
+	if len(lists) != 2 || len(lists[0]) != graph.MaxListedAppIDs || len(lists[1]) != 1 {
+		t.Errorf("list calls of %d appIds, want %d then 1", lens(lists), graph.MaxListedAppIDs)
+	}
+}
+
+func lens(calls [][]string) []int {
+	out := make([]int, len(calls))
+	for i, c := range calls {
+		out[i] = len(c)
+	}
+	return out
+}
+
+func TestIdentitiesAreListedApart(t *testing.T) {
+	h := newHarness(t)
+	a, b := &cred{"a"}, &cred{"b"}
+	id := appIDs(1)[0]
+	h.check(a, id)
+	h.check(b, id)
+	h.elapse()
+	h.awaitWakes(2)
+	if lists, _ := h.r.calls(); len(lists) != 2 {
+		t.Errorf("%d list calls, want one per identity", len(lists))
+	}
+}
+
+// TestUnlistedAppIDsAreConfirmed: an appId no list returned is read by a point read, whose answer,
+// found or not, is the check's.
+func TestUnlistedAppIDsAreConfirmed(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(12)
+	gone := &azerr.Error{Kind: azerr.KindNotFound, Status: 404, Err: errors.New("Request_ResourceNotFound")}
+	h.r.listFn = func(ids []string) []graph.Read {
+		out := found(ids)
+		for i := 0; i < 11; i++ {
+			out[i] = graph.Read{Err: fmt.Errorf("appId %s: %w", ids[i], graph.ErrNotListed)}
+		}
+		return out
+	}
+	h.r.pointFn = func(asked []string) []graph.Read {
+		out := found(asked)
+		for i, id := range asked {
+			if id == ids[0] {
+				out[i] = graph.Read{Err: gone}
+			}
+		}
+		return out
+	}
+	for _, id := range ids {
+		h.check(c, id)
+	}
+	h.elapse()
+	h.awaitWakes(12)
+	_, points := h.r.calls()
+	if len(points) != 2 || len(points[0]) != graph.MaxBatchAppIDs || len(points[1]) != 1 {
+		t.Errorf("point reads of %v appIds, want %d then 1", lens(points), graph.MaxBatchAppIDs)
+	}
+	if _, err := h.p.Check(context.Background(), c, ids[0], nil); !errors.Is(err, gone) {
+		t.Errorf("%s, gone by its point read: %v", ids[0], err)
+	}
+	for _, id := range ids[1:] {
+		if snap, err := h.p.Check(context.Background(), c, id, nil); err != nil || snap.AppID != id {
+			t.Errorf("%s, found by its point read or its list: %+v, %v", id, snap, err)
+		}
+	}
+}
+
+// TestThrottledListsAreAskedAgain: appIds whose list Graph throttled go in the next batch, and fail
+// as throttled only after the last try.
+func TestThrottledListsAreAskedAgain(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(20)
+	throttled := &azerr.Error{Kind: azerr.KindThrottled, Status: 429, RetryAfter: 3 * time.Second, Err: errors.New("TooManyRequests")}
+	h.r.listFn = func(ids []string) []graph.Read {
+		out := found(ids)
+		for i, id := range ids {
+			if id == appIDs(1)[0] {
+				out[i] = graph.Read{Err: throttled}
+			}
+		}
+		return out
+	}
+	for _, id := range ids {
+		h.check(c, id)
+	}
+	for try := range throttledTries {
+		h.elapse()
+		want := 0
+		if try == 0 {
+			want = 19
+		}
+		if try == throttledTries-1 {
+			want = 1
+		}
+		h.awaitWakes(want)
+	}
+	lists, _ := h.r.calls()
+	if got := lens(lists); len(got) != throttledTries || got[1] != 1 || got[2] != 1 {
+		t.Errorf("list calls of %v appIds, want 20 then 1 and 1", got)
+	}
+	if _, err := h.p.Check(context.Background(), c, ids[0], nil); azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 3*time.Second {
+		t.Errorf("after %d tries: %v, want throttled with Graph's Retry-After", throttledTries, err)
+	}
+}
+
+// TestAReadIsNeverAnsweredByABatchSentBeforeIt: a read that must see a write just made waits for a
+// batch of its own when the one holding its appId has gone.
+func TestAReadIsNeverAnsweredByABatchSentBeforeIt(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	id := appIDs(1)[0]
+	release := make(chan struct{})
+	inFlight := make(chan struct{}, 2)
+	h.r.listFn = func(ids []string) []graph.Read {
+		inFlight <- struct{}{}
+		<-release
+		return found(ids)
+	}
+	h.check(c, id)
+	h.elapse()
+	<-inFlight
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := h.p.ReadCredentials(context.Background(), c, id)
+		got <- err
+	}()
+	h.elapse()
+	<-inFlight
+	close(release)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	h.awaitWakes(1)
+	if lists, _ := h.r.calls(); len(lists) != 2 {
+		t.Errorf("%d list calls, want the check's and the read's", len(lists))
+	}
+}
+
+// TestAWriteDropsTheAnswersBeforeIt: an answer read before the application was written is not
+// handed to a check after it.
+func TestAWriteDropsTheAnswersBeforeIt(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	id := appIDs(1)[0]
+	h.check(c, id)
+	h.elapse()
+	h.awaitWakes(1)
+	h.p.Forget("obj-" + id)
+	h.check(c, id)
+}
+
+// TestAnswersNobodyTakesExpire: an answer its check never came for is not handed out after
+// answerTTL, and does not stay.
+func TestAnswersNobodyTakesExpire(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(2)
+	h.check(c, ids[0])
+	h.elapse()
+	h.awaitWakes(1)
+	h.clock.Step(answerTTL)
+	h.check(c, ids[0])
+	h.check(c, ids[1])
+	h.elapse()
+	h.awaitWakes(2)
+	h.clock.Step(answerTTL)
+	h.check(c, ids[1])
+	h.elapse()
+	h.awaitWakes(1)
+	h.p.mu.Lock()
+	defer h.p.mu.Unlock()
+	if len(h.p.answers) != 1 {
+		t.Errorf("%d answers kept, want only the last", len(h.p.answers))
+	}
+}
+
+// TestAPanicFailsOnlyItsBatch: a panic reading Graph's answer fails the batch's reads, and the
+// planner goes on.
+func TestAPanicFailsOnlyItsBatch(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(2)
+	h.r.listFn = func([]string) []graph.Read { panic("a malformed answer") }
+	h.check(c, ids[0])
+	h.elapse()
+	h.awaitWakes(1)
+	if _, err := h.p.Check(context.Background(), c, ids[0], nil); err == nil {
+		t.Error("a panicked batch answered")
+	}
+	h.r.mu.Lock()
+	h.r.listFn = nil
+	h.r.mu.Unlock()
+	h.check(c, ids[1])
+	h.elapse()
+	h.awaitWakes(1)
+}
