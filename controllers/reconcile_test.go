@@ -690,3 +690,31 @@ func TestUnitPlannedCheckWaitsForItsAnswer(t *testing.T) {
 		t.Errorf("the cluster read %d times and Graph asked %d times, want once and twice", clusterReads, checks)
 	}
 }
+
+// updates counts the writes of whole objects, as opposed to their status.
+type updates struct {
+	client.Client
+	n int
+}
+
+func (u *updates) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	u.n++
+	return u.Client.Update(ctx, obj, opts...)
+}
+
+// A watch without a rotation is never written, only its status: at ten thousand watches a
+// write each reconcile was ten thousand writes a restart.
+func TestUnitAWatchWithoutRotationIsNotWritten(t *testing.T) {
+	r := &reads{}
+	u := newUnit(t, nil, unitWatch(nil))
+	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(50 * 24 * time.Hour)))
+	counted := &updates{Client: u.c}
+	u.r.Client = counted
+	for range 3 {
+		u.reconcile()
+		u.clock.Step(time.Hour)
+	}
+	if counted.n != 0 {
+		t.Errorf("%d updates of the watch, want none", counted.n)
+	}
+}

@@ -34,8 +34,10 @@ const eventRotationReleased = "RotationReleased"
 // setFinalizer adds or removes the rotation finalizer, with an optimistic lock.
 func (r *CredentialWatchReconciler) setFinalizer(ctx context.Context, w *watchState, add bool) error {
 	obj := w.obj.DeepCopy()
-	changed := controllerutil.AddFinalizer(obj, rotationFinalizer)
-	if !add {
+	var changed bool
+	if add {
+		changed = controllerutil.AddFinalizer(obj, rotationFinalizer)
+	} else {
 		changed = controllerutil.RemoveFinalizer(obj, rotationFinalizer)
 	}
 	if !changed {
