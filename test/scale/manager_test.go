@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -124,7 +125,7 @@ func managerSweep(b *testing.B, bin string, n int) {
 	azure.Graph.SetBudget(budget.SmallTenant, clock.RealClock{})
 	azure.Graph.SetLatency(latency)
 	azure.Graph.ResetRequests()
-	checked := watchChecks(b, k8s, ns, n)
+	checked, stopFollowing := watchChecks(b, k8s, ns, n)
 	before := auditWrites(b, auditLog)
 
 	metricsAddr := freeAddr(b)
@@ -140,6 +141,7 @@ func managerSweep(b *testing.B, bin string, n int) {
 	}
 	took := time.Since(began)
 	b.StopTimer()
+	stopFollowing()
 	sweep := auditWrites(b, auditLog).minus(before)
 
 	sweepRSS := op.memory(b).peak
@@ -162,6 +164,8 @@ func managerSweep(b *testing.B, bin string, n int) {
 	restart := auditWrites(b, auditLog).minus(restartFrom)
 	restartReads := len(azure.Graph.Requests()) - requestsBefore
 	op.stop(b)
+	floor := statusWriteFloor(b, cfg, scheme, ns, false)
+	watchedFloor := statusWriteFloor(b, cfg, scheme, ns, true)
 
 	requests := 0
 	for _, r := range azure.Graph.Requests()[:requestsBefore] {
@@ -172,6 +176,10 @@ func managerSweep(b *testing.B, bin string, n int) {
 	units := azure.Graph.Spent()
 	rate := float64(budget.SmallTenant) / budget.Window.Seconds()
 	b.ReportMetric(took.Seconds(), "sweep-s")
+	b.ReportMetric(floor.Seconds(), "write-floor-s")
+	b.ReportMetric(took.Seconds()/floor.Seconds(), "sweep/floor")
+	b.ReportMetric(watchedFloor.Seconds(), "watched-write-floor-s")
+	b.ReportMetric(took.Seconds()/watchedFloor.Seconds(), "sweep/watched-floor")
 	b.ReportMetric(max(0, float64(units-budget.SmallTenant))/rate, "budget-bound-s")
 	b.ReportMetric(float64(requests)/float64(n), "requests/sp")
 	b.ReportMetric(float64(units)/float64(n), "units/sp")
@@ -184,6 +192,84 @@ func managerSweep(b *testing.B, bin string, n int) {
 	b.ReportMetric(float64(quiet.total()), "quiet-minute-writes")
 	b.ReportMetric(float64(restart.total()), "restart-writes")
 	b.ReportMetric(float64(restartReads), "restart-graph-requests")
+}
+
+// statusWriteFloor is how long the API server takes for the sweep's status writes alone: each
+// watch's status, as the operator wrote it, is cleared (untimed) and written again by the same
+// merge patch, from 20 writers without a client-side rate limit, as the operator's. Once Graph
+// costs little, this is the floor of a sweep. watched keeps a watch of the namespace open and
+// read meanwhile, as the operator's informer is during a sweep: each write is then an event the
+// server encodes and sends.
+func statusWriteFloor(b *testing.B, cfg *rest.Config, scheme *runtime.Scheme, ns string, watched bool) time.Duration {
+	c := rest.CopyConfig(cfg)
+	c.QPS = -1 // controller-runtime's default, the operator's: the server's fairness limits it
+	k8s, err := crclient.NewWithWatch(c, crclient.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var list v1alpha1.CredentialWatchList
+	if err := k8s.List(ctx, &list, crclient.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	cleared := make([]*v1alpha1.CredentialWatch, len(list.Items))
+	each := func(fn func(i int) error) {
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		var once sync.Once
+		var failed error
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					if err := fn(i); err != nil {
+						once.Do(func() { failed = err })
+					}
+				}
+			}()
+		}
+		for i := range list.Items {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+	}
+	each(func(i int) error {
+		w := list.Items[i].DeepCopy()
+		w.Status = v1alpha1.CredentialWatchStatus{}
+		if err := k8s.Status().Patch(ctx, w, crclient.MergeFrom(&list.Items[i])); err != nil {
+			return err
+		}
+		cleared[i] = w
+		return nil
+	})
+	if watched {
+		var now v1alpha1.CredentialWatchList
+		if err := k8s.List(ctx, &now, crclient.InNamespace(ns), crclient.Limit(1)); err != nil {
+			b.Fatal(err)
+		}
+		w, err := k8s.Watch(ctx, &v1alpha1.CredentialWatchList{}, crclient.InNamespace(ns),
+			&crclient.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: now.ResourceVersion}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Stop()
+		go func() {
+			for range w.ResultChan() {
+			}
+		}()
+	}
+	began := time.Now()
+	each(func(i int) error {
+		w := cleared[i].DeepCopy()
+		w.Status = list.Items[i].Status
+		return k8s.Status().Patch(ctx, w, crclient.MergeFrom(cleared[i]))
+	})
+	return time.Since(began)
 }
 
 // scrapeInterval is how often the harness scrapes the operator's metrics in the quiet minute.
@@ -245,7 +331,7 @@ func createWatches(b *testing.B, k8s crclient.Client, ns string, appIDs []string
 // watchChecks closes the channel it returns once every one of n watches has been checked
 // successfully. It watches, rather than lists, so that following a sweep of 10,000 watches costs
 // the API server one stream instead of repeated lists.
-func watchChecks(b *testing.B, k8s crclient.WithWatch, ns string, n int) <-chan struct{} {
+func watchChecks(b *testing.B, k8s crclient.WithWatch, ns string, n int) (<-chan struct{}, func()) {
 	var list v1alpha1.CredentialWatchList
 	if err := k8s.List(context.Background(), &list, crclient.InNamespace(ns), crclient.Limit(1)); err != nil {
 		b.Fatal(err)
@@ -255,7 +341,6 @@ func watchChecks(b *testing.B, k8s crclient.WithWatch, ns string, n int) <-chan 
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(w.Stop)
 	done := make(chan struct{})
 	go func() {
 		seen := map[string]bool{}
@@ -264,12 +349,12 @@ func watchChecks(b *testing.B, k8s crclient.WithWatch, ns string, n int) <-chan 
 				seen[cw.Name] = true
 				if len(seen) == n {
 					close(done)
-					return
 				}
 			}
 		}
 	}()
-	return done
+	// Stopped before the write floors are measured: a watch nobody reads holds the server back.
+	return done, w.Stop
 }
 
 // writes counts the API-server writes the audit log holds.
