@@ -37,6 +37,31 @@ func parseFilter(s string, set *entitySet) (predicate, string) {
 	return pred, msg
 }
 
+// appIDsOnly returns the appIds a filter of the form appId eq '…' or appId in ('…', …) selects,
+// so that a list can look them up as Graph's index does instead of reading every object.
+func appIDsOnly(s string) ([]string, bool) {
+	toks, err := lexFilter(s)
+	if err != nil || len(toks) < 3 || toks[0].quoted || !strings.EqualFold(toks[0].text, "appId") {
+		return nil, false
+	}
+	switch op := strings.ToLower(toks[1].text); {
+	case op == "eq" && len(toks) == 3 && toks[2].quoted:
+		return []string{toks[2].text}, true
+	case op == "in" && toks[2].text == "(" && !toks[2].quoted && toks[len(toks)-1].text == ")":
+		var ids []string
+		for i, t := range toks[3 : len(toks)-1] {
+			if (i%2 == 0) != t.quoted || (!t.quoted && t.text != ",") {
+				return nil, false
+			}
+			if t.quoted {
+				ids = append(ids, t.text)
+			}
+		}
+		return ids, len(ids) > 0
+	}
+	return nil, false
+}
+
 type filterToken struct {
 	text   string
 	quoted bool // a string literal, its quotes removed

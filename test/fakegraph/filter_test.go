@@ -82,3 +82,22 @@ func TestFilter(t *testing.T) {
 		}
 	})
 }
+
+func TestAppIDsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		filter string
+		want   []string
+	}{
+		{"appId eq 'a'", []string{"a"}},
+		{"appid in ('a', 'b','c')", []string{"a", "b", "c"}},
+		{"appId in ('a') or displayName eq 'x'", nil},
+		{"appId in ('a' 'b')", nil},
+		{"displayName eq 'a'", nil},
+		{"appId in ()", nil},
+	} {
+		got, ok := appIDsOnly(tc.filter)
+		if !reflect.DeepEqual(got, tc.want) || ok != (tc.want != nil) {
+			t.Errorf("appIDsOnly(%q) = %q, %v; want %q", tc.filter, got, ok, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
@@ -472,8 +473,20 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, to
 		if set.sps {
 			m = t.sps
 		}
-		for _, st := range m {
-			if q.filter == nil || q.filter(st.obj) {
+		candidates := maps.Values(m)
+		if q.appIDs != nil {
+			candidates = func(yield func(*stored) bool) {
+				for _, id := range q.appIDs {
+					if st := m[strings.ToLower(id)]; st != nil && !yield(st) {
+						return
+					}
+				}
+			}
+		}
+		seen := map[*stored]bool{}
+		for st := range candidates {
+			if !seen[st] && (q.filter == nil || q.filter(st.obj)) {
+				seen[st] = true
 				all = append(all, &stored{obj: st.obj.clone(), seq: st.seq})
 			}
 		}
@@ -522,6 +535,7 @@ type query struct {
 	topGiven bool
 	skip     int
 	filter   predicate // nil without $filter
+	appIDs   []string  // the only appIds the filter can select, when it names them so
 }
 
 func (q query) contextSelect() string {
@@ -591,6 +605,7 @@ func parseQuery(rawQuery string, set *entitySet) (query, string) {
 				return q, msg
 			}
 			q.filter = pred
+			q.appIDs, _ = appIDsOnly(v)
 		case "$search", "$orderby", "$expand", "$count", "$skip", "$apply", "$compute":
 			return q, fmt.Sprintf("fakegraph does not implement the %s query option.", strings.ToLower(k))
 		}
