@@ -11,7 +11,8 @@
 // capacity with it, so the pause is not followed by another burst; climbs back within a few
 // windows to nine tenths of it and keeps there; and only after ten minutes without a 429 tries
 // for more, 2% a window, up to the configured rate. A 429 within those ten minutes takes a fifth
-// off what was learned.
+// off what was learned. Graph's x-ms-throttle-limit-percentage, sent once 80% of the budget is
+// spent, teaches the same before any 429: what was spent over that share is the budget.
 package budget
 
 import (
@@ -269,7 +270,23 @@ func (l *Limiter) Observe(scope string, status int, h http.Header) {
 		}
 	}
 	if used, err := strconv.ParseFloat(strings.TrimSpace(h.Get("x-ms-throttle-limit-percentage")), 64); err == nil && used >= nearlySpent {
-		b.units = min(b.units, 0)
+		b.nearlySpent(now, used)
+	}
+}
+
+// nearlySpent learns from Graph saying that a share used of the budget is spent: when what was
+// spent in the window says the budget is smaller than the bucket's rate, the bucket keeps to
+// most of it from now, before any 429. Either way it spends no more until it refills.
+func (b *bucket) nearlySpent(now time.Time, used float64) {
+	b.units = min(b.units, 0)
+	spent := b.spentInWindow(now)
+	if spent < minSample {
+		return
+	}
+	if budget := spent / min(used, 1) / Window.Seconds(); budget < b.rate {
+		b.learned = budget
+		b.rate = max(minRate, keep*budget)
+		b.throttledAt, b.raised = now, now
 	}
 }
 

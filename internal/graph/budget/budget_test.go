@@ -158,51 +158,62 @@ func TestAThrottledBucketLearnsTheBudget(t *testing.T) {
 
 // TestThrottlingIsLearnedOnce: against a Graph that allows 40 units in 10 s (x/time/rate's bucket,
 // as the Graph fake's), batches of 20 one-unit requests from a limiter configured for a small
-// tenant draw one wave of 429s, a handful more in a quarter of an hour, and still get through
-// most of what Graph allows.
+// tenant, for a quarter of an hour. Learning from 429s alone, one wave of them and a handful
+// more; told by x-ms-throttle-limit-percentage, as Graph does past 80%, none. Either way most of
+// what Graph allows gets through.
 func TestThrottlingIsLearnedOnce(t *testing.T) {
-	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-	l := New(c, SmallTenant)
-	graph := rate.NewLimiter(4, 40)
-	start := c.Now()
-	refused, firstWave, granted := 0, 0, 0
-	for c.Now().Sub(start) < 15*time.Minute {
-		// Steps of half a second, as the batches of a sweep come.
-		clockstep.Run(c, 500*time.Millisecond, func() {
-			if err := l.Wait(context.Background(), "app-a", 20); err != nil {
-				t.Error(err)
+	for _, tc := range []struct {
+		name                string
+		percentage          bool
+		firstWave, afterMax int
+	}{
+		{"from 429s", false, 20, 5},
+		{"from x-ms-throttle-limit-percentage", true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+			l := New(c, SmallTenant)
+			graph := rate.NewLimiter(4, 40)
+			start := c.Now()
+			first, after, granted := -1, 0, 0
+			for c.Now().Sub(start) < 15*time.Minute {
+				// Steps of half a second, as the batches of a sweep come.
+				clockstep.Run(c, 500*time.Millisecond, func() {
+					if err := l.Wait(context.Background(), "app-a", 20); err != nil {
+						t.Error(err)
+					}
+				})
+				wave := 0
+				for range 20 {
+					now := c.Now()
+					res := graph.ReserveN(now, 1)
+					if delay := res.DelayFrom(now); delay > 0 {
+						res.CancelAt(now)
+						wave++
+						l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {strconv.Itoa(int(math.Ceil(max(delay, time.Second).Seconds())))}})
+						continue
+					}
+					granted++
+					h := http.Header{}
+					if used := 1 - graph.TokensAt(now)/40; tc.percentage && used >= 0.8 {
+						h.Set("x-ms-throttle-limit-percentage", strconv.FormatFloat(used, 'f', 2, 64))
+					}
+					l.Observe("app-a", http.StatusOK, h)
+				}
+				switch {
+				case wave > 0 && first < 0:
+					first = wave
+				case wave > 0:
+					after += wave
+				}
 			}
+			if first > tc.firstWave || after > tc.afterMax {
+				t.Errorf("a first wave of %d refusals and %d after it, want at most %d and %d", max(first, 0), after, tc.firstWave, tc.afterMax)
+			}
+			if allowed := 40 + 4*15*60; granted < allowed*3/4 {
+				t.Errorf("%d units granted in 15 minutes, want at least three quarters of the %d Graph allows", granted, allowed)
+			}
+			t.Logf("a first wave of %d refusals, %d after it; %d units granted", max(first, 0), after, granted)
 		})
-		wave := 0
-		for range 20 {
-			now := c.Now()
-			res := graph.ReserveN(now, 1)
-			if delay := res.DelayFrom(now); delay > 0 {
-				res.CancelAt(now)
-				wave++
-				l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {strconv.Itoa(int(math.Ceil(max(delay, time.Second).Seconds())))}})
-				continue
-			}
-			granted++
-			l.Observe("app-a", http.StatusOK, nil)
-		}
-		if firstWave == 0 {
-			firstWave = wave
-		} else {
-			refused += wave
-		}
-		if wave > 0 {
-			l.mu.Lock()
-			b := l.buckets["app-a"]
-			t.Logf("%v: %d refused; learned %.2f, rate %.2f", c.Now().Sub(start), wave, b.learned, b.rate)
-			l.mu.Unlock()
-		}
 	}
-	if refused > 5 {
-		t.Errorf("%d requests refused after the first wave of %d, want at most 5", refused, firstWave)
-	}
-	if allowed := 40 + 4*15*60; granted < allowed/2 {
-		t.Errorf("%d units granted in 15 minutes, want at least half of the %d Graph allows", granted, allowed)
-	}
-	t.Logf("first wave %d, then %d refused; %d units granted", firstWave, refused, granted)
 }
