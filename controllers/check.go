@@ -264,7 +264,8 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	if err != nil {
 		return checkResult{cluster: res.cluster}, err
 	}
-	res.snap, err = app.Check(ctx, r.wakeup(client.ObjectKeyFromObject(obj)))
+	key := client.ObjectKeyFromObject(obj)
+	res.snap, err = app.Check(ctx, key.String(), r.wakeup(key))
 	return res, err
 }
 

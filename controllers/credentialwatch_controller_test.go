@@ -152,8 +152,8 @@ type plannedApp struct {
 	p planned
 }
 
-func (a plannedApp) Check(ctx context.Context, wake func()) (graph.Snapshot, error) {
-	snap, err := a.AppClient.Check(ctx, func() { wake(); a.p.woken <- struct{}{} })
+func (a plannedApp) Check(ctx context.Context, asker string, wake func()) (graph.Snapshot, error) {
+	snap, err := a.AppClient.Check(ctx, asker, func() { wake(); a.p.woken <- struct{}{} })
 	if errors.Is(err, graph.ErrPending) {
 		a.p.pending.Add(1)
 	}

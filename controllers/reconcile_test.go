@@ -653,7 +653,7 @@ func TestUnitPlannedCheckWaitsForItsAnswer(t *testing.T) {
 			}}, nil
 		},
 		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-			return &azurefake.App{CheckFunc: func(_ context.Context, w func()) (graph.Snapshot, error) {
+			return &azurefake.App{CheckFunc: func(_ context.Context, _ string, w func()) (graph.Snapshot, error) {
 				if checks++; checks == 1 {
 					wake = w
 					return graph.Snapshot{}, graph.ErrPending

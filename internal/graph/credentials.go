@@ -97,10 +97,10 @@ type AppClient interface {
 	// ReadCredentials reads the credentials of the application and of its service principal,
 	// in a request sent after the call: what it returns is no older than the caller's writes.
 	ReadCredentials(ctx context.Context) (Snapshot, error)
-	// Check returns the credentials read since the last Check asked for them, or ErrPending
+	// Check returns the credentials read since asker (a watch) asked for them, or ErrPending
 	// after asking for them; wake is called when they are in. A sweep of many watches costs
 	// far less this way, their reads planned together.
-	Check(ctx context.Context, wake func()) (Snapshot, error)
+	Check(ctx context.Context, asker string, wake func()) (Snapshot, error)
 	// ReadOwnerEmails reads the mail addresses of the application's owners.
 	ReadOwnerEmails(ctx context.Context) ([]string, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.

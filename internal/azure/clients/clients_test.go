@@ -52,8 +52,8 @@ func (g fakeGraph) ReadCredentials(_ context.Context, cred azcore.TokenCredentia
 	return graph.Snapshot{AppID: appID, ApplicationObjectID: strings.Replace(appID, "app-", "obj-", 1)}, nil
 }
 
-func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID string, _ func()) (graph.Snapshot, error) {
-	g.note(cred, "check", appID)
+func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID, asker string, _ func()) (graph.Snapshot, error) {
+	g.note(cred, "check", appID, asker)
 	return graph.Snapshot{}, graph.ErrPending
 }
 
@@ -109,13 +109,13 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = app.ReadCredentials(ctx)
-	_, _ = app.Check(ctx, func() {})
+	_, _ = app.Check(ctx, "team-a/payments", func() {})
 	_, _ = app.ReadOwnerEmails(ctx)
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
 	_, _ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')")
-	if want := []string{"read", "app-1", "check", "app-1", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
+	if want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
 		"scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
 		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)
 	}

@@ -38,8 +38,8 @@ func (g *Graph) ReadCredentials(ctx context.Context, cred azcore.TokenCredential
 }
 
 // Check is Planner.Check.
-func (g *Graph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error) {
-	return g.plan.Check(ctx, cred, appID, wake)
+func (g *Graph) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
+	return g.plan.Check(ctx, cred, appID, asker, wake)
 }
 
 // AddPassword adds a secret, and drops the answers that predate it.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ const (
 	answerTTL = 10 * time.Minute
 	// throttledTries is how many times a list Graph throttles is sent before its appIds fail.
 	throttledTries = 3
+	// inFlight is how many batches of an identity are read at once: what is sent before Graph
+	// answers is sent before the limiter can learn from its answer that the budget is smaller
+	// than configured. A sweep's batches all go in the first second; with no bound, a budget of
+	// 40 units drew 80 429s at once. Two at a time still read 10,000 appIds in about a second.
+	inFlight = 2
 )
 
 // Planner plans the reads of many watches into few requests.
@@ -50,6 +56,8 @@ type Planner struct {
 	window time.Duration
 
 	mu sync.Mutex
+	// reading holds a token for each batch an identity is reading.
+	reading map[azcore.TokenCredential]chan struct{}
 	// open holds each identity's batch still taking appIds. A batch already sent may predate
 	// a caller's own write, so only a check, never a read that must be fresh, joins one.
 	open map[azcore.TokenCredential]*batch
@@ -75,42 +83,46 @@ type batch struct {
 	deadline time.Time
 }
 
-// want is who waits for an appId: checks to wake, reads to answer.
+// want is who waits for an appId: checks to wake, by who asked, and reads to answer.
 type want struct {
-	wakers  []func()
+	wakers  map[string]func()
 	waiters []chan graph.Read
 	tries   int
 }
 
+// answer waits for the checks that asked for it, and is handed to no one else: an answer is as
+// fresh as the asking, and a check that did not ask may follow a change it would hide.
 type answer struct {
-	read graph.Read
-	at   time.Time
-	left int // the checks that will come for it
+	read   graph.Read
+	at     time.Time
+	askers map[string]bool
 }
 
 // New returns a Planner reading through next, that sends an identity's batch when it holds
 // graph.MaxListedAppIDs appIds or window after its first, whichever is sooner.
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
-		open: map[azcore.TokenCredential]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{}}
+		open: map[azcore.TokenCredential]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
+		reading: map[azcore.TokenCredential]chan struct{}{}}
 }
 
-// Check returns the credentials of appID, read with cred since the last Check asked for them, or
-// graph.ErrPending after asking for them; wake is called when they are in. Credentials are planned by
-// identity, so one must be comparable; for one that is not, Check reads at once.
-func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID string, wake func()) (graph.Snapshot, error) {
+// Check returns the credentials of appID read with cred since asker (a watch) asked for them, or
+// graph.ErrPending after asking for them; wake is called when they are in. An asker that asks
+// again before they are in is woken once. Credentials are planned by identity, so one must be
+// comparable; for one that is not, Check reads at once.
+func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
 	if !plannable(cred) {
 		return p.ReadCredentials(ctx, cred, appID)
 	}
 	k := key{cred, appID}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if a := p.answers[k]; a != nil {
-		fresh := p.clock.Since(a.at) < answerTTL
-		if a.left--; a.left <= 0 || !fresh {
+	if a := p.answers[k]; a != nil && a.askers[asker] {
+		delete(a.askers, asker)
+		if len(a.askers) == 0 {
 			delete(p.answers, k)
 		}
-		if fresh {
+		if p.clock.Since(a.at) < answerTTL {
 			return a.read.Snapshot, a.read.Err
 		}
 	}
@@ -120,7 +132,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 		p.asked[k] = b
 	}
 	w := b.add(appID)
-	w.wakers = append(w.wakers, wake)
+	w.wakers[asker] = wake
 	b.until(ctx)
 	b.fullLocked(p, cred)
 	return graph.Snapshot{}, graph.ErrPending
@@ -187,7 +199,7 @@ func (p *Planner) openLocked(cred azcore.TokenCredential) *batch {
 func (b *batch) add(appID string) *want {
 	w := b.wants[appID]
 	if w == nil {
-		w = &want{}
+		w = &want{wakers: map[string]func(){}}
 		b.wants[appID] = w
 		b.appIDs = append(b.appIDs, appID)
 	}
@@ -225,7 +237,17 @@ func (p *Planner) send(b *batch) {
 		}
 		p.mu.Unlock()
 	}
-	// No more joins: the batch left p.open under the lock.
+	// No more joins: the batch left p.open under the lock. Checks may still add their wakers
+	// to its appIds while it waits its turn.
+	p.mu.Lock()
+	turn := p.reading[b.cred]
+	if turn == nil {
+		turn = make(chan struct{}, inFlight)
+		p.reading[b.cred] = turn
+	}
+	p.mu.Unlock()
+	turn <- struct{}{}
+	defer func() { <-turn }()
 	var reads []graph.Read
 	func() {
 		defer func() {
@@ -292,7 +314,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
 			again := p.openLocked(b.cred)
 			merged := again.add(appID)
-			merged.wakers = append(merged.wakers, w.wakers...)
+			maps.Copy(merged.wakers, w.wakers)
 			merged.waiters = append(merged.waiters, w.waiters...)
 			merged.tries = max(merged.tries, w.tries+1)
 			// Its callers' deadlines may have passed while Graph throttled; the next try
@@ -313,8 +335,17 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if p.asked[k] == b {
 			delete(p.asked, k)
 		}
-		p.answers[k] = &answer{read: r, at: now, left: len(w.wakers)}
-		wake = append(wake, w.wakers...)
+		a := p.answers[k]
+		if a == nil || now.Sub(a.at) >= answerTTL {
+			a = &answer{askers: map[string]bool{}}
+			p.answers[k] = a
+		}
+		// A newer answer for all: whoever asked before it waits for no older one.
+		a.read, a.at = r, now
+		for asker, f := range w.wakers {
+			a.askers[asker] = true
+			wake = append(wake, f)
+		}
 	}
 	p.pruneLocked(now)
 	p.mu.Unlock()

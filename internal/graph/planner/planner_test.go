@@ -93,13 +93,21 @@ func appIDs(n int) []string {
 	return out
 }
 
-// check asks for id with c, and fails unless the answer is pending.
+// check asks for id with c as the watch of id, and fails unless the answer is pending.
 func (h *harness) check(c *cred, id string) {
 	h.t.Helper()
-	if _, err := h.p.Check(context.Background(), c, id, func() { h.wakes <- id }); !errors.Is(err, graph.ErrPending) {
-		h.t.Fatalf("check %s: %v, want it pending", id, err)
+	h.checkAs(c, id, watchOf(id))
+}
+
+// checkAs asks for id with c as asker, and fails unless the answer is pending.
+func (h *harness) checkAs(c *cred, id, asker string) {
+	h.t.Helper()
+	if _, err := h.p.Check(context.Background(), c, id, asker, func() { h.wakes <- id }); !errors.Is(err, graph.ErrPending) {
+		h.t.Fatalf("check %s as %s: %v, want it pending", id, asker, err)
 	}
 }
+
+func watchOf(id string) string { return "watch-" + id }
 
 // elapse waits until the open batches wait on the clock, then moves it past the window.
 func (h *harness) elapse() {
@@ -145,25 +153,29 @@ func TestChecksAreListedTogetherAndWakeTheirCallers(t *testing.T) {
 	for _, id := range ids {
 		h.check(c, id)
 	}
-	// The same appId asked twice is read once, and answered twice.
-	h.check(c, ids[0])
+	// Asked by another watch too, an appId is read once and answered to each; asked again by
+	// the same watch, it is answered to it once.
+	h.checkAs(c, ids[0], "other")
+	h.check(c, ids[1])
 	h.elapse()
 	woken := h.awaitWakes(41)
-	if woken[ids[0]] != 2 || woken[ids[39]] != 1 {
+	if woken[ids[0]] != 2 || woken[ids[1]] != 1 || woken[ids[39]] != 1 {
 		t.Errorf("wakes %v", woken)
 	}
 	lists, points := h.r.calls()
 	if len(lists) != 1 || len(lists[0]) != 40 || len(points) != 0 {
 		t.Fatalf("lists %d (%v), point reads %d: want one list call of 40 appIds", len(lists), lists, len(points))
 	}
+	// A watch that did not ask is handed nothing: the answer may predate what it follows.
+	h.checkAs(c, ids[2], "stranger")
 	for _, id := range ids {
-		snap, err := h.p.Check(context.Background(), c, id, func() { t.Errorf("%s woken again", id) })
+		snap, err := h.p.Check(context.Background(), c, id, watchOf(id), func() { t.Errorf("%s woken again", id) })
 		if err != nil || snap.AppID != id {
 			t.Errorf("%s: %+v, %v", id, snap, err)
 		}
 	}
-	if snap, err := h.p.Check(context.Background(), c, ids[0], func() {}); err != nil || snap.AppID != ids[0] {
-		t.Errorf("the second check of %s: %+v, %v", ids[0], snap, err)
+	if snap, err := h.p.Check(context.Background(), c, ids[0], "other", func() {}); err != nil || snap.AppID != ids[0] {
+		t.Errorf("the other watch's check of %s: %+v, %v", ids[0], snap, err)
 	}
 	// Taken, each answer is gone: the next check asks again.
 	h.check(c, ids[1])
@@ -245,11 +257,11 @@ func TestUnlistedAppIDsAreConfirmed(t *testing.T) {
 	if len(points) != 2 || len(points[0]) != graph.MaxBatchAppIDs || len(points[1]) != 1 {
 		t.Errorf("point reads of %v appIds, want %d then 1", lens(points), graph.MaxBatchAppIDs)
 	}
-	if _, err := h.p.Check(context.Background(), c, ids[0], nil); !errors.Is(err, gone) {
+	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); !errors.Is(err, gone) {
 		t.Errorf("%s, gone by its point read: %v", ids[0], err)
 	}
 	for _, id := range ids[1:] {
-		if snap, err := h.p.Check(context.Background(), c, id, nil); err != nil || snap.AppID != id {
+		if snap, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); err != nil || snap.AppID != id {
 			t.Errorf("%s, found by its point read or its list: %+v, %v", id, snap, err)
 		}
 	}
@@ -289,7 +301,7 @@ func TestThrottledListsAreAskedAgain(t *testing.T) {
 	if got := lens(lists); len(got) != throttledTries || got[1] != 1 || got[2] != 1 {
 		t.Errorf("list calls of %v appIds, want 20 then 1 and 1", got)
 	}
-	if _, err := h.p.Check(context.Background(), c, ids[0], nil); azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 3*time.Second {
+	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 3*time.Second {
 		t.Errorf("after %d tries: %v, want throttled with Graph's Retry-After", throttledTries, err)
 	}
 }
@@ -376,7 +388,7 @@ func TestAPanicFailsOnlyItsBatch(t *testing.T) {
 	h.check(c, ids[0])
 	h.elapse()
 	h.awaitWakes(1)
-	if _, err := h.p.Check(context.Background(), c, ids[0], nil); err == nil {
+	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); err == nil {
 		t.Error("a panicked batch answered")
 	}
 	h.r.mu.Lock()
@@ -385,4 +397,55 @@ func TestAPanicFailsOnlyItsBatch(t *testing.T) {
 	h.check(c, ids[1])
 	h.elapse()
 	h.awaitWakes(1)
+}
+
+// TestAnIdentityReadsTwoBatchesAtATime: a sweep's batches wait their turn, so that the limiter
+// hears from Graph before it sends the rest; other identities do not wait for it.
+func TestAnIdentityReadsTwoBatchesAtATime(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	active := map[string]int{}
+	h.r.listFn = func(ids []string) []graph.Read {
+		mu.Lock()
+		active[ids[0]]++
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		active[ids[0]]--
+		mu.Unlock()
+		return found(ids)
+	}
+	a := &cred{"a"}
+	ids := appIDs(3*graph.MaxListedAppIDs + 1)
+	for _, id := range ids[:3*graph.MaxListedAppIDs] {
+		h.check(a, id)
+	}
+	// Another identity's batch, whose first appId is the last.
+	h.check(&cred{"b"}, ids[3*graph.MaxListedAppIDs])
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		mine, theirs := active[ids[0]]+active[ids[graph.MaxListedAppIDs]]+active[ids[2*graph.MaxListedAppIDs]], active[ids[3*graph.MaxListedAppIDs]]
+		mu.Unlock()
+		if mine == inFlight && theirs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of a's batches and %d of b's read, want %d and 1", mine, theirs, inFlight)
+		}
+		if h.clock.HasWaiters() {
+			h.clock.Step(window)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // room for a third of a's to start, were it allowed to
+	mu.Lock()
+	mine := active[ids[0]] + active[ids[graph.MaxListedAppIDs]] + active[ids[2*graph.MaxListedAppIDs]]
+	mu.Unlock()
+	close(release)
+	if mine != inFlight {
+		t.Errorf("%d of a's batches read at once, want %d", mine, inFlight)
+	}
+	h.awaitWakes(len(ids))
 }
