@@ -4,8 +4,9 @@
 // the checks of a sweep pile up, under each identity, into lists of graph.MaxInList appIds, ten
 // lists a $batch (about 0.13 resource unit an appId, where point reads cost two). Reads that
 // must see a write just made, a rotation's, wait for a batch sent after they asked. An appId no
-// list returned is confirmed by a point read before it is called missing, and a list Graph
-// throttled is asked again once the budget allows, a few times, before its appIds fail.
+// list returned is confirmed by a point read before it is called missing; an identity Graph does
+// not let list reads by point reads; and a list Graph throttled is asked again once the budget
+// allows, a few times, before its appIds fail.
 package planner
 
 import (
@@ -42,6 +43,8 @@ const (
 	answerTTL = 10 * time.Minute
 	// throttledTries is how many times a list Graph throttles is sent before its appIds fail.
 	throttledTries = 3
+	// listRefusedFor is how long an identity Graph refused a list reads by point reads alone.
+	listRefusedFor = time.Hour
 	// inFlight is how many batches of an identity are read at once: what is sent before Graph
 	// answers is sent before the limiter can learn from its answer that the budget is smaller
 	// than configured. A sweep's batches all go in the first second; with no bound, a budget of
@@ -58,6 +61,8 @@ type Planner struct {
 	mu sync.Mutex
 	// reading holds a token for each batch an identity is reading.
 	reading map[azcore.TokenCredential]chan struct{}
+	// listRefused is until when an identity reads by point reads alone.
+	listRefused map[azcore.TokenCredential]time.Time
 	// open holds each identity's batch still taking appIds. A batch already sent may predate
 	// a caller's own write, so only a check, never a read that must be fresh, joins one.
 	open map[azcore.TokenCredential]*batch
@@ -103,7 +108,7 @@ type answer struct {
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
 		open: map[azcore.TokenCredential]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
-		reading: map[azcore.TokenCredential]chan struct{}{}}
+		reading: map[azcore.TokenCredential]chan struct{}{}, listRefused: map[azcore.TokenCredential]time.Time{}}
 }
 
 // Check returns the credentials of appID read with cred since asker (a watch) asked for them, or
@@ -271,30 +276,51 @@ func (p *Planner) send(b *batch) {
 	p.deliver(b, reads)
 }
 
-// read lists appIDs, and confirms with point reads those no list returned.
+// read lists appIDs, and reads by point reads those no list returned, to confirm them, and those
+// whose list Graph refused: an identity that owns the applications it reads
+// (Application.ReadWrite.OwnedBy) may read each of them and not list them. Such an identity
+// reads by point reads alone for a while.
 func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
-	reads := p.next.ReadCredentialLists(ctx, cred, appIDs)
-	if len(reads) != len(appIDs) {
-		return graph.FailedReads(len(appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(appIDs), len(reads)))
+	p.mu.Lock()
+	listing := !p.clock.Now().Before(p.listRefused[cred])
+	p.mu.Unlock()
+	var reads []graph.Read
+	if listing {
+		reads = p.next.ReadCredentialLists(ctx, cred, appIDs)
+		if len(reads) != len(appIDs) {
+			return graph.FailedReads(len(appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(appIDs), len(reads)))
+		}
+	} else {
+		reads = graph.FailedReads(len(appIDs), graph.ErrNotListed)
 	}
-	var unlisted []int
+	var point []int
+	refused := false
 	for i, r := range reads {
-		if errors.Is(r.Err, graph.ErrNotListed) {
-			unlisted = append(unlisted, i)
+		switch {
+		case errors.Is(r.Err, graph.ErrNotListed):
+			point = append(point, i)
+		case azerr.KindOf(r.Err) == azerr.KindForbidden:
+			point = append(point, i)
+			refused = true
 		}
 	}
-	for start := 0; start < len(unlisted); start += graph.MaxBatchAppIDs {
-		part := unlisted[start:min(start+graph.MaxBatchAppIDs, len(unlisted))]
+	if refused {
+		p.mu.Lock()
+		p.listRefused[cred] = p.clock.Now().Add(listRefusedFor)
+		p.mu.Unlock()
+	}
+	for start := 0; start < len(point); start += graph.MaxBatchAppIDs {
+		part := point[start:min(start+graph.MaxBatchAppIDs, len(point))]
 		ids := make([]string, len(part))
 		for j, i := range part {
 			ids[j] = appIDs[i]
 		}
-		confirmed := p.next.ReadCredentialsBatch(ctx, cred, ids)
+		got := p.next.ReadCredentialsBatch(ctx, cred, ids)
 		for j, i := range part {
-			if j < len(confirmed) {
-				reads[i] = confirmed[j]
+			if j < len(got) {
+				reads[i] = got[j]
 			} else {
-				reads[i] = graph.Read{Err: fmt.Errorf("a batch of %d appIds answered %d", len(ids), len(confirmed))}
+				reads[i] = graph.Read{Err: fmt.Errorf("a batch of %d appIds answered %d", len(ids), len(got))}
 			}
 		}
 	}

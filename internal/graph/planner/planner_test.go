@@ -449,3 +449,39 @@ func TestAnIdentityReadsTwoBatchesAtATime(t *testing.T) {
 	}
 	h.awaitWakes(len(ids))
 }
+
+// TestAnIdentityThatMayNotListReadsByPointReads: Graph refuses an identity's lists (it owns the
+// applications it reads, and may read each, not list them): its appIds are read one by one, and
+// its next batch does not try the lists again.
+func TestAnIdentityThatMayNotListReadsByPointReads(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"owner"}
+	refused := &azerr.Error{Kind: azerr.KindForbidden, Status: 403, Err: errors.New("Authorization_RequestDenied")}
+	h.r.listFn = func(ids []string) []graph.Read { return graph.FailedReads(len(ids), refused) }
+	ids := appIDs(12)
+	for _, id := range ids[:11] {
+		h.check(c, id)
+	}
+	h.elapse()
+	h.awaitWakes(11)
+	for _, id := range ids[:11] {
+		if snap, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); err != nil || snap.AppID != id {
+			t.Errorf("%s: %+v, %v", id, snap, err)
+		}
+	}
+	h.check(c, ids[11])
+	h.elapse()
+	h.awaitWakes(1)
+	lists, points := h.r.calls()
+	if len(lists) != 1 || len(points) != 3 || len(points[0]) != graph.MaxBatchAppIDs {
+		t.Errorf("list calls of %v appIds and point reads of %v, want one list refused, then point reads of 10, 1 and 1", lens(lists), lens(points))
+	}
+	// An hour on, it tries the lists again.
+	h.clock.Step(listRefusedFor)
+	h.check(c, ids[0])
+	h.elapse()
+	h.awaitWakes(1)
+	if lists, _ := h.r.calls(); len(lists) != 2 {
+		t.Errorf("%d list calls, want the lists tried again", len(lists))
+	}
+}
