@@ -152,7 +152,7 @@ func (i *Identities) Credential(id Identity) (azcore.TokenCredential, error) {
 	key, fingerprint := i.cacheKey(id)
 	return i.cached(key, fingerprint, func() (azcore.TokenCredential, error) {
 		c, err := i.build(id)
-		return scoped{c, scopeOf(id)}, err
+		return scoped{TokenCredential: c, scope: scopeOf(id), key: key + "#" + fingerprint}, err
 	})
 }
 
@@ -264,7 +264,14 @@ func (c *assertionCredential) GetToken(ctx context.Context, opts policy.TokenReq
 type scoped struct {
 	azcore.TokenCredential
 	scope string
+	// key is the cache's key and fingerprint: who signs in, with what.
+	key string
 }
+
+// PlanKey names who the credential signs in as and with what, the same for every credential the
+// cache builds for it: Graph's reads are planned by it, and a credential the cache dropped and
+// built again is still the same identity.
+func (s scoped) PlanKey() string { return s.key }
 
 // Scope names the application and tenant the credential signs in as.
 func (s scoped) Scope() string { return s.scope }

@@ -119,6 +119,9 @@ type bucket struct {
 	// spentBefore is what was spent in the window that drew the pause's first 429, and refused
 	// how many requests Graph refused since, each a unit that was spent and not allowed.
 	spentBefore, refused float64
+	// before is the rate when the pause began, prior what was learned less than probeAfter
+	// before it.
+	before, prior float64
 	// spent is the units spent in each second of the last window; spentAt the second of its
 	// last entry.
 	spent   [windowSeconds]float64
@@ -156,9 +159,11 @@ func (l *Limiter) bucketLocked(scope string, now time.Time) *bucket {
 	return b
 }
 
-// spend takes units from b, and notes them in the window's seconds.
-func (b *bucket) spend(units float64, now time.Time) {
+// spend takes units from b, and notes in the window's seconds what Graph charges, which may be
+// more than a bucket smaller than the request holds.
+func (b *bucket) spend(units, charged float64, now time.Time) {
 	b.units -= units
+	units = charged
 	sec := now.Unix()
 	for s := max(b.spentAt+1, sec-int64(windowSeconds)+1); s <= sec; s++ {
 		b.spent[s%int64(windowSeconds)] = 0
@@ -180,30 +185,28 @@ func (b *bucket) spentInWindow(now time.Time) float64 {
 
 // throttled learns from a 429 that Graph allows less than was spent in the window before it:
 // that, less what Graph refused, is the budget. first is the pause's first 429; each later one is
-// a unit spent and not allowed.
+// a unit spent and not allowed, and the lesson is drawn again. Below minSample allowed there is
+// too little to measure (others spend the budget too): the bucket halves its rate.
 func (b *bucket) throttled(now time.Time, first bool) {
 	if first {
-		b.spentBefore, b.refused = b.spentInWindow(now), 0
+		b.spentBefore, b.refused, b.before, b.prior = b.spentInWindow(now), 0, b.rate, 0
+		if now.Sub(b.throttledAt) < probeAfter && b.learned > 0 {
+			b.prior = b.learned
+		}
 	}
 	b.refused++
-	measured := max(minRate, (b.spentBefore-b.refused)/Window.Seconds())
-	switch {
-	case first:
-		// Too little spent to tell says only that others spend the budget too.
-		allowed := b.rate / 2
-		if b.spentBefore >= minSample {
-			// A window holds the bucket's rate and a burst of as much again, so the rate
-			// itself was already too much.
-			allowed = min(b.rate, measured)
-		}
-		if now.Sub(b.throttledAt) < probeAfter && b.learned > 0 {
-			allowed = again * min(allowed, b.learned)
-		}
-		b.learned = allowed
-	case b.spentBefore >= minSample:
-		b.learned = min(b.learned, measured)
+	allowed := b.before / 2
+	if allowedSpent := b.spentBefore - b.refused; allowedSpent >= minSample {
+		// A window holds the bucket's rate and a burst of as much again, so the rate itself
+		// was already too much.
+		allowed = min(b.before, allowedSpent/Window.Seconds())
 	}
-	b.rate = min(b.rate, max(minRate, b.learned/2))
+	if b.prior > 0 {
+		// Throttled again soon: the last lesson was too generous.
+		allowed = again * min(allowed, b.prior)
+	}
+	b.learned = allowed
+	b.rate = min(b.before, max(minRate, allowed/2))
 	b.throttledAt, b.raised = now, now
 	b.units = min(b.units, 0)
 }
@@ -221,7 +224,7 @@ func (l *Limiter) Wait(ctx context.Context, scope string, units int) error {
 		case now.Before(b.pausedUntil):
 			wait = b.pausedUntil.Sub(now)
 		case b.units >= need:
-			b.spend(need, now)
+			b.spend(need, float64(units), now)
 			l.mu.Unlock()
 			return nil
 		default:

@@ -217,3 +217,36 @@ func TestThrottlingIsLearnedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestAWholeBatchRefusedDoesNotStarveTheBucket: Graph refusing all twenty requests of the batch
+// that drew its first 429 (others spent the budget) halves the rate; it does not measure a budget
+// of nothing and crawl at the floor for an hour.
+func TestAWholeBatchRefusedDoesNotStarveTheBucket(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, SmallTenant)
+	waitTook(t, c, l, "app-a", 20)
+	for range 20 {
+		l.Observe("app-a", http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+	}
+	l.mu.Lock()
+	b := l.bucketLocked("app-a", c.Now())
+	rate, learned := b.rate, b.learned
+	l.mu.Unlock()
+	if learned < l.rate/2 || rate < l.rate/4 {
+		t.Errorf("learned %v units a second and refills at %v, want half the configured %v learned", learned, rate, l.rate)
+	}
+}
+
+// TestARequestLargerThanTheBucketIsCountedWhole: what a throttled bucket learns from counts what
+// Graph charged, not the little a small bucket held.
+func TestARequestLargerThanTheBucketIsCountedWhole(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := New(c, 20) // 2 units a second, 20 a window
+	waitTook(t, c, l, "app-a", 60)
+	l.mu.Lock()
+	spent := l.buckets["app-a"].spentInWindow(c.Now())
+	l.mu.Unlock()
+	if spent != 60 {
+		t.Errorf("%v units noted, want the 60 charged", spent)
+	}
+}

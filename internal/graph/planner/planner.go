@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,12 +61,14 @@ type Planner struct {
 
 	mu sync.Mutex
 	// reading holds a token for each batch an identity is reading.
-	reading map[azcore.TokenCredential]chan struct{}
+	reading map[any]*turns
 	// listRefused is until when an identity reads by point reads alone.
-	listRefused map[azcore.TokenCredential]time.Time
+	listRefused map[any]time.Time
+	// written is when each application (by object ID, in lower case) was last written.
+	written map[string]time.Time
 	// open holds each identity's batch still taking appIds. A batch already sent may predate
 	// a caller's own write, so only a check, never a read that must be fresh, joins one.
-	open map[azcore.TokenCredential]*batch
+	open map[any]*batch
 	// asked is the batch, open or sent, that will answer each appId asked for by a check.
 	asked map[key]*batch
 	// answers wait for the checks that asked for them.
@@ -73,19 +76,40 @@ type Planner struct {
 	pruned  time.Time
 }
 
+// An identity is planned by what identityOf says of its credential.
 type key struct {
-	cred  azcore.TokenCredential
-	appID string
+	identity any
+	appID    string
+}
+
+// turns lets inFlight batches of an identity be read at once; users counts the batches that hold
+// or wait for one, so that the identity's entry goes when none does.
+type turns struct {
+	ch    chan struct{}
+	users int
+}
+
+// identityOf is what the planner knows an identity by: its credential's PlanKey when it has one,
+// stable however often the credential is built again, or else the credential itself.
+func identityOf(cred azcore.TokenCredential) any {
+	if k, ok := cred.(interface{ PlanKey() string }); ok {
+		return k.PlanKey()
+	}
+	return cred
 }
 
 type batch struct {
+	identity any
+	// cred reads the batch: any credential of the identity will do.
 	cred   azcore.TokenCredential
 	appIDs []string
 	wants  map[string]*want
 	full   chan struct{}
-	// deadline is the latest of its callers' deadlines: a check bounded by a minute does not
-	// make Graph's silence last five.
-	deadline time.Time
+	// timeout is the longest its callers allow, counted from its turn to be read: a check
+	// bounded by a minute does not make Graph's silence last five, nor fail for waiting its turn.
+	timeout time.Duration
+	// sentAt is when it was read: a write after it makes its answers stale.
+	sentAt time.Time
 }
 
 // want is who waits for an appId: checks to wake, by who asked, and reads to answer.
@@ -107,8 +131,8 @@ type answer struct {
 // graph.MaxListedAppIDs appIds or window after its first, whichever is sooner.
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
-		open: map[azcore.TokenCredential]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
-		reading: map[azcore.TokenCredential]chan struct{}{}, listRefused: map[azcore.TokenCredential]time.Time{}}
+		open: map[any]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
+		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{}}
 }
 
 // Check returns the credentials of appID read with cred since asker (a watch) asked for them, or
@@ -119,7 +143,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID,
 	if !plannable(cred) {
 		return p.ReadCredentials(ctx, cred, appID)
 	}
-	k := key{cred, appID}
+	k := key{identityOf(cred), appID}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.answers[k]; a != nil && a.askers[asker] {
@@ -139,7 +163,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID,
 	w := b.add(appID)
 	w.wakers[asker] = wake
 	b.until(ctx)
-	b.fullLocked(p, cred)
+	b.fullLocked(p)
 	return graph.Snapshot{}, graph.ErrPending
 }
 
@@ -154,7 +178,7 @@ func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredenti
 	w := b.add(appID)
 	w.waiters = append(w.waiters, got)
 	b.until(ctx)
-	b.fullLocked(p, cred)
+	b.fullLocked(p)
 	p.mu.Unlock()
 	select {
 	case r := <-got:
@@ -168,13 +192,14 @@ func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredenti
 	}
 }
 
-// Forget drops the answers waiting for the application with object ID objectID: a write to it
-// makes them stale.
+// Forget drops the answers of the application with object ID objectID, and those of batches read
+// before now when they come: a write to it makes them stale.
 func (p *Planner) Forget(objectID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.written[strings.ToLower(objectID)] = p.clock.Now()
 	for k, a := range p.answers {
-		if a.read.Snapshot.ApplicationObjectID == objectID {
+		if strings.EqualFold(a.read.Snapshot.ApplicationObjectID, objectID) {
 			delete(p.answers, k)
 		}
 	}
@@ -186,15 +211,17 @@ func (p *Planner) readAlone(ctx context.Context, cred azcore.TokenCredential, ap
 }
 
 func plannable(cred azcore.TokenCredential) bool {
-	return cred != nil && reflect.ValueOf(cred).Comparable()
+	_, keyed := cred.(interface{ PlanKey() string })
+	return cred != nil && (keyed || reflect.ValueOf(cred).Comparable())
 }
 
-// openLocked is cred's open batch, opened and timed if there is none.
+// openLocked is the open batch of cred's identity, opened and timed if there is none.
 func (p *Planner) openLocked(cred azcore.TokenCredential) *batch {
-	b := p.open[cred]
+	id := identityOf(cred)
+	b := p.open[id]
 	if b == nil {
-		b = &batch{cred: cred, wants: map[string]*want{}, full: make(chan struct{})}
-		p.open[cred] = b
+		b = &batch{identity: id, cred: cred, wants: map[string]*want{}, full: make(chan struct{})}
+		p.open[id] = b
 		go p.send(b)
 	}
 	return b
@@ -211,22 +238,42 @@ func (b *batch) add(appID string) *want {
 	return w
 }
 
-// until makes b last as long as ctx allows, or batchTimeout when ctx has no deadline.
+// until lets b be read for as long as ctx allows from now, or batchTimeout when ctx has no
+// deadline.
 func (b *batch) until(ctx context.Context) {
-	d, ok := ctx.Deadline()
-	if !ok {
-		d = time.Now().Add(batchTimeout)
+	d := batchTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		d = time.Until(deadline)
 	}
-	if d.After(b.deadline) {
-		b.deadline = d
-	}
+	b.timeout = min(max(b.timeout, d), batchTimeout)
 }
 
 // fullLocked sends b now if it can take no more.
-func (b *batch) fullLocked(p *Planner, cred azcore.TokenCredential) {
-	if len(b.appIDs) == graph.MaxListedAppIDs && p.open[cred] == b {
-		delete(p.open, cred)
+func (b *batch) fullLocked(p *Planner) {
+	if len(b.appIDs) == graph.MaxListedAppIDs && p.open[b.identity] == b {
+		delete(p.open, b.identity)
 		close(b.full)
+	}
+}
+
+// turn waits for one of the identity's turns to read, and returns what gives it back.
+func (p *Planner) turn(identity any) func() {
+	p.mu.Lock()
+	t := p.reading[identity]
+	if t == nil {
+		t = &turns{ch: make(chan struct{}, inFlight)}
+		p.reading[identity] = t
+	}
+	t.users++
+	p.mu.Unlock()
+	t.ch <- struct{}{}
+	return func() {
+		<-t.ch
+		p.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(p.reading, identity)
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -237,22 +284,14 @@ func (p *Planner) send(b *batch) {
 	case <-b.full:
 	case <-timer.C():
 		p.mu.Lock()
-		if p.open[b.cred] == b {
-			delete(p.open, b.cred)
+		if p.open[b.identity] == b {
+			delete(p.open, b.identity)
 		}
 		p.mu.Unlock()
 	}
 	// No more joins: the batch left p.open under the lock. Checks may still add their wakers
 	// to its appIds while it waits its turn.
-	p.mu.Lock()
-	turn := p.reading[b.cred]
-	if turn == nil {
-		turn = make(chan struct{}, inFlight)
-		p.reading[b.cred] = turn
-	}
-	p.mu.Unlock()
-	turn <- struct{}{}
-	defer func() { <-turn }()
+	defer p.turn(b.identity)()
 	var reads []graph.Read
 	func() {
 		defer func() {
@@ -264,12 +303,10 @@ func (p *Planner) send(b *batch) {
 		}()
 		// Read under the lock: a check may still extend a batch that left p.open.
 		p.mu.Lock()
-		deadline := b.deadline
+		timeout := b.timeout
+		b.sentAt = p.clock.Now()
 		p.mu.Unlock()
-		if longest := time.Now().Add(batchTimeout); deadline.After(longest) {
-			deadline = longest
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		reads = p.read(ctx, b.cred, b.appIDs)
 	}()
@@ -281,34 +318,55 @@ func (p *Planner) send(b *batch) {
 // (Application.ReadWrite.OwnedBy) may read each of them and not list them. Such an identity
 // reads by point reads alone for a while.
 func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read {
+	id := identityOf(cred)
 	p.mu.Lock()
-	listing := !p.clock.Now().Before(p.listRefused[cred])
+	listing := !p.clock.Now().Before(p.listRefused[id])
 	p.mu.Unlock()
-	var reads []graph.Read
+	reads := graph.FailedReads(len(appIDs), graph.ErrNotListed)
 	if listing {
-		reads = p.next.ReadCredentialLists(ctx, cred, appIDs)
-		if len(reads) != len(appIDs) {
-			return graph.FailedReads(len(appIDs), fmt.Errorf("a batch of %d appIds answered %d", len(appIDs), len(reads)))
+		// An appId that is no GUID fails alone, and names no other watch's appId.
+		var listed []int
+		var ids []string
+		for i, appID := range appIDs {
+			if !graph.IsGUID(appID) {
+				reads[i] = graph.Read{Err: fmt.Errorf("appId %q is not a GUID", appID)}
+				continue
+			}
+			listed, ids = append(listed, i), append(ids, appID)
 		}
-	} else {
-		reads = graph.FailedReads(len(appIDs), graph.ErrNotListed)
+		var got []graph.Read
+		if len(ids) > 0 {
+			got = p.next.ReadCredentialLists(ctx, cred, ids)
+		}
+		if len(got) != len(ids) {
+			got = graph.FailedReads(len(ids), fmt.Errorf("a batch of %d appIds answered %d", len(ids), len(got)))
+		}
+		for j, i := range listed {
+			reads[i] = got[j]
+		}
 	}
 	var point []int
-	refused := false
+	refused := map[int]bool{}
 	for i, r := range reads {
 		switch {
 		case errors.Is(r.Err, graph.ErrNotListed):
 			point = append(point, i)
 		case azerr.KindOf(r.Err) == azerr.KindForbidden:
 			point = append(point, i)
-			refused = true
+			refused[i] = true
 		}
 	}
-	if refused {
-		p.mu.Lock()
-		p.listRefused[cred] = p.clock.Now().Add(listRefusedFor)
-		p.mu.Unlock()
-	}
+	defer func() {
+		// Refused a list and allowed a read: this identity may read and not list.
+		for i := range refused {
+			if reads[i].Err == nil {
+				p.mu.Lock()
+				p.listRefused[id] = p.clock.Now().Add(listRefusedFor)
+				p.mu.Unlock()
+				return
+			}
+		}
+	}()
 	for start := 0; start < len(point); start += graph.MaxBatchAppIDs {
 		part := point[start:min(start+graph.MaxBatchAppIDs, len(point))]
 		ids := make([]string, len(part))
@@ -335,21 +393,28 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 	now := p.clock.Now()
 	for i, appID := range b.appIDs {
 		w, r := b.wants[appID], reads[i]
-		k := key{b.cred, appID}
-		if azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries {
+		k := key{b.identity, appID}
+		stale := false
+		if at, ok := p.written[strings.ToLower(r.Snapshot.ApplicationObjectID)]; ok && !at.Before(b.sentAt) {
+			// Written since this batch was read: its answer may not show the write.
+			stale = true
+		}
+		if stale || (azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries) {
 			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
 			again := p.openLocked(b.cred)
 			merged := again.add(appID)
 			maps.Copy(merged.wakers, w.wakers)
 			merged.waiters = append(merged.waiters, w.waiters...)
-			merged.tries = max(merged.tries, w.tries+1)
+			if !stale {
+				merged.tries = max(merged.tries, w.tries+1)
+			}
 			// Its callers' deadlines may have passed while Graph throttled; the next try
 			// waits for the budget as long as a batch may.
 			again.until(context.Background())
 			if len(w.wakers) > 0 {
 				p.asked[k] = again
 			}
-			again.fullLocked(p, b.cred)
+			again.fullLocked(p)
 			continue
 		}
 		for _, ch := range w.waiters {
@@ -389,6 +454,17 @@ func (p *Planner) pruneLocked(now time.Time) {
 	for k, a := range p.answers {
 		if now.Sub(a.at) >= answerTTL {
 			delete(p.answers, k)
+		}
+	}
+	for id, until := range p.listRefused {
+		if !now.Before(until) {
+			delete(p.listRefused, id)
+		}
+	}
+	for obj, at := range p.written {
+		// A batch lasts at most batchTimeout: none read before this can still come.
+		if now.Sub(at) >= batchTimeout {
+			delete(p.written, obj)
 		}
 	}
 }

@@ -94,13 +94,13 @@ func appIDs(n int) []string {
 }
 
 // check asks for id with c as the watch of id, and fails unless the answer is pending.
-func (h *harness) check(c *cred, id string) {
+func (h *harness) check(c azcore.TokenCredential, id string) {
 	h.t.Helper()
 	h.checkAs(c, id, watchOf(id))
 }
 
 // checkAs asks for id with c as asker, and fails unless the answer is pending.
-func (h *harness) checkAs(c *cred, id, asker string) {
+func (h *harness) checkAs(c azcore.TokenCredential, id, asker string) {
 	h.t.Helper()
 	if _, err := h.p.Check(context.Background(), c, id, asker, func() { h.wakes <- id }); !errors.Is(err, graph.ErrPending) {
 		h.t.Fatalf("check %s as %s: %v, want it pending", id, asker, err)
@@ -483,5 +483,88 @@ func TestAnIdentityThatMayNotListReadsByPointReads(t *testing.T) {
 	h.awaitWakes(1)
 	if lists, _ := h.r.calls(); len(lists) != 2 {
 		t.Errorf("%d list calls, want the lists tried again", len(lists))
+	}
+}
+
+// keyed is a credential the cache may build again: a new object, the same identity.
+type keyed struct {
+	cred
+	key string
+}
+
+func (k *keyed) PlanKey() string { return k.key }
+
+// TestAnIdentityIsItsKeyNotItsCredential: a check asked with one credential of an identity takes
+// its answer with another the cache built since, and the identity's turns go when it reads nothing.
+func TestAnIdentityIsItsKeyNotItsCredential(t *testing.T) {
+	h := newHarness(t)
+	id := appIDs(1)[0]
+	h.check(&keyed{cred{"a"}, "secret/t/c#f1"}, id)
+	h.elapse()
+	h.awaitWakes(1)
+	if snap, err := h.p.Check(context.Background(), &keyed{cred{"a, built again"}, "secret/t/c#f1"}, id, watchOf(id), nil); err != nil || snap.AppID != id {
+		t.Errorf("with the identity's new credential: %+v, %v", snap, err)
+	}
+	// The turn is given back just after the wake.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.p.mu.Lock()
+		n := len(h.p.reading)
+		h.p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d identities keep their turns after reading", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAWriteMakesABatchInFlightStale: an application written while a batch reads it is asked for
+// again; the watch gets the answer of a batch read after the write.
+func TestAWriteMakesABatchInFlightStale(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"writer"}
+	id := appIDs(1)[0]
+	release := make(chan struct{})
+	inFlight := make(chan struct{}, 2)
+	h.r.listFn = func(ids []string) []graph.Read {
+		inFlight <- struct{}{}
+		<-release
+		return found(ids)
+	}
+	h.check(c, id)
+	h.elapse()
+	<-inFlight
+	h.clock.Step(time.Second)
+	h.p.Forget("OBJ-" + id) // as Graph writes object IDs, in any case
+	close(release)
+	h.awaitWakes(1)
+	if lists, _ := h.r.calls(); len(lists) != 2 {
+		t.Errorf("%d list calls, want the stale batch and one after the write", len(lists))
+	}
+}
+
+// TestAnIdentityRefusedEverythingStillTriesLists: refused both its lists and its point reads, an
+// identity lacks a permission altogether, and keeps trying lists once it has it.
+func TestAnIdentityRefusedEverythingStillTriesLists(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"nobody"}
+	refused := &azerr.Error{Kind: azerr.KindForbidden, Status: 403, Err: errors.New("Authorization_RequestDenied")}
+	h.r.listFn = func(ids []string) []graph.Read { return graph.FailedReads(len(ids), refused) }
+	h.r.pointFn = func(ids []string) []graph.Read { return graph.FailedReads(len(ids), refused) }
+	id := appIDs(1)[0]
+	h.check(c, id)
+	h.elapse()
+	h.awaitWakes(1)
+	if _, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); azerr.KindOf(err) != azerr.KindForbidden {
+		t.Errorf("got %v, want the refusal", err)
+	}
+	h.check(c, id)
+	h.elapse()
+	h.awaitWakes(1)
+	if lists, _ := h.r.calls(); len(lists) != 2 {
+		t.Errorf("%d list calls, want lists tried again", len(lists))
 	}
 }
