@@ -213,31 +213,7 @@ func statusWriteFloor(b *testing.B, cfg *rest.Config, scheme *runtime.Scheme, ns
 		b.Fatal(err)
 	}
 	cleared := make([]*v1alpha1.CredentialWatch, len(list.Items))
-	each := func(fn func(i int) error) {
-		jobs := make(chan int)
-		var wg sync.WaitGroup
-		var once sync.Once
-		var failed error
-		for range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range jobs {
-					if err := fn(i); err != nil {
-						once.Do(func() { failed = err })
-					}
-				}
-			}()
-		}
-		for i := range list.Items {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
-		if failed != nil {
-			b.Fatal(failed)
-		}
-	}
+	each := func(fn func(i int) error) { inParallel(b, 20, len(list.Items), fn) }
 	each(func(i int) error {
 		w := list.Items[i].DeepCopy()
 		w.Status = v1alpha1.CredentialWatchStatus{}
@@ -298,27 +274,33 @@ func scrapeEvery(metricsAddr string, interval time.Duration) (stop func()) {
 
 // createWatches creates a watch per appId, sixteen at a time.
 func createWatches(b *testing.B, k8s crclient.Client, ns string, appIDs []string) {
+	inParallel(b, 16, len(appIDs), func(i int) error {
+		return k8s.Create(context.Background(), &v1alpha1.CredentialWatch{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sp-%05d", i), Namespace: ns},
+			Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{
+				TenantID: tenant, ClientID: appIDs[i]}}},
+		})
+	})
+}
+
+// inParallel runs fn for 0 to n-1 from workers goroutines, and fails b with the first error.
+func inParallel(b *testing.B, workers, n int, fn func(i int) error) {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var failed error
-	for range 16 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				w := &v1alpha1.CredentialWatch{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sp-%05d", i), Namespace: ns},
-					Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{
-						TenantID: tenant, ClientID: appIDs[i]}}},
-				}
-				if err := k8s.Create(context.Background(), w); err != nil {
+				if err := fn(i); err != nil {
 					once.Do(func() { failed = err })
 				}
 			}
 		}()
 	}
-	for i := range appIDs {
+	for i := range n {
 		jobs <- i
 	}
 	close(jobs)

@@ -109,6 +109,17 @@ func (h *harness) checkAs(c azcore.TokenCredential, id, asker string) {
 
 func watchOf(id string) string { return "watch-" + id }
 
+// holdLists makes each list call say it has begun on inFlight and wait for release to close.
+func (h *harness) holdLists() (release, inFlight chan struct{}) {
+	release, inFlight = make(chan struct{}), make(chan struct{}, 2)
+	h.r.listFn = func(ids []string) []graph.Read {
+		inFlight <- struct{}{}
+		<-release
+		return found(ids)
+	}
+	return release, inFlight
+}
+
 // elapse waits until the open batches wait on the clock, then moves it past the window.
 func (h *harness) elapse() {
 	h.t.Helper()
@@ -312,13 +323,7 @@ func TestAReadIsNeverAnsweredByABatchSentBeforeIt(t *testing.T) {
 	h := newHarness(t)
 	c := &cred{"reader"}
 	id := appIDs(1)[0]
-	release := make(chan struct{})
-	inFlight := make(chan struct{}, 2)
-	h.r.listFn = func(ids []string) []graph.Read {
-		inFlight <- struct{}{}
-		<-release
-		return found(ids)
-	}
+	release, inFlight := h.holdLists()
 	h.check(c, id)
 	h.elapse()
 	<-inFlight
@@ -527,13 +532,7 @@ func TestAWriteMakesABatchInFlightStale(t *testing.T) {
 	h := newHarness(t)
 	c := &cred{"writer"}
 	id := appIDs(1)[0]
-	release := make(chan struct{})
-	inFlight := make(chan struct{}, 2)
-	h.r.listFn = func(ids []string) []graph.Read {
-		inFlight <- struct{}{}
-		<-release
-		return found(ids)
-	}
+	release, inFlight := h.holdLists()
 	h.check(c, id)
 	h.elapse()
 	<-inFlight
