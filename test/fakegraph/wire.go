@@ -208,3 +208,97 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 	}
 	return w.ResponseWriter.Write(b)
 }
+
+func defaultProps(set *entitySet) []string {
+	if set.sps {
+		return []string{"id", "deletedDateTime", "accountEnabled", "appDisplayName", "appId", "displayName", "servicePrincipalType", "keyCredentials", "passwordCredentials"}
+	}
+	return []string{"id", "deletedDateTime", "appId", "displayName", "keyCredentials", "passwordCredentials"}
+}
+
+// render builds the JSON of one object. Properties fakegraph does not model are null when
+// selected, as Graph returns unset properties. secretText is always null: Graph returns it only
+// from addPassword. key is filled only when $select names keyCredentials, on one object or a list.
+func render(set *entitySet, o Object, selected []string, withKey bool) object {
+	props := selected
+	if props == nil {
+		props = defaultProps(set)
+	}
+	out := make(object, 0, len(props))
+	for _, p := range props {
+		var v any
+		switch p {
+		case "id":
+			v = o.ID
+		case "appId":
+			v = o.AppID
+		case "displayName":
+			v = nullable(o.DisplayName)
+		case "appDisplayName":
+			v = nullable(o.DisplayName)
+		case "tags":
+			v = append([]string{}, o.Tags...)
+		case "accountEnabled":
+			v = true
+		case "servicePrincipalType":
+			v = "Application"
+		case "passwordCredentials":
+			pcs := make([]object, 0, len(o.Passwords))
+			for _, pc := range o.Passwords {
+				pcs = append(pcs, object{
+					{"customKeyIdentifier", nil},
+					{"displayName", nullable(pc.DisplayName)},
+					{"endDateTime", graphTime(pc.End)},
+					{"hint", nullable(pc.Hint)},
+					{"keyId", pc.KeyID},
+					{"secretText", nil},
+					{"startDateTime", graphTime(pc.Start)},
+				})
+			}
+			v = pcs
+		case "keyCredentials":
+			kcs := make([]object, 0, len(o.Keys))
+			for _, kc := range o.Keys {
+				var key any
+				if withKey {
+					key = base64OrNull(kc.Key)
+				}
+				kcs = append(kcs, object{
+					{"customKeyIdentifier", base64OrNull(kc.CustomKeyIdentifier)},
+					{"displayName", nullable(kc.DisplayName)},
+					{"endDateTime", graphTime(kc.End)},
+					{"key", key},
+					{"keyId", kc.KeyID},
+					{"startDateTime", graphTime(kc.Start)},
+					{"type", nullable(kc.Type)},
+					{"usage", nullable(kc.Usage)},
+				})
+			}
+			v = kcs
+		}
+		out = append(out, field{p, v})
+	}
+	return out
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func base64OrNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// graphTime writes Edm.DateTimeOffset as Graph does: UTC with a Z.
+func graphTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
