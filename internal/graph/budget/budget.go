@@ -159,17 +159,16 @@ func (l *Limiter) bucketLocked(scope string, now time.Time) *bucket {
 	return b
 }
 
-// spend takes units from b, and notes in the window's seconds what Graph charges, which may be
-// more than a bucket smaller than the request holds.
-func (b *bucket) spend(units, charged float64, now time.Time) {
-	b.units -= units
-	units = charged
+// spend takes taken units from b, and notes in the window's seconds what Graph charges, which may
+// be more than a bucket smaller than the request holds.
+func (b *bucket) spend(taken, charged float64, now time.Time) {
+	b.units -= taken
 	sec := now.Unix()
 	for s := max(b.spentAt+1, sec-int64(windowSeconds)+1); s <= sec; s++ {
 		b.spent[s%int64(windowSeconds)] = 0
 	}
 	b.spentAt = max(b.spentAt, sec)
-	b.spent[sec%int64(windowSeconds)] += units
+	b.spent[sec%int64(windowSeconds)] += charged
 }
 
 // spentInWindow is what b spent in the last window, to now.

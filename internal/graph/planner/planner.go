@@ -345,28 +345,15 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 			reads[i] = got[j]
 		}
 	}
-	var point []int
-	refused := map[int]bool{}
+	var point, refused []int
 	for i, r := range reads {
 		switch {
 		case errors.Is(r.Err, graph.ErrNotListed):
 			point = append(point, i)
 		case azerr.KindOf(r.Err) == azerr.KindForbidden:
-			point = append(point, i)
-			refused[i] = true
+			point, refused = append(point, i), append(refused, i)
 		}
 	}
-	defer func() {
-		// Refused a list and allowed a read: this identity may read and not list.
-		for i := range refused {
-			if reads[i].Err == nil {
-				p.mu.Lock()
-				p.listRefused[id] = p.clock.Now().Add(listRefusedFor)
-				p.mu.Unlock()
-				return
-			}
-		}
-	}()
 	for start := 0; start < len(point); start += graph.MaxBatchAppIDs {
 		part := point[start:min(start+graph.MaxBatchAppIDs, len(point))]
 		ids := make([]string, len(part))
@@ -380,6 +367,15 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 			} else {
 				reads[i] = graph.Read{Err: fmt.Errorf("a batch of %d appIds answered %d", len(ids), len(got))}
 			}
+		}
+	}
+	for _, i := range refused {
+		if reads[i].Err == nil {
+			// Refused a list and allowed a read: this identity may read and not list.
+			p.mu.Lock()
+			p.listRefused[id] = p.clock.Now().Add(listRefusedFor)
+			p.mu.Unlock()
+			break
 		}
 	}
 	return reads
