@@ -1,12 +1,15 @@
 package fakegraph
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,9 +45,12 @@ type Server struct {
 }
 
 type tenant struct {
-	id      string // as first registered, for reporting
-	apps    map[string]*stored
-	sps     map[string]*stored
+	id   string // as first registered, for reporting
+	apps map[string]*stored
+	sps  map[string]*stored
+	// listed is each map in Graph's list order, built when a list needs it and dropped when an
+	// object comes or goes: sorting 100,000 objects for every page would be most of a benchmark.
+	listed  map[bool][]*stored         // by whether it is sps
 	clients map[string]map[string]bool // lower client ID -> secrets
 	// certs and federated are the certificates and federated credentials of lower client IDs.
 	certs     map[string][]*x509.Certificate
@@ -188,17 +194,19 @@ func (s *Server) tenantLocked(tenantID string, create bool) *tenant {
 func (s *Server) PutApplication(tenantID string, app Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.putLocked(s.tenantLocked(tenantID, true).apps, app)
+	t := s.tenantLocked(tenantID, true)
+	s.putLocked(t, t.apps, app)
 }
 
 // PutServicePrincipal creates or replaces (by AppID) a service principal; see PutApplication.
 func (s *Server) PutServicePrincipal(tenantID string, sp Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.putLocked(s.tenantLocked(tenantID, true).sps, sp)
+	t := s.tenantLocked(tenantID, true)
+	s.putLocked(t, t.sps, sp)
 }
 
-func (s *Server) putLocked(m map[string]*stored, o Object) {
+func (s *Server) putLocked(t *tenant, m map[string]*stored, o Object) {
 	o = o.clone()
 	if o.AppID == "" {
 		o.AppID = newUUID()
@@ -234,6 +242,24 @@ func (s *Server) putLocked(m map[string]*stored, o Object) {
 	}
 	s.seq++
 	m[key] = &stored{obj: o, seq: s.seq}
+	t.listed = nil
+}
+
+// listedLocked is the applications, or the service principals, of t in the order Graph lists them.
+func (t *tenant) listedLocked(sps bool) []*stored {
+	if all, ok := t.listed[sps]; ok {
+		return all
+	}
+	m := t.apps
+	if sps {
+		m = t.sps
+	}
+	all := slices.SortedFunc(maps.Values(m), func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
+	if t.listed == nil {
+		t.listed = map[bool][]*stored{}
+	}
+	t.listed[sps] = all
+	return all
 }
 
 func mustGUID(what, s string) {
@@ -276,6 +302,7 @@ func (s *Server) DeleteApplication(tenantID, appID string) {
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
 		delete(t.apps, strings.ToLower(appID))
+		t.listed = nil
 	}
 }
 
@@ -285,6 +312,7 @@ func (s *Server) DeleteServicePrincipal(tenantID, appID string) {
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
 		delete(t.sps, strings.ToLower(appID))
+		t.listed = nil
 	}
 }
 
