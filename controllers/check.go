@@ -20,6 +20,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 // Event reasons of a check.
@@ -212,7 +213,7 @@ type checkResult struct {
 	// cluster is what Resource Manager said of an aksCluster target's cluster.
 	cluster *aks.Cluster
 	tenant  bool
-	scan    []graph.Snapshot
+	scan    scans.Found
 	issuer  *saissuer.Observation
 }
 
@@ -320,17 +321,21 @@ func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Id
 	return cl, nil
 }
 
-func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, filter string) ([]graph.Snapshot, error) {
+func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, filter string) (scans.Found, error) {
 	t, err := r.Azure.Tenant(id)
 	if err != nil {
-		return nil, err
+		return scans.Found{}, err
 	}
-	snaps, err := t.Scan(ctx, filter)
+	var fold scans.Fold
+	err = t.Scan(ctx, filter, fold.Add)
 	var ae *azerr.Error
 	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
 		err = &filterError{filter: filter, err: err}
 	}
-	return snaps, err
+	if err != nil {
+		return scans.Found{}, err
+	}
+	return fold.Found(), nil
 }
 
 // clusterRef names the cluster of an aksCluster target.

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/scans"
 )
 
 // record puts what a check found into status.
@@ -48,7 +48,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
 		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
 	}
-	obj.Status.Credentials = credentialsOf(snap)
+	obj.Status.Credentials = scans.Credentials(snap)
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
 }
@@ -122,58 +122,15 @@ func checkedMessage(snap graph.Snapshot) string {
 	return fmt.Sprintf("Read %d credentials of %q from %s", len(snap.Credentials), snap.DisplayName, where)
 }
 
-// credentialsOf lists a snapshot's credentials as status records them, soonest expiry first.
-// States are left for reconcileExpiry, which sets them for every reconcile.
-func credentialsOf(snap graph.Snapshot) []v1alpha1.Credential {
-	out := make([]v1alpha1.Credential, 0, len(snap.Credentials))
-	for _, c := range snap.Credentials {
-		cred := v1alpha1.Credential{
-			KeyID:       c.KeyID,
-			Type:        v1alpha1.CredentialType(c.Type),
-			Source:      v1alpha1.CredentialSource(c.Source),
-			DisplayName: c.DisplayName,
-			Hint:        c.Hint,
-			// Status stores whole seconds; a fraction kept here would differ from the stored
-			// value, and every schedule computed from it would differ from the last one.
-			EndTime: metav1.NewTime(c.End.Truncate(time.Second)),
-		}
-		if !c.Start.IsZero() {
-			start := metav1.NewTime(c.Start.Truncate(time.Second))
-			cred.StartTime = &start
-		}
-		out = append(out, cred)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].EndTime.Equal(&out[j].EndTime) {
-			return out[i].EndTime.Before(&out[j].EndTime)
-		}
-		return out[i].KeyID < out[j].KeyID
-	})
-	return out
-}
-
 // recordScan keeps what a tenant scan found for status and metrics, and counts it in status.
-func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, snaps []graph.Snapshot, now time.Time) {
-	var creds []v1alpha1.Credential
+func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, found scans.Found, now time.Time) {
 	counts := &v1alpha1.TenantScanStatus{}
 	if prev := obj.Status.TenantScan; prev != nil {
 		*counts = *prev // the states are counted at every reconcile, by reconcileExpiry
 	}
-	counts.Applications, counts.ServicePrincipals = 0, 0
-	for _, s := range snaps {
-		if s.ApplicationObjectID != "" {
-			counts.Applications++
-		}
-		if s.ServicePrincipalObjectID != "" {
-			counts.ServicePrincipals++
-		}
-		for _, c := range credentialsOf(s) {
-			c.AppID, c.AppDisplayName = s.AppID, s.DisplayName
-			creds = append(creds, c)
-		}
-	}
-	counts.Credentials = int32(len(creds))
-	r.Scans.Put(client.ObjectKeyFromObject(obj), creds)
+	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
+	counts.Credentials = int32(len(found.Credentials))
+	r.Scans.Put(client.ObjectKeyFromObject(obj), found.Credentials)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,

@@ -60,8 +60,8 @@ func TestTenantScan(t *testing.T) {
 		t.Fatalf("%d credentials listed, want %d", len(w.Status.Credentials), policy.MaxListed)
 	}
 	first := w.Status.Credentials[0]
-	if first.AppDisplayName != "app-080" || first.State != v1alpha1.StateCritical || first.AppID == "" {
-		t.Errorf("first listed %+v; want app-080's secret, an hour from expiry, Critical", first)
+	if app, _ := fake.Application(tenant, first.AppID); first.AppDisplayName != "app-080" || first.State != v1alpha1.StateCritical || first.AppObjectID != app.ID {
+		t.Errorf("first listed %+v; want app-080's secret (application object %s), an hour from expiry, Critical", first, app.ID)
 	}
 	if w.Status.ServicePrincipal != nil || w.Status.State != v1alpha1.StateExpired {
 		t.Errorf("status: servicePrincipal %v, state %s; want none and Expired", w.Status.ServicePrincipal, w.Status.State)

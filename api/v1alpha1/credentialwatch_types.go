@@ -235,6 +235,11 @@ type Credential struct {
 	// AppDisplayName is the display name of that application; set on tenant scans.
 	// +optional
 	AppDisplayName string `json:"appDisplayName,omitempty"`
+
+	// AppObjectID is the object ID of that application's registration, which its owners are read
+	// from; set on tenant scans, when the tenant holds the registration.
+	// +optional
+	AppObjectID string `json:"appObjectID,omitempty"`
 }
 
 // ServicePrincipalStatus describes the objects found for the target's appId.

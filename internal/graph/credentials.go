@@ -109,11 +109,22 @@ type AppClient interface {
 	RemovePassword(ctx context.Context, keyID string) error
 }
 
+// Object is an application or a service principal as a tenant scan reads it.
+type Object struct {
+	Source Source
+	// AppID is the appId, in lower case as Graph writes GUIDs.
+	AppID       string
+	ObjectID    string
+	DisplayName string
+	Credentials []Credential
+}
+
 // TenantClient is every application and service principal of one tenant, as one identity sees
 // them.
 type TenantClient interface {
-	// Scan reads those filter (OData, empty for all) selects, one Snapshot per appId.
-	Scan(ctx context.Context, filter string) ([]Snapshot, error)
+	// Scan reads the objects filter (OData, empty for all) selects, and hands each to visit as it
+	// arrives, one call at a time: a tenant of 100,000 is never held whole.
+	Scan(ctx context.Context, filter string, visit func(Object)) error
 }
 
 // MaxInList is how many values Graph takes in one `in` clause of a $filter, by default.

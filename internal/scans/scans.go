@@ -1,5 +1,6 @@
-// Package scans keeps what each tenant scan last found, between checks: a tenant's credentials
-// are too many for a status, which lists those that need attention, while metrics report all.
+// Package scans folds what a tenant scan reads, page by page, into what status and metrics need,
+// and keeps what each scan last found between checks: a tenant's credentials are too many for a
+// status, which lists those that need attention, while metrics report all.
 package scans
 
 import (

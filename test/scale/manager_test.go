@@ -60,6 +60,18 @@ rules:
 // changes), and the process's peak RSS through the sweep and then through the quiet minute,
 // when its metrics are scraped every 15 s. Run with -benchtime=1x.
 func BenchmarkManagerSweep(b *testing.B) {
+	bin := buildOperator(b)
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("watches=%d", n), func(b *testing.B) {
+			for range b.N {
+				managerSweep(b, bin, n)
+			}
+		})
+	}
+}
+
+// buildOperator builds the operator's binary, as the image holds it.
+func buildOperator(b *testing.B) string {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		b.Fatal("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds kube-apiserver and etcd into bin/k8s")
 	}
@@ -70,42 +82,14 @@ func BenchmarkManagerSweep(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("go build ./cmd: %v\n%s", err, out)
 	}
-	for _, n := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("watches=%d", n), func(b *testing.B) {
-			for range b.N {
-				managerSweep(b, bin, n)
-			}
-		})
-	}
+	return bin
 }
 
 func managerSweep(b *testing.B, bin string, n int) {
 	b.StopTimer()
-	work := b.TempDir()
-	auditLog := filepath.Join(work, "audit.log")
-	policy := filepath.Join(work, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../config/crd/bases"}, ErrorIfCRDPathMissing: true, Scheme: scheme}
-	env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", policy).Set("audit-log-path", auditLog)
-	cfg, err := env.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = env.Stop() })
-	cfg.QPS, cfg.Burst = 1000, 2000
-	k8s, err := crclient.NewWithWatch(cfg, crclient.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := kubecfg.Write(cfg, "bench", kubeconfig); err != nil {
-		b.Fatal(err)
-	}
+	cp := startControlPlane(b)
+	cfg, scheme, k8s, work, auditLog := cp.cfg, cp.scheme, cp.k8s, cp.work, cp.auditLog
+	kubeconfig := cp.kubeconfig
 
 	azure, err := fakeazure.Start(work, tenant, client, secret, func(string, string) (string, bool) { return "", false })
 	if err != nil {
@@ -192,6 +176,43 @@ func managerSweep(b *testing.B, bin string, n int) {
 	b.ReportMetric(float64(quiet.total()), "quiet-minute-writes")
 	b.ReportMetric(float64(restart.total()), "restart-writes")
 	b.ReportMetric(float64(restartReads), "restart-graph-requests")
+}
+
+// controlPlane is a kube-apiserver and etcd holding the CRDs, writing an audit log of the
+// operator's writes, and a client of it.
+type controlPlane struct {
+	cfg                        *rest.Config
+	scheme                     *runtime.Scheme
+	k8s                        crclient.WithWatch
+	work, kubeconfig, auditLog string
+}
+
+func startControlPlane(b *testing.B) controlPlane {
+	cp := controlPlane{work: b.TempDir()}
+	cp.auditLog = filepath.Join(cp.work, "audit.log")
+	policy := filepath.Join(cp.work, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cp.scheme = runtime.NewScheme()
+	_ = corev1.AddToScheme(cp.scheme)
+	_ = v1alpha1.AddToScheme(cp.scheme)
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../config/crd/bases"}, ErrorIfCRDPathMissing: true, Scheme: cp.scheme}
+	env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", policy).Set("audit-log-path", cp.auditLog)
+	var err error
+	if cp.cfg, err = env.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	cp.cfg.QPS, cp.cfg.Burst = 1000, 2000
+	if cp.k8s, err = crclient.NewWithWatch(cp.cfg, crclient.Options{Scheme: cp.scheme}); err != nil {
+		b.Fatal(err)
+	}
+	cp.kubeconfig = filepath.Join(cp.work, "kubeconfig")
+	if err := kubecfg.Write(cp.cfg, "bench", cp.kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	return cp
 }
 
 // statusWriteFloor is how long the API server takes for the sweep's status writes alone: each
@@ -389,7 +410,8 @@ const benchIdentity = "bench"
 func createIdentity(b *testing.B, k8s crclient.Client, ns string) {
 	id := &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: benchIdentity}}
 	id.Spec.Operator = &v1alpha1.OperatorSignIn{}
-	id.Spec.Allow = v1alpha1.IdentityAllow{Tenants: []string{tenant}, Applications: []string{v1alpha1.AllApplications}}
+	id.Spec.Allow = v1alpha1.IdentityAllow{Tenants: []string{tenant}, Applications: []string{v1alpha1.AllApplications},
+		Operations: []v1alpha1.Operation{v1alpha1.OperationTenantScan}}
 	id.Spec.Conditions = []v1alpha1.NamespaceCondition{{Namespaces: []string{ns}}}
 	ctx := context.Background()
 	if err := k8s.Create(ctx, id); err != nil {

@@ -110,17 +110,17 @@ func (a *App) RemovePassword(ctx context.Context, keyID string) error {
 
 // Tenant is one tenant's applications.
 type Tenant struct {
-	ScanFunc func(ctx context.Context, filter string) ([]graph.Snapshot, error)
+	ScanFunc func(ctx context.Context, filter string, visit func(graph.Object)) error
 }
 
 var _ graph.TenantClient = &Tenant{}
 
 // Scan calls ScanFunc.
-func (t *Tenant) Scan(ctx context.Context, filter string) ([]graph.Snapshot, error) {
+func (t *Tenant) Scan(ctx context.Context, filter string, visit func(graph.Object)) error {
 	if t.ScanFunc == nil {
-		return nil, ErrUnexpected
+		return ErrUnexpected
 	}
-	return t.ScanFunc(ctx, filter)
+	return t.ScanFunc(ctx, filter, visit)
 }
 
 // Cluster is one managed cluster.

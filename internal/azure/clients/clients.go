@@ -28,7 +28,7 @@ type Identities interface {
 type Graph interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
 	Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error)
-	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error)
+	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -148,8 +148,8 @@ type tenant struct {
 	cred  azcore.TokenCredential
 }
 
-func (t tenant) Scan(ctx context.Context, filter string) ([]graph.Snapshot, error) {
-	return t.graph.ScanTenant(ctx, t.cred, filter)
+func (t tenant) Scan(ctx context.Context, filter string, visit func(graph.Object)) error {
+	return t.graph.ScanTenant(ctx, t.cred, filter, visit)
 }
 
 type cluster struct {

@@ -57,9 +57,9 @@ func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID, 
 	return graph.Snapshot{}, graph.ErrPending
 }
 
-func (g fakeGraph) ScanTenant(_ context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error) {
+func (g fakeGraph) ScanTenant(_ context.Context, cred azcore.TokenCredential, filter string, _ func(graph.Object)) error {
 	g.note(cred, "scan", filter)
-	return nil, nil
+	return nil
 }
 
 func (g fakeGraph) ReadOwnerEmails(_ context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
@@ -114,7 +114,7 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
-	_, _ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')")
+	_ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')", func(graph.Object) {})
 	if want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
 		"scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
 		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -69,8 +70,7 @@ func TestRefusalsNameWhatIsMissing(t *testing.T) {
 		},
 		"tenant scan": {
 			do: func(ctx context.Context, c *Client, cred azcore.TokenCredential) []error {
-				_, err := c.ScanTenant(ctx, cred, "")
-				return []error{err}
+				return []error{c.ScanTenant(ctx, cred, "", func(graph.Object) {})}
 			},
 			wantNeeds: list,
 		},

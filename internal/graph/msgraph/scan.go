@@ -3,13 +3,14 @@ package msgraph
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/microsoftgraph/msgraph-sdk-go/applications"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
 	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipals"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/credwatch/credwatch/internal/graph"
 )
@@ -19,63 +20,55 @@ import (
 const scanPageSize = 999
 
 // ScanTenant lists the applications and service principals of the tenant cred signs in to,
-// those filter (an OData $filter, applied to each list) selects or all of them, and returns one
-// Snapshot per appId, ordered by appId.
-func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string) ([]graph.Snapshot, error) {
+// those filter (an OData $filter, applied to each list) selects or all of them, and hands each to
+// visit as its page arrives, one call at a time. The two lists are read side by side: a scan takes
+// about as long as the longer, and holds no more than a page of each. A failure of either stops
+// both.
+func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error {
 	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	top := int32(scanPageSize)
 	var filterParam *string
 	if filter != "" {
 		filterParam = &filter
 	}
-	byApp := map[string]*graph.Snapshot{}
-	add := func(src graph.Source, o scanned) {
-		appID := strings.ToLower(deref(o.GetAppId()))
-		snap := byApp[appID]
-		if snap == nil {
-			snap = &graph.Snapshot{AppID: appID}
-			byApp[appID] = snap
-		}
-		addObject(snap, src, o)
+	var mu sync.Mutex
+	fold := func(src graph.Source, o scanned) {
+		obj := graph.Object{Source: src, AppID: strings.ToLower(deref(o.GetAppId())), ObjectID: deref(o.GetId()),
+			DisplayName: deref(o.GetDisplayName()), Credentials: convert(src, o)}
+		mu.Lock()
+		defer mu.Unlock()
+		visit(obj)
 	}
-
-	apps := svc.Applications()
-	err = pages(ctx, "applications", needsList,
-		func() (models.ApplicationCollectionResponseable, error) {
-			return apps.Get(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
-				QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
-		},
-		func(next string) (models.ApplicationCollectionResponseable, error) {
-			return apps.WithUrl(next).Get(ctx, nil)
-		},
-		func(o models.Applicationable) { add(graph.Application, o) })
-	if err != nil {
-		return nil, err
-	}
-	sps := svc.ServicePrincipals()
-	err = pages(ctx, "service principals", needsList,
-		func() (models.ServicePrincipalCollectionResponseable, error) {
-			return sps.Get(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
-				QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
-		},
-		func(next string) (models.ServicePrincipalCollectionResponseable, error) {
-			return sps.WithUrl(next).Get(ctx, nil)
-		},
-		func(o models.ServicePrincipalable) { add(graph.ServicePrincipal, o) })
-	if err != nil {
-		return nil, err
-	}
-
-	out := make([]graph.Snapshot, 0, len(byApp))
-	for _, s := range byApp {
-		out = append(out, *s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].AppID < out[j].AppID })
-	return out, nil
+	both, ctx := errgroup.WithContext(ctx)
+	both.Go(func() error {
+		apps := svc.Applications()
+		return pages(ctx, "applications", needsList,
+			func() (models.ApplicationCollectionResponseable, error) {
+				return apps.Get(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
+					QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
+			},
+			func(next string) (models.ApplicationCollectionResponseable, error) {
+				return apps.WithUrl(next).Get(ctx, nil)
+			},
+			func(o models.Applicationable) { fold(graph.Application, o) })
+	})
+	both.Go(func() error {
+		sps := svc.ServicePrincipals()
+		return pages(ctx, "service principals", needsList,
+			func() (models.ServicePrincipalCollectionResponseable, error) {
+				return sps.Get(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
+					QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: credentialFields, Top: &top, Filter: filterParam}})
+			},
+			func(next string) (models.ServicePrincipalCollectionResponseable, error) {
+				return sps.WithUrl(next).Get(ctx, nil)
+			},
+			func(o models.ServicePrincipalable) { fold(graph.ServicePrincipal, o) })
+	})
+	return both.Wait()
 }
 
 // scanned is what a scan reads of an application or a service principal.

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -39,12 +43,29 @@ func TestScanTenant(t *testing.T) {
 	}
 	fake.ResetRequests()
 
-	snaps, err := c.ScanTenant(context.Background(), cred, "")
+	// The first object waits for the other list to be asked for: read one after the other, the
+	// two lists would never meet here.
+	waited := false
+	objects, err := scanAll(c, cred, "", func() {
+		if waited {
+			return
+		}
+		waited = true
+		for range 500 {
+			for _, r := range fake.Requests() {
+				if strings.HasSuffix(r.Path, "/servicePrincipals") {
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Error("the service principals were not asked for while the applications were read")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snaps) != 1+2100+50 {
-		t.Fatalf("%d snapshots, want one per appId: %d", len(snaps), 1+2100+50)
+	if len(objects) != 2101+751 {
+		t.Fatalf("%d objects, want %d: each application and service principal once", len(objects), 2101+751)
 	}
 	var lists int
 	for _, r := range fake.Requests() {
@@ -58,36 +79,26 @@ func TestScanTenant(t *testing.T) {
 		// 2,101 applications in three pages; 751 service principals in one.
 		t.Errorf("%d requests, want 4", lists)
 	}
-	byApp := map[string]graph.Snapshot{}
-	for i, s := range snaps {
-		byApp[s.AppID] = s
-		if i > 0 && snaps[i-1].AppID >= s.AppID {
-			t.Fatalf("snapshots not ordered by appId: %s before %s", snaps[i-1].AppID, s.AppID)
-		}
+	app1, sp1 := objects[string(graph.Application)+appID], objects[string(graph.ServicePrincipal)+appID]
+	if app1.ObjectID == "" || sp1.ObjectID == "" || len(app1.Credentials)+len(sp1.Credentials) != 3 {
+		t.Errorf("the appId with both objects: %+v and %+v; want both and their three credentials", app1, sp1)
 	}
-	both := byApp[appID]
-	if both.ApplicationObjectID == "" || both.ServicePrincipalObjectID == "" || len(both.Credentials) != 3 {
-		t.Errorf("the appId with both objects: %+v; want both objects and their three credentials", both)
+	if o := objects[string(graph.Application)+"c0000001-0000-4000-8000-000000000000"]; o.DisplayName != "app-1" || len(o.Credentials) != 1 || o.Credentials[0].Source != graph.Application {
+		t.Errorf("an application: %+v; want its name and its secret", o)
 	}
-	if s := byApp["c0000003-0000-4000-8000-000000000000"]; s.ServicePrincipalObjectID == "" || s.ApplicationObjectID == "" || len(s.Credentials) != 1 {
-		t.Errorf("application with a credential-less service principal: %+v", s)
-	}
-	if s := byApp["c0000001-0000-4000-8000-000000000000"]; s.ServicePrincipalObjectID != "" || s.DisplayName != "app-1" {
-		t.Errorf("application without a service principal: %+v", s)
-	}
-	third := byApp["d0000049-0000-4000-8000-000000000000"]
-	if third.ApplicationObjectID != "" || len(third.Credentials) != 1 || third.Credentials[0].Type != graph.Certificate || third.Credentials[0].Source != graph.ServicePrincipal {
-		t.Errorf("another tenant's application: %+v; want its service principal's certificate only", third)
+	third := objects[string(graph.ServicePrincipal)+"d0000049-0000-4000-8000-000000000000"]
+	if len(third.Credentials) != 1 || third.Credentials[0].Type != graph.Certificate || third.Credentials[0].Source != graph.ServicePrincipal {
+		t.Errorf("another tenant's application: %+v; want its service principal's certificate", third)
 	}
 
 	t.Run("filter", func(t *testing.T) {
 		fake.ResetRequests()
-		snaps, err := c.ScanTenant(context.Background(), cred, "tags/any(t:t eq 'aks')")
+		objects, err := scanAll(c, cred, "tags/any(t:t eq 'aks')", func() {})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(snaps) != 1 || snaps[0].AppID != appID || len(snaps[0].Credentials) != 3 {
-			t.Errorf("filtered scan = %+v; want only the tagged appId", snaps)
+		if len(objects) != 2 || objects[string(graph.Application)+appID].AppID != appID || objects[string(graph.ServicePrincipal)+appID].AppID != appID {
+			t.Errorf("filtered scan = %+v; want only the tagged appId's two objects", objects)
 		}
 		for _, r := range fake.Requests() {
 			if !strings.Contains(r.RawQuery, "filter=tags") {
@@ -96,7 +107,7 @@ func TestScanTenant(t *testing.T) {
 		}
 	})
 	t.Run("refused filter", func(t *testing.T) {
-		_, err := c.ScanTenant(context.Background(), cred, "notes eq 'x'")
+		_, err := scanAll(c, cred, "notes eq 'x'", func() {})
 		var ae *azerr.Error
 		if !errors.As(err, &ae) || ae.Status != 400 {
 			t.Errorf("scan with a filter Graph refuses: %v; want an HTTP 400", err)
@@ -105,8 +116,29 @@ func TestScanTenant(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		fake.SetUnreachable(true)
 		defer fake.SetUnreachable(false)
-		if _, err := c.ScanTenant(context.Background(), cred, ""); azerr.KindOf(err) != azerr.KindUnavailable {
+		if _, err := scanAll(c, cred, "", func() {}); azerr.KindOf(err) != azerr.KindUnavailable {
 			t.Errorf("scan of an unreachable Graph: %v; want unavailable", err)
 		}
 	})
+}
+
+// scanAll scans the tenant, calling seen at each object, and returns the objects by source and
+// appId; it fails on an object visited twice, or while another visit is under way.
+func scanAll(c *Client, cred azcore.TokenCredential, filter string, seen func()) (map[string]graph.Object, error) {
+	out := map[string]graph.Object{}
+	var visiting atomic.Bool
+	var dup error
+	err := c.ScanTenant(context.Background(), cred, filter, func(o graph.Object) {
+		if !visiting.CompareAndSwap(false, true) {
+			dup = errors.New("two visits at once")
+		}
+		defer visiting.Store(false)
+		key := string(o.Source) + o.AppID
+		if _, ok := out[key]; ok {
+			dup = fmt.Errorf("%s visited twice", key)
+		}
+		out[key] = o
+		seen()
+	})
+	return out, errors.Join(err, dup)
 }

@@ -1,0 +1,108 @@
+package scans
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// Found is what a tenant scan found, as status and metrics need it.
+type Found struct {
+	// Applications and ServicePrincipals count the objects listed.
+	Applications, ServicePrincipals int32
+	// Credentials are every credential of both, each with its application, by appId and then
+	// soonest expiry first.
+	Credentials []v1alpha1.Credential
+}
+
+// Fold gathers the objects of a tenant scan into a Found as they arrive, keeping of each no more
+// than its credentials and its application's names. Its zero value is ready to use.
+type Fold struct {
+	found Found
+	// apps names each application seen, for the credentials of its service principal, which may
+	// be listed before it.
+	apps map[string]app
+}
+
+type app struct{ objectID, displayName string }
+
+// Add folds in one object. Graph's objects are not retained.
+func (f *Fold) Add(o graph.Object) {
+	if o.Source == graph.Application {
+		f.found.Applications++
+		if f.apps == nil {
+			f.apps = map[string]app{}
+		}
+		f.apps[o.AppID] = app{objectID: o.ObjectID, displayName: o.DisplayName}
+	} else {
+		f.found.ServicePrincipals++
+	}
+	for _, c := range o.Credentials {
+		cred := Credential(c)
+		cred.AppID, cred.AppDisplayName = o.AppID, o.DisplayName
+		if o.Source == graph.Application {
+			cred.AppObjectID = o.ObjectID
+		}
+		f.found.Credentials = append(f.found.Credentials, cred)
+	}
+}
+
+// Found is what was folded in. The service principals' credentials take their application's
+// names, when the tenant holds it: a service principal's display name is a copy, which may lag.
+func (f *Fold) Found() Found {
+	out := f.found
+	for i := range out.Credentials {
+		c := &out.Credentials[i]
+		if a, ok := f.apps[c.AppID]; ok && c.Source == v1alpha1.SourceServicePrincipal {
+			c.AppObjectID, c.AppDisplayName = a.objectID, a.displayName
+		}
+	}
+	slices.SortStableFunc(out.Credentials, func(a, b v1alpha1.Credential) int {
+		if c := strings.Compare(a.AppID, b.AppID); c != 0 {
+			return c
+		}
+		return bySoonestEnd(a, b)
+	})
+	return out
+}
+
+// Credential is c as status records it.
+func Credential(c graph.Credential) v1alpha1.Credential {
+	cred := v1alpha1.Credential{
+		KeyID:       c.KeyID,
+		Type:        v1alpha1.CredentialType(c.Type),
+		Source:      v1alpha1.CredentialSource(c.Source),
+		DisplayName: c.DisplayName,
+		Hint:        c.Hint,
+		// Status stores whole seconds; a fraction kept here would differ from the stored value,
+		// and every schedule computed from it would differ from the last one.
+		EndTime: metav1.NewTime(c.End.Truncate(time.Second)),
+	}
+	if !c.Start.IsZero() {
+		start := metav1.NewTime(c.Start.Truncate(time.Second))
+		cred.StartTime = &start
+	}
+	return cred
+}
+
+// Credentials lists a snapshot's credentials as status records them, soonest expiry first.
+func Credentials(snap graph.Snapshot) []v1alpha1.Credential {
+	out := make([]v1alpha1.Credential, 0, len(snap.Credentials))
+	for _, c := range snap.Credentials {
+		out = append(out, Credential(c))
+	}
+	slices.SortStableFunc(out, bySoonestEnd)
+	return out
+}
+
+func bySoonestEnd(a, b v1alpha1.Credential) int {
+	if c := a.EndTime.Compare(b.EndTime.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.KeyID, b.KeyID)
+}
