@@ -118,11 +118,11 @@ func (g dyingGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCreden
 	return g.Graph.ReadCredentials(ctx, cred, appID)
 }
 
-func (g dyingGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
+func (g dyingGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
 	if g.dead.Load() {
 		return graph.Snapshot{}, errDied
 	}
-	return g.Graph.Check(ctx, cred, appID, asker, wake)
+	return g.Graph.Check(ctx, cred, appID, ask)
 }
 
 func (g dyingGraph) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {

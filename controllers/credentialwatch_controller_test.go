@@ -152,8 +152,10 @@ type plannedApp struct {
 	p planned
 }
 
-func (a plannedApp) Check(ctx context.Context, asker string, wake func()) (graph.Snapshot, error) {
-	snap, err := a.AppClient.Check(ctx, asker, func() { wake(); a.p.woken <- struct{}{} })
+func (a plannedApp) Check(ctx context.Context, ask graph.Ask) (graph.Snapshot, error) {
+	wake := ask.Wake
+	ask.Wake = func() { wake(); a.p.woken <- struct{}{} }
+	snap, err := a.AppClient.Check(ctx, ask)
 	if errors.Is(err, graph.ErrPending) {
 		a.p.pending.Add(1)
 	}

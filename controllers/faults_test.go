@@ -85,11 +85,11 @@ func (g faultyGraph) ReadCredentials(ctx context.Context, cred azcore.TokenCrede
 	return g.Graph.ReadCredentials(ctx, cred, appID)
 }
 
-func (g faultyGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
+func (g faultyGraph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
 	if err := g.f.before("reading credentials"); err != nil {
 		return graph.Snapshot{}, err
 	}
-	return g.Graph.Check(ctx, cred, appID, asker, wake)
+	return g.Graph.Check(ctx, cred, appID, ask)
 }
 
 func (g faultyGraph) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {

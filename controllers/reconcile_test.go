@@ -653,9 +653,9 @@ func TestUnitPlannedCheckWaitsForItsAnswer(t *testing.T) {
 			}}, nil
 		},
 		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-			return &azurefake.App{CheckFunc: func(_ context.Context, _ string, w func()) (graph.Snapshot, error) {
+			return &azurefake.App{CheckFunc: func(_ context.Context, ask graph.Ask) (graph.Snapshot, error) {
 				if checks++; checks == 1 {
-					wake = w
+					wake = ask.Wake
 					return graph.Snapshot{}, graph.ErrPending
 				}
 				return answer, nil
@@ -688,6 +688,42 @@ func TestUnitPlannedCheckWaitsForItsAnswer(t *testing.T) {
 	}
 	if clusterReads != 1 || checks != 2 {
 		t.Errorf("the cluster read %d times and Graph asked %d times, want once and twice", clusterReads, checks)
+	}
+}
+
+// A check lets the planner list the whole tenant for it only when its identity may scan the
+// tenant: an admin who did not grant TenantScan did not allow a listing.
+func TestUnitACheckMayListOnlyWhatItsIdentityMayScan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []v1alpha1.Operation
+		want bool
+	}{
+		{"TenantScan granted", []v1alpha1.Operation{v1alpha1.OperationTenantScan}, true},
+		{"not granted", []v1alpha1.Operation{v1alpha1.OperationRotate}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t, nil, unitWatch(nil))
+			id := &v1alpha1.ClusterAzureIdentity{}
+			if err := u.c.Get(context.Background(), client.ObjectKey{Name: testIdentity}, id); err != nil {
+				t.Fatal(err)
+			}
+			id.Spec.Allow.Operations = tc.ops
+			if err := u.c.Update(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+			var asked []graph.Ask
+			u.r.Azure = &azurefake.Azure{ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+				return &azurefake.App{CheckFunc: func(_ context.Context, ask graph.Ask) (graph.Snapshot, error) {
+					asked = append(asked, ask)
+					return graph.Snapshot{}, graph.ErrPending
+				}}, nil
+			}}
+			u.reconcile()
+			if len(asked) != 1 || asked[0].MayList != tc.want || asked[0].Asker != u.key.String() {
+				t.Errorf("asked %+v, want one ask by %s with MayList %t", asked, u.key, tc.want)
+			}
+		})
 	}
 }
 

@@ -50,6 +50,21 @@ type Snapshot struct {
 	Credentials              []Credential
 }
 
+// Add adds o, the application or the service principal of s's appId, to s. The application's
+// name wins: the service principal's is a copy of it.
+func (s *Snapshot) Add(o Object) {
+	if o.Source == Application {
+		s.ApplicationObjectID = o.ObjectID
+		s.DisplayName = o.DisplayName
+	} else {
+		s.ServicePrincipalObjectID = o.ObjectID
+		if s.DisplayName == "" {
+			s.DisplayName = o.DisplayName
+		}
+	}
+	s.Credentials = append(s.Credentials, o.Credentials...)
+}
+
 // NewSecret is a client secret just created by addPassword: the one moment its text is known.
 // Its String method leaves the text out, so that printing one by mistake leaks nothing.
 type NewSecret struct {
@@ -97,16 +112,27 @@ type AppClient interface {
 	// ReadCredentials reads the credentials of the application and of its service principal,
 	// in a request sent after the call: what it returns is no older than the caller's writes.
 	ReadCredentials(ctx context.Context) (Snapshot, error)
-	// Check returns the credentials read since asker (a watch) asked for them, or ErrPending
-	// after asking for them; wake is called when they are in. A sweep of many watches costs
-	// far less this way, their reads planned together.
-	Check(ctx context.Context, asker string, wake func()) (Snapshot, error)
+	// Check returns the credentials read since ask.Asker asked for them, or ErrPending after
+	// asking for them. A sweep of many watches costs far less this way, their reads planned
+	// together.
+	Check(ctx context.Context, ask Ask) (Snapshot, error)
 	// ReadOwnerEmails reads the mail addresses of the application's owners.
 	ReadOwnerEmails(ctx context.Context) ([]string, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.
 	AddPassword(ctx context.Context, displayName string, end time.Time) (NewSecret, error)
 	// RemovePassword removes the application's secret keyID.
 	RemovePassword(ctx context.Context, keyID string) error
+}
+
+// Ask is a check asking for an appId's credentials.
+type Ask struct {
+	// Asker is who asks, a watch: an answer goes to those who asked for it, and no one else.
+	Asker string
+	// Wake is called when the answer is in.
+	Wake func()
+	// MayList says the identity may list the whole tenant, as a tenant scan does: when most of
+	// a tenant is due, one listing reads it for less than lists naming each appId.
+	MayList bool
 }
 
 // Object is an application or a service principal as a tenant scan reads it.

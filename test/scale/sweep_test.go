@@ -88,7 +88,7 @@ func sweep(b *testing.B, n, graphBudget int) {
 			go func() {
 				defer wg.Done()
 				for id := range queue {
-					_, err := reader.Check(context.Background(), cred, id, id, func() { queue <- id })
+					_, err := reader.Check(context.Background(), cred, id, graph.Ask{Asker: id, Wake: func() { queue <- id }})
 					if errors.Is(err, graph.ErrPending) {
 						continue
 					}

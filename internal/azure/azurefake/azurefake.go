@@ -60,7 +60,7 @@ func (a *Azure) SignIn(ctx context.Context, id azure.Identity) error {
 type App struct {
 	ReadCredentialsFunc func(ctx context.Context) (graph.Snapshot, error)
 	// CheckFunc answers checks; without it a check is answered at once by ReadCredentialsFunc.
-	CheckFunc           func(ctx context.Context, asker string, wake func()) (graph.Snapshot, error)
+	CheckFunc           func(ctx context.Context, ask graph.Ask) (graph.Snapshot, error)
 	ReadOwnerEmailsFunc func(ctx context.Context) ([]string, error)
 	AddPasswordFunc     func(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePasswordFunc  func(ctx context.Context, keyID string) error
@@ -77,11 +77,11 @@ func (a *App) ReadCredentials(ctx context.Context) (graph.Snapshot, error) {
 }
 
 // Check calls CheckFunc, or ReadCredentialsFunc when it is nil.
-func (a *App) Check(ctx context.Context, asker string, wake func()) (graph.Snapshot, error) {
+func (a *App) Check(ctx context.Context, ask graph.Ask) (graph.Snapshot, error) {
 	if a.CheckFunc == nil {
 		return a.ReadCredentials(ctx)
 	}
-	return a.CheckFunc(ctx, asker, wake)
+	return a.CheckFunc(ctx, ask)
 }
 
 // ReadOwnerEmails calls ReadOwnerEmailsFunc.

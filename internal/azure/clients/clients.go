@@ -27,7 +27,7 @@ type Identities interface {
 // Graph is Microsoft Graph for any identity: msgraph's client behind the read planner.
 type Graph interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
-	Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error)
+	Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error)
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
@@ -101,8 +101,8 @@ func (a application) ReadCredentials(ctx context.Context) (graph.Snapshot, error
 	return a.graph.ReadCredentials(ctx, a.cred, a.ref.AppID)
 }
 
-func (a application) Check(ctx context.Context, asker string, wake func()) (graph.Snapshot, error) {
-	return a.graph.Check(ctx, a.cred, a.ref.AppID, asker, wake)
+func (a application) Check(ctx context.Context, ask graph.Ask) (graph.Snapshot, error) {
+	return a.graph.Check(ctx, a.cred, a.ref.AppID, ask)
 }
 
 func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {

@@ -52,8 +52,8 @@ func (g fakeGraph) ReadCredentials(_ context.Context, cred azcore.TokenCredentia
 	return graph.Snapshot{AppID: appID, ApplicationObjectID: strings.Replace(appID, "app-", "obj-", 1)}, nil
 }
 
-func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID, asker string, _ func()) (graph.Snapshot, error) {
-	g.note(cred, "check", appID, asker)
+func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
+	g.note(cred, "check", appID, ask.Asker)
 	return graph.Snapshot{}, graph.ErrPending
 }
 
@@ -109,7 +109,7 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = app.ReadCredentials(ctx)
-	_, _ = app.Check(ctx, "team-a/payments", func() {})
+	_, _ = app.Check(ctx, graph.Ask{Asker: "team-a/payments", Wake: func() {}})
 	_, _ = app.ReadOwnerEmails(ctx)
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")

@@ -179,27 +179,18 @@ func snapshot(appID string, app credentialHolder, appErr error, sp credentialHol
 
 	snap := graph.Snapshot{AppID: strings.ToLower(appID)}
 	if app != nil {
-		addObject(&snap, graph.Application, app)
+		snap.Add(objectOf(graph.Application, appID, app))
 	}
 	if sp != nil {
-		addObject(&snap, graph.ServicePrincipal, sp)
+		snap.Add(objectOf(graph.ServicePrincipal, appID, sp))
 	}
 	return snap, nil
 }
 
-// addObject adds what was read of the appId's application or service principal to its
-// snapshot; the application's name wins, since the service principal's is a copy of it.
-func addObject(snap *graph.Snapshot, src graph.Source, o credentialHolder) {
-	if src == graph.Application {
-		snap.ApplicationObjectID = deref(o.GetId())
-		snap.DisplayName = deref(o.GetDisplayName())
-	} else {
-		snap.ServicePrincipalObjectID = deref(o.GetId())
-		if snap.DisplayName == "" {
-			snap.DisplayName = deref(o.GetDisplayName())
-		}
-	}
-	snap.Credentials = append(snap.Credentials, convert(src, o)...)
+// objectOf is what the operator keeps of an application or a service principal Graph returned.
+func objectOf(src graph.Source, appID string, o credentialHolder) graph.Object {
+	return graph.Object{Source: src, AppID: strings.ToLower(appID), ObjectID: deref(o.GetId()),
+		DisplayName: deref(o.GetDisplayName()), Credentials: convert(src, o)}
 }
 
 // ReadOwnerEmails returns the mail addresses of the owners of the application with object ID

@@ -91,11 +91,11 @@ func listedGroup(ctx context.Context, svc *msgraphsdk.GraphServiceClient, resp m
 
 	found := map[string]*graph.Snapshot{}
 	add := func(src graph.Source, o scanned) {
-		id := strings.ToLower(deref(o.GetAppId()))
-		if found[id] == nil {
-			found[id] = &graph.Snapshot{AppID: id}
+		obj := objectOf(src, deref(o.GetAppId()), o)
+		if found[obj.AppID] == nil {
+			found[obj.AppID] = &graph.Snapshot{AppID: obj.AppID}
 		}
-		addObject(found[id], src, o)
+		found[obj.AppID].Add(obj)
 	}
 	apps := svc.Applications()
 	err := listed(ctx, resp, g.app, "applications", models.CreateApplicationCollectionResponseFromDiscriminatorValue,

@@ -3,7 +3,6 @@ package msgraph
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -37,14 +36,25 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 	}
 	var mu sync.Mutex
 	fold := func(src graph.Source, o scanned) {
-		obj := graph.Object{Source: src, AppID: strings.ToLower(deref(o.GetAppId())), ObjectID: deref(o.GetId()),
-			DisplayName: deref(o.GetDisplayName()), Credentials: convert(src, o)}
+		obj := objectOf(src, deref(o.GetAppId()), o)
 		mu.Lock()
 		defer mu.Unlock()
 		visit(obj)
 	}
 	both, ctx := errgroup.WithContext(ctx)
-	both.Go(func() error {
+	read := func(what string, list func() error) {
+		both.Go(func() (err error) {
+			// No reconcile's goroutine: controller-runtime's recovery does not reach it, and a
+			// panic parsing one page would stop the operator.
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("reading %s: panic: %v", what, r)
+				}
+			}()
+			return list()
+		})
+	}
+	read("applications", func() error {
 		apps := svc.Applications()
 		return pages(ctx, "applications", needsList,
 			func() (models.ApplicationCollectionResponseable, error) {
@@ -56,7 +66,7 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 			},
 			func(o models.Applicationable) { fold(graph.Application, o) })
 	})
-	both.Go(func() error {
+	read("service principals", func() error {
 		sps := svc.ServicePrincipals()
 		return pages(ctx, "service principals", needsList,
 			func() (models.ServicePrincipalCollectionResponseable, error) {

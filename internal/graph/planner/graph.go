@@ -38,8 +38,18 @@ func (g *Graph) ReadCredentials(ctx context.Context, cred azcore.TokenCredential
 }
 
 // Check is Planner.Check.
-func (g *Graph) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
-	return g.plan.Check(ctx, cred, appID, asker, wake)
+func (g *Graph) Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
+	return g.plan.Check(ctx, cred, appID, ask)
+}
+
+// ScanTenant lists the tenant. A listing of all of it also answers the checks of the same
+// identity waiting for their turn, and counts the tenant for the choice between lists and a
+// listing.
+func (g *Graph) ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error {
+	if filter != "" {
+		return g.Client.ScanTenant(ctx, cred, filter, visit)
+	}
+	return g.plan.Scan(ctx, cred, visit)
 }
 
 // AddPassword adds a secret, and drops the answers that predate it.

@@ -7,6 +7,13 @@
 // list returned is confirmed by a point read before it is called missing; an identity Graph does
 // not let list reads by point reads; and a list Graph throttled is asked again once the budget
 // allows, a few times, before its appIds fail.
+//
+// When the appIds waiting for their turn are a large share of a tenant whose size a listing or a
+// tenant scan with the same identity counted, and every watch that asked may scan the tenant,
+// one listing of the whole tenant reads them all instead (policy.ChooseReads). A tenant scan
+// answers the checks waiting under its identity the same way. Lists keep up with a sweep while
+// Graph is quick; the backlog, and the listing, come when the budget holds them back, which is
+// when a listing's fewer units matter.
 package planner
 
 import (
@@ -27,10 +34,11 @@ import (
 )
 
 // Reader is Graph as the planner reads it: lists of up to graph.MaxListedAppIDs appIds in one
-// $batch, and point reads of up to graph.MaxBatchAppIDs.
+// $batch, point reads of up to graph.MaxBatchAppIDs, and a listing of the whole tenant.
 type Reader interface {
 	ReadCredentialLists(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read
 	ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCredential, appIDs []string) []graph.Read
+	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 }
 
 const (
@@ -73,7 +81,14 @@ type Planner struct {
 	asked map[key]*batch
 	// answers wait for the checks that asked for them.
 	answers map[key]*answer
-	pruned  time.Time
+	// queued are each identity's batches sent and waiting for a turn to be read: a listing of
+	// the tenant may read them together.
+	queued map[any][]*batch
+	// sizes are the tenants' sizes, by identity, as their last full listing counted them.
+	sizes map[any]tenantSize
+	// listingRefused is until when an identity does not list its tenant.
+	listingRefused map[any]time.Time
+	pruned         time.Time
 }
 
 // An identity is planned by what identityOf says of its credential.
@@ -110,6 +125,11 @@ type batch struct {
 	timeout time.Duration
 	// sentAt is when it was read: a write after it makes its answers stale.
 	sentAt time.Time
+	// noListing marks a batch a listing of the tenant must not read: one of its callers may
+	// not list the tenant, or must see a write it made.
+	noListing bool
+	// listed marks a batch a listing read with others: it is answered, and not read again.
+	listed bool
 }
 
 // want is who waits for an appId: checks to wake, by who asked, and reads to answer.
@@ -132,14 +152,16 @@ type answer struct {
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
 		open: map[any]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
-		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{}}
+		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{},
+		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{}}
 }
 
-// Check returns the credentials of appID read with cred since asker (a watch) asked for them, or
-// graph.ErrPending after asking for them; wake is called when they are in. An asker that asks
-// again before they are in is woken once. Credentials are planned by identity, so one must be
-// comparable; for one that is not, Check reads at once.
-func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID, asker string, wake func()) (graph.Snapshot, error) {
+// Check returns the credentials of appID read with cred since ask.Asker (a watch) asked for them,
+// or graph.ErrPending after asking for them; ask.Wake is called when they are in. An asker that
+// asks again before they are in is woken once. Credentials are planned by identity, so one must
+// be comparable; for one that is not, Check reads at once.
+func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
+	asker := ask.Asker
 	if !plannable(cred) {
 		return p.ReadCredentials(ctx, cred, appID)
 	}
@@ -161,7 +183,8 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID,
 		p.asked[k] = b
 	}
 	w := b.add(appID)
-	w.wakers[asker] = wake
+	w.wakers[asker] = ask.Wake
+	b.noListing = b.noListing || !ask.MayList
 	b.until(ctx)
 	b.fullLocked(p)
 	return graph.Snapshot{}, graph.ErrPending
@@ -177,6 +200,7 @@ func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredenti
 	b := p.openLocked(cred)
 	w := b.add(appID)
 	w.waiters = append(w.waiters, got)
+	b.noListing = true
 	b.until(ctx)
 	b.fullLocked(p)
 	p.mu.Unlock()
@@ -291,7 +315,23 @@ func (p *Planner) send(b *batch) {
 	}
 	// No more joins: the batch left p.open under the lock. Checks may still add their wakers
 	// to its appIds while it waits its turn.
+	p.mu.Lock()
+	p.queued[b.identity] = append(p.queued[b.identity], b)
+	p.mu.Unlock()
 	defer p.turn(b.identity)()
+	p.mu.Lock()
+	p.unqueueLocked(b)
+	together := p.listingLocked(b)
+	p.mu.Unlock()
+	switch {
+	case b.listed: // a listing read it with others
+		return
+	case together != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeoutOf(together))
+		defer cancel()
+		_ = p.readListing(ctx, b.cred, together, nil)
+		return
+	}
 	var reads []graph.Read
 	func() {
 		defer func() {
@@ -329,7 +369,7 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 		var ids []string
 		for i, appID := range appIDs {
 			if !graph.IsGUID(appID) {
-				reads[i] = graph.Read{Err: fmt.Errorf("appId %q is not a GUID", appID)}
+				reads[i] = notGUID(appID)
 				continue
 			}
 			listed, ids = append(listed, i), append(ids, appID)
@@ -345,6 +385,15 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 			reads[i] = got[j]
 		}
 	}
+	return p.confirm(ctx, cred, appIDs, reads)
+}
+
+func notGUID(appID string) graph.Read {
+	return graph.Read{Err: fmt.Errorf("appId %q is not a GUID", appID)}
+}
+
+// confirm reads by point reads the appIds no list held, and those whose list Graph refused.
+func (p *Planner) confirm(ctx context.Context, cred azcore.TokenCredential, appIDs []string, reads []graph.Read) []graph.Read {
 	var point, refused []int
 	for i, r := range reads {
 		switch {
@@ -373,7 +422,7 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 		if reads[i].Err == nil {
 			// Refused a list and allowed a read: this identity may read and not list.
 			p.mu.Lock()
-			p.listRefused[id] = p.clock.Now().Add(listRefusedFor)
+			p.listRefused[identityOf(cred)] = p.clock.Now().Add(listRefusedFor)
 			p.mu.Unlock()
 			break
 		}
@@ -455,6 +504,16 @@ func (p *Planner) pruneLocked(now time.Time) {
 	for id, until := range p.listRefused {
 		if !now.Before(until) {
 			delete(p.listRefused, id)
+		}
+	}
+	for id, until := range p.listingRefused {
+		if !now.Before(until) {
+			delete(p.listingRefused, id)
+		}
+	}
+	for id, size := range p.sizes {
+		if now.Sub(size.at) >= sizeTTL {
+			delete(p.sizes, id)
 		}
 	}
 	for obj, at := range p.written {

@@ -24,13 +24,17 @@ func (*cred) GetToken(context.Context, policy.TokenRequestOptions) (azcore.Acces
 	return azcore.AccessToken{}, nil
 }
 
-// reader is a Graph of func fields; by default every appId is found, listed.
+// reader is a Graph of func fields; by default every appId is found, listed, and a listing of
+// the tenant holds the objects of tenant.
 type reader struct {
 	mu      sync.Mutex
 	lists   [][]string
 	points  [][]string
+	scans   int
+	tenant  []graph.Object
 	listFn  func(ids []string) []graph.Read
 	pointFn func(ids []string) []graph.Read
+	scanErr error
 }
 
 func found(ids []string) []graph.Read {
@@ -61,6 +65,40 @@ func (r *reader) ReadCredentialsBatch(_ context.Context, _ azcore.TokenCredentia
 		return fn(ids)
 	}
 	return found(ids)
+}
+
+func (r *reader) ScanTenant(_ context.Context, _ azcore.TokenCredential, filter string, visit func(graph.Object)) error {
+	r.mu.Lock()
+	r.scans++
+	tenant, err := r.tenant, r.scanErr
+	r.mu.Unlock()
+	if filter != "" {
+		return errors.New("the planner lists the whole tenant")
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range tenant {
+		visit(o)
+	}
+	return nil
+}
+
+// tenantOf is an application and its service principal for each of ids.
+func tenantOf(ids []string) []graph.Object {
+	var out []graph.Object
+	for _, id := range ids {
+		out = append(out,
+			graph.Object{Source: graph.Application, AppID: id, ObjectID: "obj-" + id, DisplayName: "app " + id},
+			graph.Object{Source: graph.ServicePrincipal, AppID: id, ObjectID: "sp-" + id})
+	}
+	return out
+}
+
+func (r *reader) scanned() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.scans
 }
 
 func (r *reader) calls() (lists, points [][]string) {
@@ -102,8 +140,42 @@ func (h *harness) check(c azcore.TokenCredential, id string) {
 // checkAs asks for id with c as asker, and fails unless the answer is pending.
 func (h *harness) checkAs(c azcore.TokenCredential, id, asker string) {
 	h.t.Helper()
-	if _, err := h.p.Check(context.Background(), c, id, asker, func() { h.wakes <- id }); !errors.Is(err, graph.ErrPending) {
+	if _, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: asker, Wake: func() { h.wakes <- id }}); !errors.Is(err, graph.ErrPending) {
 		h.t.Fatalf("check %s as %s: %v, want it pending", id, asker, err)
+	}
+}
+
+// checkListable asks for id as its watch, whose identity may list the tenant.
+func (h *harness) checkListable(c azcore.TokenCredential, id string) {
+	h.t.Helper()
+	if _, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id), Wake: func() { h.wakes <- id }, MayList: true}); !errors.Is(err, graph.ErrPending) {
+		h.t.Fatalf("check %s: %v, want it pending", id, err)
+	}
+}
+
+// awaitQueued waits until n batches of c's identity wait for their turn.
+func (h *harness) awaitQueued(c azcore.TokenCredential, n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.p.mu.Lock()
+		queued := len(h.p.queued[identityOf(c)])
+		h.p.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.p.mu.Lock()
+			var open, asked int
+			if b := h.p.open[identityOf(c)]; b != nil {
+				open = len(b.appIDs)
+			}
+			asked = len(h.p.asked)
+			users := h.p.reading[identityOf(c)].users
+			h.p.mu.Unlock()
+			h.t.Fatalf("%d batches wait for their turn, want %d (open %d, asked %d, users %d)", queued, n, open, asked, users)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -180,12 +252,12 @@ func TestChecksAreListedTogetherAndWakeTheirCallers(t *testing.T) {
 	// A watch that did not ask is handed nothing: the answer may predate what it follows.
 	h.checkAs(c, ids[2], "stranger")
 	for _, id := range ids {
-		snap, err := h.p.Check(context.Background(), c, id, watchOf(id), func() { t.Errorf("%s woken again", id) })
+		snap, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id), Wake: func() { t.Errorf("%s woken again", id) }})
 		if err != nil || snap.AppID != id {
 			t.Errorf("%s: %+v, %v", id, snap, err)
 		}
 	}
-	if snap, err := h.p.Check(context.Background(), c, ids[0], "other", func() {}); err != nil || snap.AppID != ids[0] {
+	if snap, err := h.p.Check(context.Background(), c, ids[0], graph.Ask{Asker: "other", Wake: func() {}}); err != nil || snap.AppID != ids[0] {
 		t.Errorf("the other watch's check of %s: %+v, %v", ids[0], snap, err)
 	}
 	// Taken, each answer is gone: the next check asks again.
@@ -268,11 +340,11 @@ func TestUnlistedAppIDsAreConfirmed(t *testing.T) {
 	if len(points) != 2 || len(points[0]) != graph.MaxBatchAppIDs || len(points[1]) != 1 {
 		t.Errorf("point reads of %v appIds, want %d then 1", lens(points), graph.MaxBatchAppIDs)
 	}
-	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); !errors.Is(err, gone) {
+	if _, err := h.p.Check(context.Background(), c, ids[0], graph.Ask{Asker: watchOf(ids[0])}); !errors.Is(err, gone) {
 		t.Errorf("%s, gone by its point read: %v", ids[0], err)
 	}
 	for _, id := range ids[1:] {
-		if snap, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); err != nil || snap.AppID != id {
+		if snap, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id)}); err != nil || snap.AppID != id {
 			t.Errorf("%s, found by its point read or its list: %+v, %v", id, snap, err)
 		}
 	}
@@ -312,7 +384,7 @@ func TestThrottledListsAreAskedAgain(t *testing.T) {
 	if got := lens(lists); len(got) != throttledTries || got[1] != 1 || got[2] != 1 {
 		t.Errorf("list calls of %v appIds, want 20 then 1 and 1", got)
 	}
-	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 3*time.Second {
+	if _, err := h.p.Check(context.Background(), c, ids[0], graph.Ask{Asker: watchOf(ids[0])}); azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 3*time.Second {
 		t.Errorf("after %d tries: %v, want throttled with Graph's Retry-After", throttledTries, err)
 	}
 }
@@ -393,7 +465,7 @@ func TestAPanicFailsOnlyItsBatch(t *testing.T) {
 	h.check(c, ids[0])
 	h.elapse()
 	h.awaitWakes(1)
-	if _, err := h.p.Check(context.Background(), c, ids[0], watchOf(ids[0]), nil); err == nil {
+	if _, err := h.p.Check(context.Background(), c, ids[0], graph.Ask{Asker: watchOf(ids[0])}); err == nil {
 		t.Error("a panicked batch answered")
 	}
 	h.r.mu.Lock()
@@ -470,7 +542,7 @@ func TestAnIdentityThatMayNotListReadsByPointReads(t *testing.T) {
 	h.elapse()
 	h.awaitWakes(11)
 	for _, id := range ids[:11] {
-		if snap, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); err != nil || snap.AppID != id {
+		if snap, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id)}); err != nil || snap.AppID != id {
 			t.Errorf("%s: %+v, %v", id, snap, err)
 		}
 	}
@@ -507,7 +579,7 @@ func TestAnIdentityIsItsKeyNotItsCredential(t *testing.T) {
 	h.check(&keyed{cred{"a"}, "secret/t/c#f1"}, id)
 	h.elapse()
 	h.awaitWakes(1)
-	if snap, err := h.p.Check(context.Background(), &keyed{cred{"a, built again"}, "secret/t/c#f1"}, id, watchOf(id), nil); err != nil || snap.AppID != id {
+	if snap, err := h.p.Check(context.Background(), &keyed{cred{"a, built again"}, "secret/t/c#f1"}, id, graph.Ask{Asker: watchOf(id)}); err != nil || snap.AppID != id {
 		t.Errorf("with the identity's new credential: %+v, %v", snap, err)
 	}
 	// The turn is given back just after the wake.
@@ -557,7 +629,7 @@ func TestAnIdentityRefusedEverythingStillTriesLists(t *testing.T) {
 	h.check(c, id)
 	h.elapse()
 	h.awaitWakes(1)
-	if _, err := h.p.Check(context.Background(), c, id, watchOf(id), nil); azerr.KindOf(err) != azerr.KindForbidden {
+	if _, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id)}); azerr.KindOf(err) != azerr.KindForbidden {
 		t.Errorf("got %v, want the refusal", err)
 	}
 	h.check(c, id)

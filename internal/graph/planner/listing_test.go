@@ -1,0 +1,139 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+// backlog asks for held by watches whose identity may not list the tenant, holds their lists
+// in flight (both of the identity's turns), and then asks for due: their batches wait for a
+// turn. It returns what lets Graph answer.
+func backlog(h *harness, c *cred, held, due []string, mayList bool) (release func()) {
+	h.t.Helper()
+	hold, begun := h.holdLists()
+	for _, id := range held {
+		h.check(c, id)
+	}
+	<-begun
+	<-begun
+	for _, id := range due {
+		if mayList {
+			h.checkListable(c, id)
+		} else {
+			h.check(c, id)
+		}
+	}
+	h.awaitQueued(c, len(due)/graph.MaxListedAppIDs)
+	return func() {
+		close(hold)
+		go func() {
+			for range begun {
+			}
+		}()
+	}
+}
+
+// takeAnswers takes the answer of each of ids, and fails on a missing or wrong one.
+func (h *harness) takeAnswers(c *cred, ids []string) {
+	h.t.Helper()
+	for _, id := range ids {
+		snap, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id)})
+		if err != nil || snap.AppID != id || snap.ApplicationObjectID != "obj-"+id {
+			h.t.Fatalf("answer for %s: %+v, %v", id, snap, err)
+		}
+	}
+}
+
+// TestABacklogOfMostOfTheTenantIsReadInOneListing: a tenant of 1,200 applications lists in four
+// pages; 900 appIds waiting for their turn would take 120 lists in twelve requests.
+func TestABacklogOfMostOfTheTenantIsReadInOneListing(t *testing.T) {
+	tests := []struct {
+		name          string
+		counted       bool // a listing has counted the tenant
+		mayList       bool
+		wantListing   bool
+		wantListCalls int
+	}{
+		{"counted and allowed", true, true, true, 2},
+		{"a tenant never counted", false, true, false, 8},
+		{"an identity not allowed to list", true, false, false, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			c := &cred{"reader"}
+			ids := appIDs(1200)
+			held, due, absent := ids[900:], ids[:900], ids[899]
+			h.r.tenant = tenantOf(append(append([]string(nil), ids[:899]...), held...)) // Graph's replicas lag for absent
+			if tc.counted {
+				if err := h.p.Scan(context.Background(), c, func(graph.Object) {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			scansBefore := h.r.scanned()
+			backlog(h, c, held, due, tc.mayList)()
+			if woken := h.awaitWakes(len(ids)); len(woken) != len(ids) {
+				t.Errorf("%d appIds woken, want %d", len(woken), len(ids))
+			}
+			h.takeAnswers(c, ids)
+			lists, points := h.r.calls()
+			if listings := h.r.scanned() - scansBefore; listings != map[bool]int{true: 1, false: 0}[tc.wantListing] || len(lists) != tc.wantListCalls {
+				t.Errorf("%d listings and %d list calls, want listing %t and %d list calls", listings, len(lists), tc.wantListing, tc.wantListCalls)
+			}
+			if tc.wantListing && (len(points) != 1 || len(points[0]) != 1 || points[0][0] != absent) {
+				t.Errorf("point reads %v, want the one appId the listing did not hold, to confirm it", points)
+			}
+		})
+	}
+}
+
+// TestATenantScanAnswersTheChecksWaiting: a tenant scan with the same identity lists the tenant
+// anyway, and answers the checks waiting for their turn; only those whose lists are in flight
+// are read by lists.
+func TestATenantScanAnswersTheChecksWaiting(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(900)
+	h.r.tenant = tenantOf(ids)
+	release := backlog(h, c, ids[600:], ids[:600], true)
+	visited := 0
+	if err := h.p.Scan(context.Background(), c, func(graph.Object) { visited++ }); err != nil {
+		t.Fatal(err)
+	}
+	if visited != 1800 {
+		t.Errorf("the scan saw %d objects, want all 1,800", visited)
+	}
+	release()
+	if woken := h.awaitWakes(900); len(woken) != 900 {
+		t.Errorf("%d appIds woken, want 900", len(woken))
+	}
+	h.takeAnswers(c, ids)
+	if lists, _ := h.r.calls(); len(lists) != 2 || h.r.scanned() != 1 {
+		t.Errorf("%d list calls and %d listings, want the two batches in flight listed, and the scan alone", len(lists), h.r.scanned())
+	}
+}
+
+// TestARefusedListingFallsBackToLists: an identity Graph refuses a listing (as one allowed to
+// read only the applications it owns) is read by lists, then and for a while after.
+func TestARefusedListingFallsBackToLists(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"owner"}
+	ids := appIDs(1200)
+	h.r.tenant = tenantOf(ids)
+	if err := h.p.Scan(context.Background(), c, func(graph.Object) {}); err != nil {
+		t.Fatal(err)
+	}
+	h.r.scanErr = &azerr.Error{Kind: azerr.KindForbidden, Status: 403, Err: errors.New("Authorization_RequestDenied")}
+	for range 2 {
+		backlog(h, c, ids[900:], ids[:900], true)()
+		h.awaitWakes(len(ids))
+		h.takeAnswers(c, ids)
+	}
+	if lists, _ := h.r.calls(); len(lists) != 16 || h.r.scanned() != 2 {
+		t.Errorf("%d list calls and %d listings, want the count, one refused listing, and all else by lists (16)", len(lists), h.r.scanned())
+	}
+}

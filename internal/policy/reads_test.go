@@ -1,0 +1,30 @@
+package policy
+
+import "testing"
+
+func TestChooseReads(t *testing.T) {
+	tests := []struct {
+		name          string
+		due, apps, sp int
+		mayList       bool
+		want          Reads
+	}{
+		{"a whole tenant of 10,000 is 22 pages against 1,334 lists in 134 requests", 10000, 10000, 10000, true, FullListing},
+		{"a sixth of it: 22 pages against 228 lists in 23 requests", 1700, 10000, 10000, true, FullListing},
+		{"a little less: 22 pages against 220 lists in 22 requests", 1650, 10000, 10000, true, InLists},
+		{"a hundred of 10,000: two requests", 100, 10000, 10000, true, InLists},
+		{"the whole tenant, not allowed to list it", 10000, 10000, 10000, false, InLists},
+		{"a tenant of unknown size", 10000, 0, 0, true, InLists},
+		{"nothing due", 0, 10, 10, true, InLists},
+		{"a small tenant, all due: 2 pages against 2 lists in 1 request", 10, 10, 10, true, InLists},
+		{"service principals only: a tenant of other tenants' applications", 5000, 0, 9000, true, FullListing},
+		{"100,000 due of 100,000: 202 pages against 13,334 lists", 100000, 100000, 100000, true, FullListing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseReads(tc.due, tc.apps, tc.sp, tc.mayList); got != tc.want {
+				t.Errorf("ChooseReads(%d, %d, %d, %t) = %v, want %v", tc.due, tc.apps, tc.sp, tc.mayList, got, tc.want)
+			}
+		})
+	}
+}
