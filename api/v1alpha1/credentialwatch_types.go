@@ -236,8 +236,8 @@ type Credential struct {
 	// +optional
 	AppDisplayName string `json:"appDisplayName,omitempty"`
 
-	// AppObjectID is the object ID of that application's registration, which its owners are read
-	// from; set on tenant scans, when the tenant holds the registration.
+	// AppObjectID is the object ID of that application's registration, by which Graph addresses
+	// its owners; set on tenant scans, when the tenant holds the registration.
 	// +optional
 	AppObjectID string `json:"appObjectID,omitempty"`
 }

@@ -149,7 +149,7 @@ type Object struct {
 // them.
 type TenantClient interface {
 	// Scan reads the objects filter (OData, empty for all) selects, and hands each to visit as it
-	// arrives, one call at a time: a tenant of 100,000 is never held whole.
+	// arrives, one call at a time: Graph's objects for a tenant of 100,000 are never held at once.
 	Scan(ctx context.Context, filter string, visit func(Object)) error
 }
 

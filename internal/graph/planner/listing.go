@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -20,13 +21,20 @@ type tenantSize struct {
 	at        time.Time
 }
 
-// sizeTTL is how long a tenant's count chooses between lists and a listing: a tenant grows by
-// thousands in months, not in a day.
-const sizeTTL = 24 * time.Hour
+const (
+	// sizeTTL is how long a tenant's count chooses between lists and a listing: a tenant grows
+	// by thousands in months, not in a day.
+	sizeTTL = 24 * time.Hour
+	// listingFailedFor is how long an identity whose listing Graph throttled, or that timed out,
+	// reads by lists alone.
+	listingFailedFor = 10 * time.Minute
+)
 
 // Scan lists the whole tenant cred signs in to for a tenant scan, handing every object to visit.
 // The checks of the same identity waiting for their turn, and allowed to list, are answered by
-// the same listing; and the tenant's count chooses how later checks are read.
+// the same listing; and the tenant's count chooses how later checks are read. A scan takes no
+// turn of the identity's: its pages are read one after the other in each list, each after the
+// limiter has seen the answer to the last.
 func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit func(graph.Object)) error {
 	if !plannable(cred) {
 		return p.next.ScanTenant(ctx, cred, "", visit)
@@ -37,12 +45,17 @@ func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit f
 	for _, b := range slices.Clone(p.queued[id]) {
 		if !b.noListing {
 			p.unqueueLocked(b)
-			b.listed = true
+			b.listed, b.sentAt = true, p.clock.Now()
 			with = append(with, b)
 		}
 	}
 	p.mu.Unlock()
-	return p.readListing(ctx, cred, with, visit)
+	wanted, err := p.list(ctx, cred, with, visit)
+	// The checks' answers are theirs to wait for, not the scan's: the point reads that confirm
+	// what the listing did not hold, or the lists read in place of a failed listing, are bounded
+	// by the checks' own deadlines.
+	go p.answer(cred, with, wanted, err)
+	return err
 }
 
 // unqueueLocked takes b off its identity's queue.
@@ -59,7 +72,7 @@ func (p *Planner) unqueueLocked(b *batch) {
 // the tenant; they are then marked listed. It is nil when lists read b.
 func (p *Planner) listingLocked(b *batch) []*batch {
 	size, known := p.sizes[b.identity]
-	if b.listed || b.noListing || !known || p.clock.Now().Before(p.listingRefused[b.identity]) {
+	if b.listed || !known || p.clock.Now().Before(p.listingRefused[b.identity]) {
 		return nil
 	}
 	due := len(b.appIDs)
@@ -70,12 +83,14 @@ func (p *Planner) listingLocked(b *batch) []*batch {
 			with = append(with, q)
 		}
 	}
-	if policy.ChooseReads(due, size.apps, size.sps, true) != policy.FullListing {
+	if policy.ChooseReads(due, size.apps, size.sps, !b.noListing) != policy.FullListing {
 		return nil
 	}
+	now := p.clock.Now()
+	b.sentAt = now
 	for _, q := range with {
 		p.unqueueLocked(q)
-		q.listed = true
+		q.listed, q.sentAt = true, now
 	}
 	return append([]*batch{b}, with...)
 }
@@ -91,19 +106,27 @@ func (p *Planner) timeoutOf(batches []*batch) time.Duration {
 	return d
 }
 
-// readListing lists the tenant once, hands each object to visit when it is not nil, counts the
-// tenant, and answers batches from the listing: an appId it did not hold is confirmed by a point
-// read, as after lists. When the listing fails, lists read the batches instead; an identity Graph
-// refused a listing lists no more for a while.
-func (p *Planner) readListing(ctx context.Context, cred azcore.TokenCredential, batches []*batch, visit func(graph.Object)) error {
-	id := identityOf(cred)
-	p.mu.Lock()
-	now := p.clock.Now()
-	for _, b := range batches {
-		b.sentAt = now
-	}
-	p.mu.Unlock()
-	wanted := map[string]*graph.Snapshot{}
+// list lists the tenant once, hands each object to visit when it is not nil, counts the tenant,
+// and keeps of the objects only those of the appIds batches ask for. An identity whose listing
+// failed is read by lists for a while: an hour when Graph refused it, listingFailedFor when it
+// throttled or timed out, which is when a backlog, and the next listing, would come.
+func (p *Planner) list(ctx context.Context, cred azcore.TokenCredential, batches []*batch, visit func(graph.Object)) (wanted map[string]*graph.Snapshot, err error) {
+	defer func() {
+		// A tenant scan's or a batch's goroutine, and Graph's answers parsed in it.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("listing the tenant: panic: %v", r)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		switch id := identityOf(cred); {
+		case err == nil:
+		case azerr.KindOf(err) == azerr.KindForbidden:
+			p.listingRefused[id] = p.clock.Now().Add(listRefusedFor)
+		default:
+			p.listingRefused[id] = p.clock.Now().Add(listingFailedFor)
+		}
+	}()
+	wanted = map[string]*graph.Snapshot{}
 	for _, b := range batches {
 		for _, appID := range b.appIDs {
 			lower := strings.ToLower(appID)
@@ -111,7 +134,7 @@ func (p *Planner) readListing(ctx context.Context, cred azcore.TokenCredential, 
 		}
 	}
 	var apps, sps int
-	err := p.next.ScanTenant(ctx, cred, "", func(o graph.Object) {
+	err = p.next.ScanTenant(ctx, cred, "", func(o graph.Object) {
 		if o.Source == graph.Application {
 			apps++
 		} else {
@@ -124,19 +147,31 @@ func (p *Planner) readListing(ctx context.Context, cred azcore.TokenCredential, 
 			visit(o)
 		}
 	})
-	p.mu.Lock()
 	if err == nil {
-		p.sizes[id] = tenantSize{apps: apps, sps: sps, at: p.clock.Now()}
-	} else if azerr.KindOf(err) == azerr.KindForbidden {
-		p.listingRefused[id] = p.clock.Now().Add(listRefusedFor)
+		p.mu.Lock()
+		p.sizes[identityOf(cred)] = tenantSize{apps: apps, sps: sps, at: p.clock.Now()}
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
+	return wanted, err
+}
+
+// answer delivers each batch's answers from a listing that found wanted: an appId it did not hold
+// is confirmed by a point read, as after lists. When the listing failed, lists read the batches
+// instead. A panic fails the batches not yet answered.
+func (p *Planner) answer(cred azcore.TokenCredential, batches []*batch, wanted map[string]*graph.Snapshot, listingErr error) {
+	answered := 0
+	defer func() {
+		if r := recover(); r != nil {
+			for _, b := range batches[answered:] {
+				p.deliver(b, graph.FailedReads(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), r)))
+			}
+		}
+	}()
 	for _, b := range batches {
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeoutOf([]*batch{b}))
 		var reads []graph.Read
-		if err != nil {
-			lists, cancel := context.WithTimeout(context.Background(), p.timeoutOf([]*batch{b}))
-			reads = p.read(lists, cred, b.appIDs)
-			cancel()
+		if listingErr != nil {
+			reads = p.read(ctx, cred, b.appIDs)
 		} else {
 			reads = make([]graph.Read, len(b.appIDs))
 			for i, appID := range b.appIDs {
@@ -152,7 +187,8 @@ func (p *Planner) readListing(ctx context.Context, cred azcore.TokenCredential, 
 			}
 			reads = p.confirm(ctx, cred, b.appIDs, reads)
 		}
+		cancel()
+		answered++
 		p.deliver(b, reads)
 	}
-	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -92,28 +93,34 @@ func TestABacklogOfMostOfTheTenantIsReadInOneListing(t *testing.T) {
 }
 
 // TestATenantScanAnswersTheChecksWaiting: a tenant scan with the same identity lists the tenant
-// anyway, and answers the checks waiting for their turn; only those whose lists are in flight
-// are read by lists.
+// anyway, and answers the checks waiting for their turn that may list; those whose lists are in
+// flight, and a batch one of whose watches may not list, are read by lists.
 func TestATenantScanAnswersTheChecksWaiting(t *testing.T) {
 	h := newHarness(t)
 	c := &cred{"reader"}
-	ids := appIDs(900)
+	ids := appIDs(1050)
 	h.r.tenant = tenantOf(ids)
-	release := backlog(h, c, ids[600:], ids[:600], true)
+	release := backlog(h, c, ids[600:900], ids[:600], true)
+	mixed := ids[900:]
+	for _, id := range mixed[:149] {
+		h.checkListable(c, id)
+	}
+	h.check(c, mixed[149])
+	h.awaitQueued(c, 5)
 	visited := 0
 	if err := h.p.Scan(context.Background(), c, func(graph.Object) { visited++ }); err != nil {
 		t.Fatal(err)
 	}
-	if visited != 1800 {
-		t.Errorf("the scan saw %d objects, want all 1,800", visited)
+	if visited != 2100 {
+		t.Errorf("the scan saw %d objects, want all 2,100", visited)
 	}
 	release()
-	if woken := h.awaitWakes(900); len(woken) != 900 {
-		t.Errorf("%d appIds woken, want 900", len(woken))
+	if woken := h.awaitWakes(len(ids)); len(woken) != len(ids) {
+		t.Errorf("%d appIds woken, want %d", len(woken), len(ids))
 	}
 	h.takeAnswers(c, ids)
-	if lists, _ := h.r.calls(); len(lists) != 2 || h.r.scanned() != 1 {
-		t.Errorf("%d list calls and %d listings, want the two batches in flight listed, and the scan alone", len(lists), h.r.scanned())
+	if lists, _ := h.r.calls(); len(lists) != 3 || h.r.scanned() != 1 {
+		t.Errorf("%d list calls and %d listings, want the two batches in flight and the mixed one listed, and the scan alone", len(lists), h.r.scanned())
 	}
 }
 
@@ -136,4 +143,42 @@ func TestARefusedListingFallsBackToLists(t *testing.T) {
 	if lists, _ := h.r.calls(); len(lists) != 16 || h.r.scanned() != 2 {
 		t.Errorf("%d list calls and %d listings, want the count, one refused listing, and all else by lists (16)", len(lists), h.r.scanned())
 	}
+}
+
+// TestAThrottledBatchKeepsItsNoListing: the appIds of a batch Graph throttled are asked again in
+// a batch of their own, which no listing may read when the first could not.
+func TestAThrottledBatchKeepsItsNoListing(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(10)
+	throttled := &azerr.Error{Kind: azerr.KindThrottled, Status: 429, Err: errors.New("TooManyRequests")}
+	lists := 0
+	h.r.listFn = func(ids []string) []graph.Read {
+		if lists++; lists == 1 {
+			return graph.FailedReads(len(ids), throttled)
+		}
+		return found(ids)
+	}
+	for _, id := range ids[:9] {
+		h.checkListable(c, id)
+	}
+	h.check(c, ids[9])
+	h.elapse()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.p.mu.Lock()
+		again := h.p.open[identityOf(c)]
+		h.p.mu.Unlock()
+		if again != nil {
+			if !again.noListing {
+				t.Error("the batch asked again may be listed; the first could not")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the throttled batch was not asked again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.awaitWakes(len(ids))
 }

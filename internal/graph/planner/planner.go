@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,8 +126,9 @@ type batch struct {
 	timeout time.Duration
 	// sentAt is when it was read: a write after it makes its answers stale.
 	sentAt time.Time
-	// noListing marks a batch a listing of the tenant must not read: one of its callers may
-	// not list the tenant, or must see a write it made.
+	// noListing marks a batch no listing of the tenant may be chosen for: one of its callers
+	// may not list the tenant, or must see a write it made. A caller that joins a batch a
+	// listing already took is answered by it, having caused nothing.
 	noListing bool
 	// listed marks a batch a listing read with others: it is answered, and not read again.
 	listed bool
@@ -142,9 +144,11 @@ type want struct {
 // answer waits for the checks that asked for it, and is handed to no one else: an answer is as
 // fresh as the asking, and a check that did not ask may follow a change it would hide.
 type answer struct {
-	read   graph.Read
-	at     time.Time
-	askers map[string]bool
+	read graph.Read
+	at   time.Time
+	// askers are nearly always one watch: a slice, where a map would cost a sweep of 100,000
+	// watches some 25 MB while their answers wait for their status writes.
+	askers []string
 }
 
 // New returns a Planner reading through next, that sends an identity's batch when it holds
@@ -168,8 +172,8 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	k := key{identityOf(cred), appID}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if a := p.answers[k]; a != nil && a.askers[asker] {
-		delete(a.askers, asker)
+	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
+		a.askers = slices.DeleteFunc(a.askers, func(s string) bool { return s == asker })
 		if len(a.askers) == 0 {
 			delete(p.answers, k)
 		}
@@ -321,15 +325,17 @@ func (p *Planner) send(b *batch) {
 	defer p.turn(b.identity)()
 	p.mu.Lock()
 	p.unqueueLocked(b)
+	listed := b.listed
 	together := p.listingLocked(b)
 	p.mu.Unlock()
 	switch {
-	case b.listed: // a listing read it with others
+	case listed: // a listing read it with others
 		return
 	case together != nil:
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeoutOf(together))
-		defer cancel()
-		_ = p.readListing(ctx, b.cred, together, nil)
+		wanted, err := p.list(ctx, b.cred, together, nil)
+		cancel()
+		p.answer(b.cred, together, wanted, err)
 		return
 	}
 	var reads []graph.Read
@@ -447,6 +453,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if stale || (azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries) {
 			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
 			again := p.openLocked(b.cred)
+			again.noListing = again.noListing || b.noListing
 			merged := again.add(appID)
 			maps.Copy(merged.wakers, w.wakers)
 			merged.waiters = append(merged.waiters, w.waiters...)
@@ -473,13 +480,15 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		}
 		a := p.answers[k]
 		if a == nil || now.Sub(a.at) >= answerTTL {
-			a = &answer{askers: map[string]bool{}}
+			a = &answer{}
 			p.answers[k] = a
 		}
 		// A newer answer for all: whoever asked before it waits for no older one.
 		a.read, a.at = r, now
 		for asker, f := range w.wakers {
-			a.askers[asker] = true
+			if !slices.Contains(a.askers, asker) {
+				a.askers = append(a.askers, asker)
+			}
 			wake = append(wake, f)
 		}
 	}

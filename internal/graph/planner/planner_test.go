@@ -171,7 +171,10 @@ func (h *harness) awaitQueued(c azcore.TokenCredential, n int) {
 				open = len(b.appIDs)
 			}
 			asked = len(h.p.asked)
-			users := h.p.reading[identityOf(c)].users
+			users := 0
+			if t := h.p.reading[identityOf(c)]; t != nil {
+				users = t.users
+			}
 			h.p.mu.Unlock()
 			h.t.Fatalf("%d batches wait for their turn, want %d (open %d, asked %d, users %d)", queued, n, open, asked, users)
 		}
