@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,4 +165,21 @@ func parseQuery(rawQuery string, set *entitySet) (query, string) {
 		}
 	}
 	return q, ""
+}
+
+// listedLocked is the applications, or the service principals, of t in the order Graph lists them.
+func (t *tenant) listedLocked(sps bool) []*stored {
+	if all, ok := t.listed[sps]; ok {
+		return all
+	}
+	m := t.apps
+	if sps {
+		m = t.sps
+	}
+	all := slices.SortedFunc(maps.Values(m), func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
+	if t.listed == nil {
+		t.listed = map[bool][]*stored{}
+	}
+	t.listed[sps] = all
+	return all
 }

@@ -1,15 +1,12 @@
 package fakegraph
 
 import (
-	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -243,23 +240,6 @@ func (s *Server) putLocked(t *tenant, m map[string]*stored, o Object) {
 	s.seq++
 	m[key] = &stored{obj: o, seq: s.seq}
 	t.listed = nil
-}
-
-// listedLocked is the applications, or the service principals, of t in the order Graph lists them.
-func (t *tenant) listedLocked(sps bool) []*stored {
-	if all, ok := t.listed[sps]; ok {
-		return all
-	}
-	m := t.apps
-	if sps {
-		m = t.sps
-	}
-	all := slices.SortedFunc(maps.Values(m), func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
-	if t.listed == nil {
-		t.listed = map[bool][]*stored{}
-	}
-	t.listed[sps] = all
-	return all
 }
 
 func mustGUID(what, s string) {

@@ -163,7 +163,7 @@ func (p *Planner) answer(cred azcore.TokenCredential, batches []*batch, wanted m
 	defer func() {
 		if r := recover(); r != nil {
 			for _, b := range batches[answered:] {
-				p.deliver(b, graph.FailedReads(len(b.appIDs), fmt.Errorf("reading a batch of %d appIds: panic: %v", len(b.appIDs), r)))
+				p.deliver(b, panicked(b, r))
 			}
 		}
 	}()
