@@ -1,0 +1,118 @@
+// Package compact makes the informer's copy of each CredentialWatch small. The cache holds every
+// watch for the life of the process, and most of a watch's text is the same in thousands of
+// them: its kind, namespace and tenant, its conditions' types, reasons and messages, its
+// credentials' types and states. Each decoded copy would hold that text again.
+package compact
+
+import (
+	"unique"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// Transform is the informers' transform: it drops managedFields, which nothing reads and which
+// are as large as the rest of a watch, and shares a watch's repeated text with the other watches.
+func Transform(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	if w, ok := obj.(*v1alpha1.CredentialWatch); ok {
+		Watch(w)
+	}
+	return obj, nil
+}
+
+var _ cache.TransformFunc = Transform
+
+// Watch replaces w's strings that other watches are likely to hold too by one shared copy of
+// each. Strings nearly always unique to w (its name, UID, key IDs) are left alone: sharing a
+// string that nobody else holds costs an entry in the shared table for nothing. The table is
+// the standard library's unique package, whose entries last until the next collection: text
+// decoded after it gets a new shared copy, so a text's copies number the collections that
+// decoded it, not the watches that hold it, and none outlives its last watch.
+func Watch(w *v1alpha1.CredentialWatch) {
+	in(&w.APIVersion)
+	in(&w.Kind)
+	in(&w.Namespace)
+	for i := range w.Finalizers {
+		in(&w.Finalizers[i])
+	}
+	spec(&w.Spec)
+	status(&w.Status)
+}
+
+func spec(s *v1alpha1.CredentialWatchSpec) {
+	if t := s.Target.ServicePrincipal; t != nil {
+		in(&t.TenantID)
+	}
+	if t := s.Target.AKSCluster; t != nil {
+		in(&t.TenantID)
+		in(&t.SubscriptionID)
+		in(&t.ResourceGroup)
+	}
+	if t := s.Target.TenantScan; t != nil {
+		in(&t.TenantID)
+	}
+	if r := s.IdentityRef; r != nil {
+		in(&r.Kind)
+		in(&r.Name)
+	}
+	in((*string)(&s.CheckInterval))
+	in((*string)(&s.Thresholds.Warning))
+	in((*string)(&s.Thresholds.Critical))
+}
+
+func status(s *v1alpha1.CredentialWatchStatus) {
+	s.Conditions = fit(s.Conditions)
+	for i := range s.Conditions {
+		condition(&s.Conditions[i])
+	}
+	s.Credentials = fit(s.Credentials)
+	for i := range s.Credentials {
+		// A tenant scan lists many credentials of one application: its appId, object ID and
+		// name repeat within the watch.
+		c := &s.Credentials[i]
+		in((*string)(&c.Type))
+		in((*string)(&c.Source))
+		in((*string)(&c.State))
+		in(&c.DisplayName)
+		in(&c.AppID)
+		in(&c.AppDisplayName)
+		in(&c.AppObjectID)
+	}
+	in((*string)(&s.State))
+	in(&s.ExpiresIn)
+	if c := s.AKSCluster; c != nil {
+		in((*string)(&c.Identity))
+		in(&c.ProvisioningState)
+		in(&c.PowerState)
+	}
+}
+
+func condition(c *metav1.Condition) {
+	in(&c.Type)
+	in((*string)(&c.Status))
+	in(&c.Reason)
+	// Most messages say the same of every watch ("No credential has expired"); those naming an
+	// application are shared by the watches of that application.
+	in(&c.Message)
+}
+
+// fit copies s into an array of its length when decoding left room to grow: a cached slice
+// never grows.
+func fit[T any](s []T) []T {
+	if cap(s) == len(s) {
+		return s
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+func in(s *string) {
+	if *s != "" {
+		*s = unique.Make(*s).Value()
+	}
+}
