@@ -41,6 +41,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/compact"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
@@ -325,8 +326,8 @@ func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watc
 			return authorize(log, (*watches).Handler(h))
 		}, nil
 	}
-	// Nothing reads managedFields, and at 10,000 watches they are a large part of the cache.
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	// The cache holds every watch for the life of the process: see internal/compact.
+	cacheOpts := cache.Options{DefaultTransform: compact.Transform}
 	if o.watchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
 	}
