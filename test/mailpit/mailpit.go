@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,14 +63,21 @@ func Run(dir string, args ...string) (*Server, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("MAILPIT_BIN: %w", err)
 	}
-	smtpPort, err := freePort()
+	// Another process may take a port between its choice here and mailpit's bind: choose again.
+	for attempt := 1; ; attempt++ {
+		m, err := run(bin, dir, args)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return m, err
+		}
+	}
+}
+
+func run(bin, dir string, args []string) (*Server, error) {
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	httpPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	smtpPort, httpPort := ports[0], ports[1]
 	m := &Server{SMTPPort: smtpPort, exited: make(chan error, 1)}
 	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 	m.api = "http://" + httpAddr + "/api/v1"
@@ -217,12 +225,26 @@ func FreePort(t *testing.T) int {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
+}
+
+// freePorts holds every listener open until all n are chosen: a port closed at once may be the
+// next one the kernel hands out.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // TLSFlags gives mailpit a certificate for 127.0.0.1, self-signed for this test, and returns the
