@@ -7,9 +7,8 @@ package compact
 import (
 	"unique"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
@@ -17,8 +16,9 @@ import (
 // Transform is the informers' transform: it drops managedFields, which nothing reads and which
 // are as large as the rest of a watch, and shares a watch's repeated text with the other watches.
 func Transform(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
-		m.SetManagedFields(nil)
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return nil, err
 	}
 	if w, ok := obj.(*v1alpha1.CredentialWatch); ok {
 		Watch(w)
@@ -26,7 +26,7 @@ func Transform(obj any) (any, error) {
 	return obj, nil
 }
 
-var _ cache.TransformFunc = Transform
+var stripManagedFields = cache.TransformStripManagedFields()
 
 // Watch replaces w's strings that other watches are likely to hold too by one shared copy of
 // each. Strings nearly always unique to w (its name, UID, key IDs) are left alone: sharing a
