@@ -102,7 +102,9 @@ func run(bin, dir string, args []string) (*Server, error) {
 		select {
 		case err := <-m.exited:
 			m.exited <- err
-			return nil, fmt.Errorf("mailpit %v exited before it was ready: %w\n%s", args, err, m.Log())
+			log := m.Log()
+			m.Stop() // closes the log, which a second try would otherwise leave open
+			return nil, fmt.Errorf("mailpit %v exited before it was ready: %w\n%s", args, err, log)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -217,19 +219,11 @@ func (m *Server) get(t *testing.T, path string, into any) {
 // FreePort is a loopback port nothing listens on, for a server that is down.
 func FreePort(t *testing.T) int {
 	t.Helper()
-	p, err := freePort()
+	p, err := freePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
-}
-
-func freePort() (int, error) {
-	p, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	return p[0], nil
+	return p[0]
 }
 
 // freePorts holds every listener open until all n are chosen: a port closed at once may be the
