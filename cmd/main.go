@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientfeatures "k8s.io/client-go/features"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -137,6 +138,7 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
+	clientfeatures.ReplaceFeatureGates(streamedLists{clientfeatures.FeatureGates(), os.LookupEnv})
 
 	if err := run(o); err != nil {
 		// Plain, not a JSON record with a stack trace: most of these are a flag to fix.
@@ -397,4 +399,25 @@ func (o options) watchImagePulls(mgr ctrl.Manager, scheme *runtime.Scheme, r *co
 	metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
 	r.ImagePulls, r.PullsChanged = watcher, changed
 	return nil
+}
+
+// streamedLists has the cache's informers fill from a stream (client-go's WatchListClient, on by
+// default from client-go 0.35; API servers serve it from 1.32): a list of every watch is then
+// one response holding them all, decoded at once with their managedFields, before the informer's
+// transform trims them. On a restart at 30,000 checked watches that list took the operator past
+// twice the memory it needed for the rest of its life (BENCHMARKS.md). An API server that cannot
+// stream gets the list as before; KUBE_FEATURE_WatchListClient=false, client-go's own switch,
+// turns streaming off.
+type streamedLists struct {
+	clientfeatures.Gates
+	lookupEnv func(string) (string, bool)
+}
+
+func (g streamedLists) Enabled(f clientfeatures.Feature) bool {
+	if f == clientfeatures.WatchListClient {
+		if _, set := g.lookupEnv("KUBE_FEATURE_" + string(f)); !set {
+			return true
+		}
+	}
+	return g.Gates.Enabled(f)
 }

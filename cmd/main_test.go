@@ -5,8 +5,38 @@ import (
 	"strings"
 	"testing"
 
+	clientfeatures "k8s.io/client-go/features"
+
 	"github.com/credwatch/credwatch/internal/pullauth"
 )
+
+// gates answers as client-go's would with the environment given.
+type gates map[clientfeatures.Feature]bool
+
+func (g gates) Enabled(f clientfeatures.Feature) bool { return g[f] }
+
+func TestStreamedLists(t *testing.T) {
+	tests := map[string]struct {
+		env    map[string]string
+		client gates
+		want   bool
+	}{
+		"streamed unless told":               {client: gates{}, want: true},
+		"KUBE_FEATURE_WatchListClient=false": {env: map[string]string{"KUBE_FEATURE_WatchListClient": "false"}, client: gates{}, want: false},
+		"KUBE_FEATURE_WatchListClient=true":  {env: map[string]string{"KUBE_FEATURE_WatchListClient": "true"}, client: gates{clientfeatures.WatchListClient: true}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := streamedLists{tc.client, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }}
+			if got := g.Enabled(clientfeatures.WatchListClient); got != tc.want {
+				t.Errorf("WatchListClient enabled = %v, want %v", got, tc.want)
+			}
+			if g.Enabled(clientfeatures.ClientsAllowCBOR) {
+				t.Error("another client-go feature was turned on: only the streamed list should be")
+			}
+		})
+	}
+}
 
 func TestCloudOptions(t *testing.T) {
 	tests := map[string]struct {
