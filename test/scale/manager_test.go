@@ -59,8 +59,9 @@ rules:
 // minute after it and of a restart (both should be none: status is written only when it
 // changes), and the process's peak RSS through the sweep and then through the quiet minute,
 // when its metrics are scraped every 15 s, and the processor time the operator used in all of
-// that. Run with -benchtime=1x. CREDWATCH_BENCH_WATCHES lists the Ns (100, 1,000 and 10,000
-// when unset).
+// that; and the restarted process's peak, beyond its binary's pages. Run with -benchtime=1x. CREDWATCH_BENCH_WATCHES lists the Ns (100, 1,000 and 10,000
+// when unset); CREDWATCH_BENCH_PROFILE names a directory for the operator's memory over time
+// and its heap profiles.
 func BenchmarkManagerSweep(b *testing.B) {
 	sizes := []int{100, 1000, 10000}
 	if s := os.Getenv("CREDWATCH_BENCH_WATCHES"); s != "" {
@@ -162,6 +163,8 @@ func managerSweep(b *testing.B, bin string, n int) {
 	waitReconciled(b, metricsAddr, n, patience(n))
 	restart := auditWrites(b, auditLog).minus(restartFrom)
 	restartReads := len(azure.Graph.Requests()) - requestsBefore
+	// A restart lists every watch as checked, status and all: the operator's peak in production.
+	restartMem := op.memory(b)
 	op.stop(b)
 	floor := statusWriteFloor(b, cfg, scheme, ns, false)
 	watchedFloor := statusWriteFloor(b, cfg, scheme, ns, true)
@@ -186,6 +189,7 @@ func managerSweep(b *testing.B, bin string, n int) {
 	b.ReportMetric(float64(sweepRSS)/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(float64(mem.peak)/(1<<20), "peak-rss-scraped-MiB")
 	b.ReportMetric(float64(mem.file)/(1<<20), "rss-file-MiB")
+	b.ReportMetric(float64(restartMem.peak-restartMem.file)/(1<<20), "restart-beyond-MiB")
 	b.ReportMetric(cpu.Seconds(), "operator-cpu-s")
 	b.ReportMetric(float64(sweep.status)/float64(n), "status-writes/watch")
 	b.ReportMetric(float64(sweep.other), "other-writes")
@@ -459,12 +463,20 @@ func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fak
 	op.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--health-probe-bind-address", freeAddr(b), "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--operator-namespace", ns, "--default-identity", benchIdentity}, azure.Flags()...)...)
+	dir := os.Getenv("CREDWATCH_BENCH_PROFILE")
+	pprofAddr := freeAddr(b)
+	if dir != "" {
+		op.cmd.Args = append(op.cmd.Args, "--pprof-bind-address", pprofAddr)
+	}
 	op.cmd.Env = append(os.Environ(), azure.Env()...)
 	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
 	if err := op.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	go func() { op.exited <- op.cmd.Wait() }()
+	if dir != "" {
+		go profile(op, pprofAddr, dir)
+	}
 	b.Cleanup(func() {
 		if op.cmd.ProcessState == nil {
 			_ = op.cmd.Process.Kill()
@@ -563,4 +575,43 @@ func freeAddr(b *testing.B) string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// profile writes, into dir, the operator's resident memory each second (rss-PID.tsv: seconds since
+// its start, VmRSS) and its heap profile every ten seconds (heap-PID-SECONDS.pb.gz, for go tool
+// pprof), until it exits. Building a profile allocates in the operator: BENCHMARKS.md's figures
+// are from runs without it.
+func profile(op *operator, pprofAddr, dir string) {
+	began := time.Now()
+	pid := op.cmd.Process.Pid
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("rss-%d.tsv", pid)))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var profiled time.Time
+	for tick := time.NewTicker(time.Second); ; <-tick.C {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return // exited
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				fmt.Fprintf(f, "%.0f\t%s\n", time.Since(began).Seconds(), strings.TrimSpace(v))
+			}
+		}
+		if time.Since(profiled) < 10*time.Second {
+			continue
+		}
+		profiled = time.Now()
+		resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap")
+		if err != nil {
+			continue
+		}
+		heap, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("heap-%d-%04.0f.pb.gz", pid, time.Since(began).Seconds())), heap, 0o600)
+		}
+	}
 }
