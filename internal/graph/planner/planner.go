@@ -174,6 +174,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 		a.askers = slices.DeleteFunc(a.askers, func(s string) bool { return s == asker })
 		if len(a.askers) == 0 {
 			delete(p.answers, k)
+			p.answers = shrunk(p.answers)
 		}
 		if p.clock.Since(a.at) < answerTTL {
 			return a.read.Snapshot, a.read.Err
@@ -408,11 +409,21 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			wake = append(wake, f)
 		}
 	}
+	p.asked = shrunk(p.asked)
 	p.pruneLocked(now)
 	p.mu.Unlock()
 	for _, f := range wake {
 		f()
 	}
+}
+
+// shrunk is m, or a new map once m is empty: a Go map keeps the room of the most it ever held, and
+// a sweep of 100,000 watches fills the planner's to that many for a few minutes a check interval.
+func shrunk[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return map[K]V{}
+	}
+	return m
 }
 
 // pruneLocked drops the answers no check came for, at most once per answerTTL.
@@ -426,6 +437,7 @@ func (p *Planner) pruneLocked(now time.Time) {
 			delete(p.answers, k)
 		}
 	}
+	p.answers = shrunk(p.answers)
 	for id, until := range p.listRefused {
 		if !now.Before(until) {
 			delete(p.listRefused, id)
