@@ -18,7 +18,6 @@ package planner
 
 import (
 	"context"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -134,9 +133,27 @@ type batch struct {
 
 // want is who waits for an appId: checks to wake, by who asked, and reads to answer.
 type want struct {
-	wakers  map[string]func()
+	// wakers are nearly always one watch: a slice, where a map per appId would cost a sweep of
+	// 100,000 watches tens of megabytes while Graph's budget holds its reads back.
+	wakers  []waker
 	waiters []chan graph.Read
 	tries   int
+}
+
+type waker struct {
+	asker string
+	wake  func()
+}
+
+// wakeAlso wakes asker, once however often it asked, when the appId is in.
+func (w *want) wakeAlso(asker string, wake func()) {
+	for i := range w.wakers {
+		if w.wakers[i].asker == asker {
+			w.wakers[i].wake = wake
+			return
+		}
+	}
+	w.wakers = append(w.wakers, waker{asker, wake})
 }
 
 // answer waits for the checks that asked for it, and is handed to no one else: an answer is as
@@ -186,7 +203,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 		p.asked[k] = b
 	}
 	w := b.add(appID)
-	w.wakers[asker] = ask.Wake
+	w.wakeAlso(asker, ask.Wake)
 	b.noListing = b.noListing || !ask.MayList
 	b.until(ctx)
 	b.fullLocked(p)
@@ -253,7 +270,7 @@ func (p *Planner) openLocked(cred azcore.TokenCredential) *batch {
 func (b *batch) add(appID string) *want {
 	w := b.wants[appID]
 	if w == nil {
-		w = &want{wakers: map[string]func(){}}
+		w = &want{}
 		b.wants[appID] = w
 		b.appIDs = append(b.appIDs, appID)
 	}
@@ -372,7 +389,9 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			again := p.openLocked(b.cred)
 			again.noListing = again.noListing || b.noListing
 			merged := again.add(appID)
-			maps.Copy(merged.wakers, w.wakers)
+			for _, wk := range w.wakers {
+				merged.wakeAlso(wk.asker, wk.wake)
+			}
 			merged.waiters = append(merged.waiters, w.waiters...)
 			if !stale {
 				merged.tries = max(merged.tries, w.tries+1)
@@ -402,11 +421,11 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		}
 		// A newer answer for all: whoever asked before it waits for no older one.
 		a.read, a.at = r, now
-		for asker, f := range w.wakers {
-			if !slices.Contains(a.askers, asker) {
-				a.askers = append(a.askers, asker)
+		for _, wk := range w.wakers {
+			if !slices.Contains(a.askers, wk.asker) {
+				a.askers = append(a.askers, wk.asker)
 			}
-			wake = append(wake, f)
+			wake = append(wake, wk.wake)
 		}
 	}
 	p.asked = shrunk(p.asked)
