@@ -402,12 +402,14 @@ func (o options) watchImagePulls(mgr ctrl.Manager, scheme *runtime.Scheme, r *co
 }
 
 // streamedLists has the cache's informers fill from a stream (client-go's WatchListClient, on by
-// default from client-go 0.35; API servers serve it from 1.32): a list of every watch is then
-// one response holding them all, decoded at once with their managedFields, before the informer's
-// transform trims them. On a restart at 30,000 checked watches that list took the operator past
-// twice the memory it needed for the rest of its life (BENCHMARKS.md). An API server that cannot
-// stream gets the list as before; KUBE_FEATURE_WatchListClient=false, client-go's own switch,
-// turns streaming off.
+// default from client-go 0.35; served by default by Kubernetes 1.32 and from 1.34): otherwise a
+// list of every watch is one response holding them all, decoded at once with their
+// managedFields, before the informer's transform trims them. On a restart at 30,000 checked
+// watches that list took the operator past twice the memory it needed for the rest of its life
+// (BENCHMARKS.md, section 0). An API server that refuses to stream is listed as before. One that
+// accepts but never sends the bookmark ending the stream (some proxies) leaves the caches
+// unsynced, and so do watch bookmarks turned off in the cache's options: there,
+// KUBE_FEATURE_WatchListClient=false, client-go's own switch, turns streaming off.
 type streamedLists struct {
 	clientfeatures.Gates
 	lookupEnv func(string) (string, bool)

@@ -63,6 +63,8 @@ defaultIdentity:
 workloadIdentityNamespaces: [team-a]
 rotation:
   secretNamespaces: [team-a]
+extraEnv:
+- {name: KUBE_FEATURE_WatchListClient, value: "false"}
 `
 
 func helm(t *testing.T, args ...string) string {
@@ -400,6 +402,25 @@ func TestDeploymentIsLockedDown(t *testing.T) {
 	if !found {
 		t.Fatal("no Deployment rendered")
 	}
+}
+
+// extraEnv reaches the operator beside the environment the chart sets: it is how GOGC, GOMEMLIMIT
+// or client-go's feature switches are given.
+func TestExtraEnvReachesTheOperator(t *testing.T) {
+	for _, obj := range render(t, valuesFile(t)) {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		env, _ := json.Marshal(containers[0].(map[string]any)["env"])
+		for _, want := range []string{`"name":"POD_NAMESPACE"`, `{"name":"KUBE_FEATURE_WatchListClient","value":"false"}`} {
+			if !strings.Contains(string(env), want) {
+				t.Errorf("env %s lacks %s", env, want)
+			}
+		}
+		return
+	}
+	t.Fatal("no Deployment rendered")
 }
 
 // Features turned off grant nothing, and the operator is told not to use them: it would otherwise
