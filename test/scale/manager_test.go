@@ -455,11 +455,13 @@ func createIdentity(b *testing.B, k8s crclient.Client, ns string) {
 type operator struct {
 	cmd    *exec.Cmd
 	exited chan error
-	logs   *bytes.Buffer
+	// done is closed once the process has exited.
+	done chan struct{}
+	logs *bytes.Buffer
 }
 
 func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fakeazure.Azure, ns string) *operator {
-	op := &operator{logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+	op := &operator{logs: &bytes.Buffer{}, exited: make(chan error, 1), done: make(chan struct{})}
 	op.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--health-probe-bind-address", freeAddr(b), "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--operator-namespace", ns, "--default-identity", benchIdentity}, azure.Flags()...)...)
@@ -473,8 +475,15 @@ func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fak
 	if err := op.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	go func() { op.exited <- op.cmd.Wait() }()
+	go func() {
+		err := op.cmd.Wait()
+		close(op.done)
+		op.exited <- err
+	}()
 	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
 		go profile(op, pprofAddr, dir)
 	}
 	b.Cleanup(func() {
@@ -590,10 +599,17 @@ func profile(op *operator, pprofAddr, dir string) {
 	}
 	defer f.Close()
 	var profiled time.Time
-	for tick := time.NewTicker(time.Second); ; <-tick.C {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-op.done:
+			return
+		case <-tick.C:
+		}
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
-			return // exited
+			return
 		}
 		for _, line := range strings.Split(string(status), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
