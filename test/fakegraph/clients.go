@@ -36,11 +36,7 @@ func (s *Server) RemoveClient(tenantID, clientID string) {
 func (s *Server) Deny(clientID string, denied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if denied {
-		s.deniedClients[strings.ToLower(clientID)] = true
-	} else {
-		delete(s.deniedClients, strings.ToLower(clientID))
-	}
+	markClient(s.deniedClients, clientID, denied)
 }
 
 // HideUsers makes Graph answer that client as one that may not read users: in a list of directory
@@ -49,10 +45,15 @@ func (s *Server) Deny(clientID string, denied bool) {
 func (s *Server) HideUsers(clientID string, hidden bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if hidden {
-		s.usersHidden[strings.ToLower(clientID)] = true
+	markClient(s.usersHidden, clientID, hidden)
+}
+
+// markClient puts clientID, as Entra compares it (case aside), in set or takes it out.
+func markClient(set map[string]bool, clientID string, in bool) {
+	if in {
+		set[strings.ToLower(clientID)] = true
 	} else {
-		delete(s.usersHidden, strings.ToLower(clientID))
+		delete(set, strings.ToLower(clientID))
 	}
 }
 
