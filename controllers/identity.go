@@ -294,8 +294,11 @@ func requestsOf(ctx context.Context, c client.Reader, list *v1alpha1.CredentialW
 
 // identityChanged lets through the changes to an identity that can change what its watches may
 // do: its spec, and whether it signs in. Its hourly sign-ins that change nothing else do not
-// reconcile every watch that uses it.
+// reconcile every watch that uses it. Identities listed when the operator starts are let
+// through neither: every watch is queued by its own listing then, and mapping each identity to
+// its watches would hold a copy of every watch's struct at the moment the cache is fullest.
 var identityChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
 			return true
