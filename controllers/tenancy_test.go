@@ -37,6 +37,16 @@ func (a *armCalls) StartReset(context.Context, azcore.TokenCredential, aks.Clust
 	return "", false, fmt.Errorf("no cluster here")
 }
 
+func (a *armCalls) ListSubscriptions(context.Context, azcore.TokenCredential, string) ([]aks.Subscription, error) {
+	a.n.Add(1)
+	return nil, fmt.Errorf("no subscription here")
+}
+
+func (a *armCalls) ListClusters(context.Context, azcore.TokenCredential, string, []string) ([]aks.ListedCluster, error) {
+	a.n.Add(1)
+	return nil, fmt.Errorf("no cluster here")
+}
+
 func (a *armCalls) PollReset(context.Context, azcore.TokenCredential, aks.ClusterRef, string) (bool, error) {
 	a.n.Add(1)
 	return false, fmt.Errorf("no cluster here")

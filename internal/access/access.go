@@ -146,3 +146,35 @@ func coversApp(allowed []string, appID string) bool {
 		return a == v1alpha1.AllApplications || strings.EqualFold(a, appID)
 	})
 }
+
+// ListedGroups is where id lets a watch in ns list the AKS clusters of subscription sub in
+// tenant, narrowed to the resource groups wanted (none: any): nil for the whole subscription,
+// or the resource groups to list one by one. An identity whose scope is some resource groups of
+// the subscription cannot list all of it: Resource Manager would refuse, and the groups it
+// could list would show more than the identity covers.
+func ListedGroups(id Identity, ns Namespace, tenant, sub string, wanted []string) ([]string, error) {
+	if err := Check(id, ns, Request{Operation: v1alpha1.OperationWatch, TenantID: tenant}); err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(id.Spec.Allow.Subscriptions, func(s v1alpha1.SubscriptionScope) bool { return strings.EqualFold(s.SubscriptionID, sub) })
+	if i < 0 {
+		return nil, &Refusal{Identity: id.String(), Rule: fmt.Sprintf("allow.subscriptions does not list subscription %s", sub)}
+	}
+	scope := id.Spec.Allow.Subscriptions[i].ResourceGroups
+	switch {
+	case len(scope) == 0:
+		return wanted, nil
+	case len(wanted) == 0:
+		return scope, nil
+	}
+	var both []string
+	for _, g := range wanted {
+		if slices.ContainsFunc(scope, func(s string) bool { return strings.EqualFold(s, g) }) {
+			both = append(both, g)
+		}
+	}
+	if len(both) == 0 {
+		return nil, &Refusal{Identity: id.String(), Rule: fmt.Sprintf("allow.subscriptions[%s].resourceGroups lists none of the resource groups the watch searches", sub)}
+	}
+	return both, nil
+}

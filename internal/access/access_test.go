@@ -2,6 +2,7 @@ package access
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,5 +112,47 @@ func TestExplicitTenantsReplaceTheHomeTenant(t *testing.T) {
 	}
 	if err := Check(id, ns, Request{Operation: v1alpha1.OperationWatch, TenantID: other, AppID: app}); err != nil {
 		t.Errorf("a listed tenant was refused: %v", err)
+	}
+}
+
+func TestListedGroups(t *testing.T) {
+	inA := Namespace{Name: teamA}
+	whole := clientSecret()
+	whole.Allow.Subscriptions = []v1alpha1.SubscriptionScope{{SubscriptionID: sub}}
+	for _, tc := range []struct {
+		name   string
+		spec   v1alpha1.IdentitySpec
+		sub    string
+		wanted []string
+		want   []string
+		refuse string // a part of the refusal's rule, or "" when granted
+	}{
+		{"a whole subscription", whole, strings.ToUpper(sub), nil, nil, ""},
+		{"some groups of a whole subscription", whole, sub, []string{"a", "b"}, []string{"a", "b"}, ""},
+		// Listing the whole subscription would show what the scope does not cover.
+		{"a scope of some groups", clientSecret(), sub, nil, []string{"rg-Prod"}, ""},
+		{"the groups wanted and covered", clientSecret(), sub, []string{"RG-PROD", "rg-dev"}, []string{"RG-PROD"}, ""},
+		{"none covered", clientSecret(), sub, []string{"rg-dev"}, nil, "lists none of the resource groups"},
+		{"a subscription the identity does not list", whole, other, nil, nil, "does not list subscription " + other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ListedGroups(namespaced(tc.spec), inA, tenant, tc.sub, tc.wanted)
+			if tc.refuse != "" {
+				var r *Refusal
+				if !errors.As(err, &r) || !strings.Contains(r.Rule, tc.refuse) {
+					t.Fatalf("ListedGroups = %v, %v; want a refusal saying %q", got, err, tc.refuse)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("ListedGroups = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := ListedGroups(namespaced(whole), Namespace{Name: teamB}, tenant, sub, nil); err == nil {
+		t.Error("an AzureIdentity of another namespace lists clusters")
+	}
+	if _, err := ListedGroups(namespaced(whole), inA, other, sub, nil); err == nil {
+		t.Error("a tenant the identity does not allow is listed")
 	}
 }

@@ -70,6 +70,15 @@ type ClusterClient interface {
 	PollReset(ctx context.Context, token string) (done bool, err error)
 }
 
+// FleetClient is the managed clusters of one tenant's subscriptions, as one identity sees them.
+type FleetClient interface {
+	// Subscriptions lists the tenant's subscriptions the identity can see.
+	Subscriptions(ctx context.Context) ([]Subscription, error)
+	// Clusters lists the clusters of a subscription, or of some of its resource groups; see
+	// Client.ListClusters, whose partial answers it keeps.
+	Clusters(ctx context.Context, subscriptionID string, resourceGroups []string) ([]ListedCluster, error)
+}
+
 // Client reads managed clusters from one Resource Manager endpoint.
 type Client struct {
 	options arm.ClientOptions
@@ -104,19 +113,24 @@ func (c *Client) ReadCluster(ctx context.Context, cred azcore.TokenCredential, r
 	if err != nil {
 		return Cluster{}, fmt.Errorf("reading AKS cluster %s: %w", ref, classify(err, actionRead))
 	}
+	return clusterOf(resp.Properties), nil
+}
+
+func clusterOf(p *armcontainerservice.ManagedClusterProperties) Cluster {
 	var out Cluster
-	if p := resp.Properties; p != nil {
-		if sp := p.ServicePrincipalProfile; sp != nil && sp.ClientID != nil && !strings.EqualFold(*sp.ClientID, managedIdentityClientID) {
-			out.ClientID = *sp.ClientID
-		}
-		if p.ProvisioningState != nil {
-			out.ProvisioningState = *p.ProvisioningState
-		}
-		if p.PowerState != nil && p.PowerState.Code != nil {
-			out.PowerState = string(*p.PowerState.Code)
-		}
+	if p == nil {
+		return out
 	}
-	return out, nil
+	if sp := p.ServicePrincipalProfile; sp != nil && sp.ClientID != nil && !strings.EqualFold(*sp.ClientID, managedIdentityClientID) {
+		out.ClientID = *sp.ClientID
+	}
+	if p.ProvisioningState != nil {
+		out.ProvisioningState = *p.ProvisioningState
+	}
+	if p.PowerState != nil && p.PowerState.Code != nil {
+		out.PowerState = string(*p.PowerState.Code)
+	}
+	return out
 }
 
 // StartReset begins resetting the cluster's service principal profile to sp (the

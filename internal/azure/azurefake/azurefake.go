@@ -21,6 +21,7 @@ type Azure struct {
 	ApplicationFunc func(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
 	TenantFunc      func(id azure.Identity) (graph.TenantClient, error)
 	ClusterFunc     func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
+	FleetFunc       func(id azure.Identity, tenantID string) (aks.FleetClient, error)
 	SignInFunc      func(ctx context.Context, id azure.Identity) error
 }
 
@@ -46,6 +47,14 @@ func (a *Azure) Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient,
 		return nil, ErrUnexpected
 	}
 	return a.ClusterFunc(id, c)
+}
+
+// Fleet calls FleetFunc.
+func (a *Azure) Fleet(id azure.Identity, tenantID string) (aks.FleetClient, error) {
+	if a.FleetFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.FleetFunc(id, tenantID)
 }
 
 // SignIn calls SignInFunc.
@@ -154,4 +163,28 @@ func (c *Cluster) PollReset(ctx context.Context, token string) (bool, error) {
 		return false, ErrUnexpected
 	}
 	return c.PollResetFunc(ctx, token)
+}
+
+// Fleet is the clusters of one tenant's subscriptions.
+type Fleet struct {
+	SubscriptionsFunc func(ctx context.Context) ([]aks.Subscription, error)
+	ClustersFunc      func(ctx context.Context, subscriptionID string, resourceGroups []string) ([]aks.ListedCluster, error)
+}
+
+var _ aks.FleetClient = &Fleet{}
+
+// Subscriptions calls SubscriptionsFunc.
+func (f *Fleet) Subscriptions(ctx context.Context) ([]aks.Subscription, error) {
+	if f.SubscriptionsFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return f.SubscriptionsFunc(ctx)
+}
+
+// Clusters calls ClustersFunc.
+func (f *Fleet) Clusters(ctx context.Context, subscriptionID string, resourceGroups []string) ([]aks.ListedCluster, error) {
+	if f.ClustersFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return f.ClustersFunc(ctx, subscriptionID, resourceGroups)
 }

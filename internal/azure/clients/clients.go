@@ -39,6 +39,8 @@ type Clusters interface {
 	ReadCluster(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef) (aks.Cluster, error)
 	StartReset(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, sp aks.ServicePrincipal) (string, bool, error)
 	PollReset(ctx context.Context, cred azcore.TokenCredential, ref aks.ClusterRef, token string) (bool, error)
+	ListSubscriptions(ctx context.Context, cred azcore.TokenCredential, tenantID string) ([]aks.Subscription, error)
+	ListClusters(ctx context.Context, cred azcore.TokenCredential, subscriptionID string, resourceGroups []string) ([]aks.ListedCluster, error)
 }
 
 // Clients binds identities to targets.
@@ -78,6 +80,15 @@ func (c *Clients) Cluster(id azure.Identity, ref aks.ClusterRef) (aks.ClusterCli
 		return nil, err
 	}
 	return cluster{clusters: c.clusters, cred: cred, ref: ref}, nil
+}
+
+// Fleet is the managed clusters of tenantID's subscriptions, as id sees them.
+func (c *Clients) Fleet(id azure.Identity, tenantID string) (aks.FleetClient, error) {
+	cred, err := c.identities.Credential(id)
+	if err != nil {
+		return nil, err
+	}
+	return fleet{clusters: c.clusters, cred: cred, tenantID: tenantID}, nil
 }
 
 // SignIn reports whether Entra ID accepts id now, with a fresh sign-in.
@@ -168,4 +179,18 @@ func (c cluster) StartReset(ctx context.Context, sp aks.ServicePrincipal) (strin
 
 func (c cluster) PollReset(ctx context.Context, token string) (bool, error) {
 	return c.clusters.PollReset(ctx, c.cred, c.ref, token)
+}
+
+type fleet struct {
+	clusters Clusters
+	cred     azcore.TokenCredential
+	tenantID string
+}
+
+func (f fleet) Subscriptions(ctx context.Context) ([]aks.Subscription, error) {
+	return f.clusters.ListSubscriptions(ctx, f.cred, f.tenantID)
+}
+
+func (f fleet) Clusters(ctx context.Context, subscriptionID string, resourceGroups []string) ([]aks.ListedCluster, error) {
+	return f.clusters.ListClusters(ctx, f.cred, subscriptionID, resourceGroups)
 }

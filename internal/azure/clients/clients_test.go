@@ -94,6 +94,16 @@ func (c fakeClusters) PollReset(_ context.Context, cred azcore.TokenCredential, 
 	return true, nil
 }
 
+func (c fakeClusters) ListSubscriptions(_ context.Context, cred azcore.TokenCredential, tenantID string) ([]aks.Subscription, error) {
+	c.creds, c.args = append(c.creds, cred), append(c.args, "subscriptions", tenantID)
+	return nil, nil
+}
+
+func (c fakeClusters) ListClusters(_ context.Context, cred azcore.TokenCredential, subscriptionID string, resourceGroups []string) ([]aks.ListedCluster, error) {
+	c.creds, c.args = append(c.creds, cred), append(append(c.args, "list", subscriptionID), resourceGroups...)
+	return nil, nil
+}
+
 // Each client passes on the target it was bound to, with the credential of the identity it was
 // bound to, and nothing a caller could swap.
 func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
@@ -128,17 +138,20 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_, _ = cluster.Read(ctx)
 	_, _, _ = cluster.StartReset(ctx, aks.ServicePrincipal{ClientID: "app-1", Secret: secret.New("new")})
 	_, _ = cluster.PollReset(ctx, "token-1")
-	if want := []string{"read", "sub", "rg", "prod", "reset", "prod", "app-1", "poll", "prod", "token-1"}; !slices.Equal(cl.args, want) {
+	fleet, _ := c.Fleet(watchID, "t1")
+	_, _ = fleet.Subscriptions(ctx)
+	_, _ = fleet.Clusters(ctx, "sub", []string{"rg"})
+	if want := []string{"read", "sub", "rg", "prod", "reset", "prod", "app-1", "poll", "prod", "token-1", "subscriptions", "t1", "list", "sub", "rg"}; !slices.Equal(cl.args, want) {
 		t.Errorf("Resource Manager was called with %q, want %q", cl.args, want)
 	}
-	if want := []azcore.TokenCredential{reader, reader, reader}; !slices.Equal(cl.creds, want) {
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader}; !slices.Equal(cl.creds, want) {
 		t.Errorf("Resource Manager was called with the credentials %v, want the reader's", cl.creds)
 	}
 	var asked []string
 	for _, id := range ids.asked {
 		asked = append(asked, id.String()+" with "+id.Secret.Reveal())
 	}
-	if want := []string{"client reader in tenant t1 with s", "the operator's identity in tenant t1 with ", "client reader in tenant t1 with s"}; !slices.Equal(asked, want) {
+	if want := []string{"client reader in tenant t1 with s", "the operator's identity in tenant t1 with ", "client reader in tenant t1 with s", "client reader in tenant t1 with s"}; !slices.Equal(asked, want) {
 		t.Errorf("credentials were made for %q, want %q", asked, want)
 	}
 }
