@@ -45,6 +45,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/compact"
 	"github.com/credwatch/credwatch/internal/egress"
+	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
@@ -236,13 +237,13 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	scanStore := scans.New()
+	scanStore, fleetStore := scans.New(), fleets.New()
 	ctx := ctrl.SetupSignalHandler()
 	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
 	if err != nil {
 		return fmt.Errorf("reading CredentialWatches for metrics: %w", err)
 	}
-	watches = cwmetrics.NewWatches(cached, scanStore)
+	watches = cwmetrics.NewWatches(cached, scanStore, fleetStore)
 
 	ids := azure.NewIdentities(cloud, nil, nil)
 	ids.Tokens = azure.KubeTokens{Client: mgr.GetClient()}
@@ -275,6 +276,7 @@ func run(o options) error {
 		Azure:             az,
 		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL, Destinations: o.destinations},
 		Scans:             scanStore,
+		Fleets:            fleetStore,
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err

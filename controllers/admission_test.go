@@ -64,6 +64,39 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"alerts need a servicePrincipal or aksCluster target", "credwatch_credential_expiration_timestamp_seconds"},
 		},
+		"a fleet of every subscription": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+		}},
+		"a fleet narrowed": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+				Subscriptions: []string{"8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"}, ResourceGroups: []string{"rg-prod(eu)"}, Tags: map[string]string{"env": "prod", "aks": ""}}}
+		}},
+		"a fleet and a service principal": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target.AKSFleet = &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}
+			},
+			wantErr: []string{"target must set exactly one of: servicePrincipal, aksCluster, tenantScan, serviceAccountIssuer, aksFleet"},
+		},
+		"a fleet of subscriptions by name": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", Subscriptions: []string{"Production"}}}
+			},
+			wantErr: []string{"aksFleet.subscriptions must be subscription GUIDs, not names"},
+		},
+		"a fleet that rotates": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Rotation = &v1alpha1.Rotation{}
+			},
+			wantErr: []string{"a fleet watch rotates nothing", "write an aksCluster watch"},
+		},
+		"a fleet with alerts": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Alerts = &v1alpha1.Alerts{}
+			},
+			wantErr: []string{"alerts on an aksFleet watch are not sent yet", "credwatch_aks_cluster_credential_expiration_timestamp_seconds"},
+		},
 		"the cluster's service-account issuer": {edit: func(s *v1alpha1.CredentialWatchSpec) {
 			s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://10.0.0.4:6443", "https://[fd00::4]:6443"}}}
 		}},

@@ -48,7 +48,7 @@ const (
 // Claims are written into w.stored too, the base of the reconcile's deferred status patch, so
 // that patch does not mistake them for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
-	if w.obj.Spec.Target.TenantScan != nil { // a scan reports through status, events and metrics; see the CRD's rules
+	if t := w.obj.Spec.Target; t.TenantScan != nil || t.AKSFleet != nil { // these report through status, events and metrics; see the CRD's rules
 		return time.Time{}, nil
 	}
 	obj, s, now := w.obj, w.settings, w.now

@@ -17,6 +17,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
@@ -147,6 +148,7 @@ func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watch
 	case t.TenantScan != nil:
 		req.Operation = v1alpha1.OperationTenantScan
 	}
+	// A fleet asks for each subscription and service principal as it finds them.
 	return g, g.allow(req)
 }
 
@@ -154,7 +156,7 @@ func (r *CredentialWatchReconciler) checkTimeout(t v1alpha1.Target) time.Duratio
 	switch {
 	case r.CheckTimeout != 0:
 		return r.CheckTimeout
-	case t.TenantScan != nil:
+	case t.TenantScan != nil, t.AKSFleet != nil:
 		return scanTimeout
 	default:
 		return defaultCheckTimeout
@@ -181,10 +183,16 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 	if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
 		forgetCredentials(obj)
 	}
-	if identityReasons[reason] && reason != v1alpha1.ReasonIdentityNotReady && obj.Spec.Target.TenantScan != nil {
-		// A tenant its identity no longer lets it scan: its credentials leave the metrics too.
-		// An identity that only fails to sign in for now keeps them, and spares a full rescan.
-		r.Scans.Forget(client.ObjectKeyFromObject(obj))
+	if identityReasons[reason] && reason != v1alpha1.ReasonIdentityNotReady {
+		// A tenant or fleet its identity no longer lets it read: its credentials leave the
+		// metrics too. An identity that only fails to sign in for now keeps them, and spares a
+		// full rescan.
+		switch t := obj.Spec.Target; {
+		case t.TenantScan != nil:
+			r.Scans.Forget(client.ObjectKeyFromObject(obj))
+		case t.AKSFleet != nil:
+			r.Fleets.Forget(client.ObjectKeyFromObject(obj))
+		}
 	}
 }
 
@@ -214,6 +222,7 @@ type checkResult struct {
 	cluster *aks.Cluster
 	tenant  bool
 	scan    scans.Found
+	fleet   *fleets.Found
 	issuer  *saissuer.Observation
 }
 
@@ -258,8 +267,12 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		res.tenant = true
 		res.scan, err = r.scan(ctx, res.id, t.TenantScan.Filter)
 		return res, err
+	case t.AKSFleet != nil:
+		found, err := r.readFleet(ctx, g, res.id, t.AKSFleet)
+		res.fleet = &found
+		return res, err
 	default:
-		return checkResult{}, errors.New("the target names no service principal, AKS cluster or tenant")
+		return checkResult{}, errors.New("the target names no service principal, AKS cluster, tenant or fleet")
 	}
 	app, err := r.Azure.Application(res.id, graph.AppRef{AppID: res.appID})
 	if err != nil {

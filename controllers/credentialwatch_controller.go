@@ -29,6 +29,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
@@ -43,6 +44,8 @@ type Azure interface {
 	Tenant(id azure.Identity) (graph.TenantClient, error)
 	// Cluster is the managed cluster c.
 	Cluster(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
+	// Fleet is the managed clusters of tenantID's subscriptions.
+	Fleet(id azure.Identity, tenantID string) (aks.FleetClient, error)
 	// SignIn reports whether Entra ID accepts id now, with a fresh sign-in.
 	SignIn(ctx context.Context, id azure.Identity) error
 }
@@ -83,6 +86,9 @@ type CredentialWatchReconciler struct {
 	Channels ChannelSource
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
 	Scans *scans.Store
+	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil
+	// holds nothing: a fleet is then checked at every reconcile.
+	Fleets *fleets.Store
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
@@ -128,6 +134,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Scans.Forget(req.NamespacedName)
+			r.Fleets.Forget(req.NamespacedName)
 			r.heldClusters.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -135,6 +142,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
+		r.Fleets.Forget(req.NamespacedName)
 	}
 	stored := obj.DeepCopy()
 	defer func() {
@@ -152,6 +160,9 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 	_, scanned := r.Scans.Get(req.NamespacedName)
+	if _, found := r.Fleets.Get(req.NamespacedName); found {
+		scanned = true
+	}
 	w := &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
 	if obj.DeletionTimestamp != nil {
 		// Only a rotation in flight holds a deleted watch: nothing else is done for it.

@@ -27,6 +27,9 @@ func (r *CredentialWatchReconciler) reconcileExpiry(_ context.Context, w *watchS
 	if w.obj.Spec.Target.ServiceAccountIssuer != nil { // an issuer has keys, not credentials that expire
 		return time.Time{}, nil
 	}
+	if w.obj.Spec.Target.AKSFleet != nil {
+		return r.evaluateFleet(w.obj, w.settings, w.now), nil
+	}
 	summary := r.evaluateExpiry(w.obj, w.stored, w.settings, w.now)
 	return policy.Earliest(summary.NextTransition, summary.NextDisplayChange), nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
@@ -50,13 +51,13 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	registry := prometheus.NewRegistry()
-	scanStore := scans.New()
+	scanStore, fleetStore := scans.New(), fleets.New()
 	// What the operator serves at /metrics: the registry's series and the watches'.
 	cached, err := cwmetrics.CachedWatches(context.Background(), mgr.GetCache())
 	if err != nil {
 		t.Fatal(err)
 	}
-	scrapes := cwmetrics.NewWatches(cached, scanStore).Handler(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	scrapes := cwmetrics.NewWatches(cached, scanStore, fleetStore).Handler(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	graphRequests, err := cwmetrics.NewGraphRequests(registry)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Azure:           clients.New(identities, planner.NewGraph(counted, clock.RealClock{}, planWindow), nil),
 		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader(), Destinations: localPeers},
 		Scans:           scanStore,
+		Fleets:          fleetStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

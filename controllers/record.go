@@ -29,6 +29,10 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		r.recordScan(obj, res.scan, now)
 		return
 	}
+	if res.fleet != nil {
+		r.recordFleet(obj, *res.fleet, now)
+		return
+	}
 	obj.Status.TenantScan = nil // a watch that scanned a tenant before its spec changed
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil

@@ -9,6 +9,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.identityRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and identityRef need a servicePrincipal or aksCluster target"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.aksFleet) || (!has(self.rotation) && !has(self.imagePulls))",message="a fleet watch rotates nothing and diagnoses no image pulls: each of its clusters signs in with its own service principal; write an aksCluster watch for the cluster to rotate or diagnose"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.aksFleet) || !has(self.alerts)",message="alerts on an aksFleet watch are not sent yet: alert on credwatch_aks_cluster_credential_expiration_timestamp_seconds, or write an aksCluster watch with alerts for each cluster that matters"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
 	// Target is the service principal whose credentials are watched.
@@ -57,7 +59,7 @@ type CredentialWatchSpec struct {
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
-// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) + (has(self.tenantScan) ? 1 : 0) + (has(self.serviceAccountIssuer) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster, tenantScan, serviceAccountIssuer"
+// +kubebuilder:validation:XValidation:rule="(has(self.servicePrincipal) ? 1 : 0) + (has(self.aksCluster) ? 1 : 0) + (has(self.tenantScan) ? 1 : 0) + (has(self.serviceAccountIssuer) ? 1 : 0) + (has(self.aksFleet) ? 1 : 0) == 1",message="target must set exactly one of: servicePrincipal, aksCluster, tenantScan, serviceAccountIssuer, aksFleet"
 type Target struct {
 	// ServicePrincipal names an Entra ID application and its service principal by appId. The
 	// credentials of both objects are watched: `az ad sp credential reset` puts secrets on the
@@ -82,6 +84,11 @@ type Target struct {
 	// sign, that no key leaves while tokens it signed are valid, and the issuer URL.
 	// +optional
 	ServiceAccountIssuer *ServiceAccountIssuerTarget `json:"serviceAccountIssuer,omitempty"`
+
+	// AKSFleet finds every AKS cluster of a tenant's subscriptions, and watches the secrets of
+	// the service principals those not on a managed identity sign in with.
+	// +optional
+	AKSFleet *AKSFleetTarget `json:"aksFleet,omitempty"`
 }
 
 // TenantScanTarget names a tenant whose applications and service principals are all watched.
@@ -340,6 +347,10 @@ type CredentialWatchStatus struct {
 	// +optional
 	TenantScan *TenantScanStatus `json:"tenantScan,omitempty"`
 
+	// Fleet is what the last check of an aksFleet target found.
+	// +optional
+	Fleet *FleetStatus `json:"fleet,omitempty"`
+
 	// Credentials lists every secret and certificate of the application and the service
 	// principal, soonest expiry first. On a tenant scan it lists those that need attention
 	// (not Valid, and not renewed by a newer one), nearest their expiry first, at most 100.
@@ -454,6 +465,8 @@ func (t Target) TenantID() string {
 		return t.AKSCluster.TenantID
 	case t.TenantScan != nil:
 		return t.TenantScan.TenantID
+	case t.AKSFleet != nil:
+		return t.AKSFleet.TenantID
 	}
 	return ""
 }

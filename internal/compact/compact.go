@@ -57,6 +57,9 @@ func spec(s *v1alpha1.CredentialWatchSpec) {
 	if t := s.Target.TenantScan; t != nil {
 		in(&t.TenantID)
 	}
+	if t := s.Target.AKSFleet; t != nil {
+		in(&t.TenantID)
+	}
 	if r := s.IdentityRef; r != nil {
 		in(&r.Kind)
 		in(&r.Name)

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/fleets"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // Watches writes the per-watch series straight from the informer cache as Prometheus text, at
@@ -28,8 +30,9 @@ import (
 // 50,000 series and 37 MiB at once, enough on its own to break the operator's memory budget.
 // kube-state-metrics writes its object series as text for the same reason.
 type Watches struct {
-	list  List
-	scans Scans
+	list   List
+	scans  Scans
+	fleets Fleets
 }
 
 // List returns the watches to report. A scrape only reads them, so they may be the cache's own
@@ -41,11 +44,17 @@ type Scans interface {
 	Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool)
 }
 
-// NewWatches returns a Watches reporting the watches list returns, and the credentials of tenant
-// scans from scans. A process that has not scanned a tenant itself (a replica that is not the
-// leader) reports the credentials the scan's status lists.
-func NewWatches(list List, scans Scans) *Watches {
-	return &Watches{list: list, scans: scans}
+// Fleets gives the clusters a fleet's check last found, which are more than its status lists.
+type Fleets interface {
+	Get(watch types.NamespacedName) (fleets.Found, bool)
+}
+
+// NewWatches returns a Watches reporting the watches list returns, the credentials of tenant
+// scans from scans, and the clusters of fleets from fleets. A process that has not scanned a
+// tenant itself (a replica that is not the leader) reports the credentials the scan's status
+// lists, and the clusters a fleet's status lists.
+func NewWatches(list List, scans Scans, fleets Fleets) *Watches {
+	return &Watches{list: list, scans: scans, fleets: fleets}
 }
 
 // CachedWatches lists the CredentialWatches in the informer of c, the cached objects themselves.
@@ -217,6 +226,8 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 		}
 	}
 
+	w.writeFleets(t, list)
+
 	t.family("credwatch_watch_rotation_in_progress",
 		"1 while a rotation is in progress, labelled with its step; absent otherwise.")
 	for i := range list {
@@ -293,3 +304,57 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) WriteHeader(code int)        { r.code = code }
 func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// writeFleets writes the clusters of each fleet: how each signs in, and when the first credential
+// of its service principal ends.
+func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
+	type cluster struct {
+		id, sub, appID string
+		end            *metav1.Time
+	}
+	byWatch := map[*v1alpha1.CredentialWatch][]cluster{}
+	for _, cw := range list {
+		if cw.Spec.Target.AKSFleet == nil {
+			continue
+		}
+		var found fleets.Found
+		ok := false
+		if w.fleets != nil {
+			found, ok = w.fleets.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name})
+		}
+		if !ok {
+			if fs := cw.Status.Fleet; fs != nil {
+				for _, c := range fs.Attention {
+					byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, c.EarliestExpiry})
+				}
+			}
+			continue
+		}
+		for _, c := range found.Clusters {
+			byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, policy.EarliestEnd(c.Credentials)})
+		}
+	}
+	if len(byWatch) == 0 {
+		return
+	}
+	t.family("credwatch_aks_cluster_credential_expiration_timestamp_seconds",
+		"When the first secret or certificate of the service principal an AKS cluster of a fleet signs in with ends, as a Unix timestamp.")
+	for _, cw := range list {
+		for _, c := range byWatch[cw] {
+			if c.end != nil {
+				t.sample(c.end.Unix(), "client_id", c.appID, "cluster", c.id, "name", cw.Name, "namespace", cw.Namespace, "subscription_id", c.sub)
+			}
+		}
+	}
+	t.family("credwatch_aks_cluster_info",
+		"1 for each AKS cluster of a fleet, labelled with how it signs in to Azure (ServicePrincipal, ManagedIdentity).")
+	for _, cw := range list {
+		for _, c := range byWatch[cw] {
+			identity := v1alpha1.IdentityServicePrincipal
+			if c.appID == "" {
+				identity = v1alpha1.IdentityManagedIdentity
+			}
+			t.sample(1, "client_id", c.appID, "cluster", c.id, "identity", string(identity), "name", cw.Name, "namespace", cw.Namespace, "subscription_id", c.sub)
+		}
+	}
+}

@@ -90,7 +90,7 @@ credwatch_watch_ready_status{client_id="c-failing",condition="False",name="faili
 credwatch_watch_ready_status{client_id="c-new",condition="Unknown",name="new",namespace="platform"} 1
 credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
 `
-	if got := scrape(t, NewWatches(c, scans.New()), emptyRegistry()); normalize(t, got) != normalize(t, want) {
+	if got := scrape(t, NewWatches(c, scans.New(), nil), emptyRegistry()); normalize(t, got) != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -123,7 +123,7 @@ credwatch_credential_expiration_timestamp_seconds{client_id="app-1",key_id="k1",
 credwatch_credential_expiration_timestamp_seconds{client_id="app-2",key_id="k2",name="scanned",namespace="platform",source="Application",type="Password"} 1.9e+09
 credwatch_credential_expiration_timestamp_seconds{client_id="app-3",key_id="k3",name="elsewhere",namespace="platform",source="Application",type="Password"} 1.7e+09
 `
-	got := scrape(t, NewWatches(c, store), emptyRegistry())
+	got := scrape(t, NewWatches(c, store, nil), emptyRegistry())
 	if normalize(t, got, "credwatch_credential_expiration_timestamp_seconds") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
@@ -137,7 +137,7 @@ func TestHandlerAppendsTheWatchesToTheRegistrysSeries(t *testing.T) {
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciles_total", Help: "Reconciles."})
 	counter.Add(7)
 	reg.MustRegister(counter)
-	w := NewWatches(listOf(odd), scans.New())
+	w := NewWatches(listOf(odd), scans.New(), nil)
 	registry := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 
 	// Prometheus asks for protobuf or OpenMetrics, gzipped, when it can: the answer is plain text.
@@ -178,7 +178,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		http.Error(rw, "collector failed", http.StatusInternalServerError)
 	})
 	rec := httptest.NewRecorder()
-	NewWatches(listOf(), scans.New()).Handler(broken).
+	NewWatches(listOf(), scans.New(), nil).Handler(broken).
 		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "collector failed") {
 		t.Errorf("a failing registry answered %d %q, want its 500", rec.Code, rec.Body.String())
@@ -188,7 +188,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		return nil, errors.New("the CredentialWatch cache has not synced yet")
 	}
 	rec = httptest.NewRecorder()
-	NewWatches(unsynced, scans.New()).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
+	NewWatches(unsynced, scans.New(), nil).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "has not synced") {
 		t.Errorf("an unreadable cache answered %d %q, want 503 with the reason", rec.Code, rec.Body.String())
 	}

@@ -19,8 +19,8 @@ type CheckState struct {
 	Throttled bool
 	// Requested is true when the check annotation holds a request not yet answered.
 	Requested bool
-	// TenantScan is true for a tenant scan, whose credentials live in this process only;
-	// Scanned is true when this process holds them.
+	// TenantScan is true for a tenant scan or a fleet, whose credentials live in this process
+	// only; Scanned is true when this process holds them.
 	TenantScan, Scanned bool
 	// Failures counts the consecutive failed checks.
 	Failures int32
@@ -35,7 +35,7 @@ func CheckStateOf(w *v1alpha1.CredentialWatch, scanned bool) CheckState {
 		NextCheck:          w.Status.NextCheckTime,
 		Throttled:          ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled,
 		Requested:          w.Annotations[v1alpha1.CheckAnnotation] != w.Status.CheckRequest,
-		TenantScan:         w.Spec.Target.TenantScan != nil,
+		TenantScan:         w.Spec.Target.TenantScan != nil || w.Spec.Target.AKSFleet != nil,
 		Scanned:            scanned,
 		Failures:           w.Status.ConsecutiveFailures,
 	}

@@ -611,7 +611,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }, scans.New())
+	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }, scans.New(), nil)
 	rec := httptest.NewRecorder()
 	watches.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
 	p := expfmt.NewTextParser(model.UTF8Validation)

@@ -1,0 +1,105 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// AKSFleetTarget finds the AKS clusters of a tenant's subscriptions, and watches the secrets of
+// those that sign in with a service principal.
+type AKSFleetTarget struct {
+	// TenantID is the Entra ID tenant of the subscriptions and of the clusters' service
+	// principals, a GUID.
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="tenantID must be the directory's GUID, such as 72f988bf-86f1-41af-91ab-2d7cd011db47, not a domain name"
+	// +required
+	TenantID string `json:"tenantID"`
+
+	// Subscriptions are the subscriptions searched. Empty searches every subscription of the
+	// tenant that the identity can see (Resource Manager's list of subscriptions) and that its
+	// allow.subscriptions covers.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'))",message="aksFleet.subscriptions must be subscription GUIDs, not names; leave it out to search every subscription the identity may read"
+	// +listType=set
+	// +optional
+	Subscriptions []string `json:"subscriptions,omitempty"`
+
+	// ResourceGroups limits the search to resource groups of these names, in every subscription
+	// searched (compared without regard to case, as Azure does). Empty searches whole
+	// subscriptions.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=90
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[-a-zA-Z0-9_.()]+$') && !g.endsWith('.'))",message="aksFleet.resourceGroups must be resource group names: letters, digits, '-', '_', '.', '(' and ')', not ending in '.'"
+	// +listType=set
+	// +optional
+	ResourceGroups []string `json:"resourceGroups,omitempty"`
+
+	// Tags a cluster must carry to be watched, each with the value given, or with any value
+	// when the value is empty.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// FleetStatus is what the last check of an aksFleet target found.
+type FleetStatus struct {
+	// Subscriptions is how many subscriptions were searched, those that could not be read
+	// included.
+	Subscriptions int32 `json:"subscriptions"`
+	// Clusters is how many clusters were found.
+	Clusters int32 `json:"clusters"`
+	// ServicePrincipal and ManagedIdentity count the clusters by how they sign in to Azure.
+	ServicePrincipal int32 `json:"servicePrincipal"`
+	ManagedIdentity  int32 `json:"managedIdentity"`
+	// Warning, Critical and Expired count the clusters on a service principal whose earliest
+	// secret or certificate is in that state, as of the last reconcile.
+	Warning  int32 `json:"warning"`
+	Critical int32 `json:"critical"`
+	Expired  int32 `json:"expired"`
+	// Unlisted is how many clusters that need attention the list leaves out for size; metrics
+	// report every one.
+	Unlisted int32 `json:"unlisted"`
+
+	// Attention lists the clusters on a service principal that most need attention, nearest
+	// expiry first: those whose credentials could not be read, then by earliest expiry.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	Attention []FleetCluster `json:"attention,omitempty"`
+
+	// Unread are the subscriptions that could not be read, and why: their clusters are missing
+	// from the counts.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Unread []UnreadSubscription `json:"unread,omitempty"`
+}
+
+// FleetCluster is one cluster of a fleet and its service principal's earliest expiry.
+type FleetCluster struct {
+	// ID is the cluster's resource ID.
+	ID string `json:"id"`
+	// SubscriptionID is the cluster's subscription.
+	SubscriptionID string `json:"subscriptionID"`
+	// AppID is the appId of the service principal the cluster signs in with.
+	AppID string `json:"appID"`
+	// EarliestExpiry is when the service principal's first secret or certificate ends; absent
+	// when its credentials could not be read.
+	// +optional
+	EarliestExpiry *metav1.Time `json:"earliestExpiry,omitempty"`
+	// State is that credential's state; empty when the credentials could not be read.
+	// +optional
+	State CredentialState `json:"state,omitempty"`
+	// Reason says why the credentials could not be read, such as IdentityNotAllowed when the
+	// identity's allow.applications does not name the appId.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// UnreadSubscription is a subscription a fleet's check could not list.
+type UnreadSubscription struct {
+	// SubscriptionID is the subscription.
+	SubscriptionID string `json:"subscriptionID"`
+	// Reason is Forbidden, NotFound, Throttled, Unavailable or IdentityNotAllowed.
+	Reason string `json:"reason"`
+	// Message says what failed and, for a refusal, the permission that is missing.
+	Message string `json:"message"`
+}

@@ -1,0 +1,65 @@
+// Package fleets keeps what each aksFleet watch's last check found, between checks: every
+// cluster and its service principal's credentials, more than a status lists, for the states the
+// clock moves on and for metrics, which report every cluster.
+package fleets
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// Found is what one check of a fleet found.
+type Found struct {
+	// Subscriptions is how many subscriptions were searched.
+	Subscriptions int
+	Clusters      []policy.FleetCluster
+	// Unread are the subscriptions that could not be listed: their clusters are missing.
+	Unread []v1alpha1.UnreadSubscription
+}
+
+// Store holds the last Found of each fleet watch. It is safe for concurrent use; what it hands
+// out is never modified, by it or by its readers. A nil Store keeps nothing, for
+// reconcilers that watch no fleet.
+type Store struct {
+	mu     sync.RWMutex
+	fleets map[types.NamespacedName]Found
+}
+
+// New returns an empty Store.
+func New() *Store { return &Store{fleets: map[types.NamespacedName]Found{}} }
+
+// Put records what a watch's check found, replacing the last.
+func (s *Store) Put(watch types.NamespacedName, f Found) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fleets[watch] = f
+}
+
+// Get returns what the watch's last check found, and false when this process has not checked it
+// (it started since, or the watch is no fleet).
+func (s *Store) Get(watch types.NamespacedName) (Found, bool) {
+	if s == nil {
+		return Found{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	f, ok := s.fleets[watch]
+	return f, ok
+}
+
+// Forget drops a watch that is gone or no longer a fleet.
+func (s *Store) Forget(watch types.NamespacedName) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fleets, watch)
+}

@@ -1,0 +1,133 @@
+package policy
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// MaxFleetListed bounds how many clusters a fleet's status lists, so that a fleet of any size
+// fits in one object: metrics carry every cluster.
+const MaxFleetListed = 50
+
+// FleetCluster is a cluster of a fleet as its last check found it.
+type FleetCluster struct {
+	ID, SubscriptionID string
+	// AppID is the service principal the cluster signs in with, empty on a managed identity.
+	AppID string
+	// Credentials are the service principal's, nil when they were not read; Reason says why.
+	Credentials []v1alpha1.Credential
+	Reason      string
+}
+
+// ClusterView is a cluster on a service principal at one instant: when its first credential
+// ends, and the worst state of its credentials; both empty when they were not read, and the
+// state Valid with no end when it has none.
+type ClusterView struct {
+	*FleetCluster
+	Earliest *metav1.Time
+	State    v1alpha1.CredentialState
+}
+
+// FleetView is what a fleet amounts to at one instant.
+type FleetView struct {
+	// Status holds the counts and the clusters that most need attention; the caller adds the
+	// subscriptions searched and those unread.
+	Status v1alpha1.FleetStatus
+	// Clusters are the clusters on a service principal, most in need of attention first.
+	Clusters []ClusterView
+	// State is the worst state of the clusters' credentials, Valid when none is known.
+	State v1alpha1.CredentialState
+	// Earliest is the end of the first credential to end among all of them.
+	Earliest *metav1.Time
+	// NextTransition is the first instant after now at which a cluster changes state.
+	NextTransition time.Time
+}
+
+// ViewFleet evaluates every cluster of a fleet at now, leaving clusters unchanged: they are shared
+// with the metrics. Every credential of a cluster's service principal counts, as on an aksCluster
+// watch: Resource Manager does not say which secret a cluster signs in with, and one renewed
+// with --append may be the one it still uses.
+func ViewFleet(clusters []FleetCluster, now time.Time, t Thresholds, limit int) FleetView {
+	v := FleetView{State: v1alpha1.StateValid}
+	for i := range clusters {
+		c := &clusters[i]
+		v.Status.Clusters++
+		if c.AppID == "" {
+			v.Status.ManagedIdentity++
+			continue
+		}
+		v.Status.ServicePrincipal++
+		cv := ClusterView{FleetCluster: c}
+		if c.Reason == "" {
+			s := Evaluate(slices.Clone(c.Credentials), now, t)
+			cv.State = s.State
+			if s.Earliest != nil {
+				end := s.Earliest.EndTime
+				cv.Earliest = &end
+				if v.Earliest == nil || end.Before(v.Earliest) {
+					v.Earliest = &end
+				}
+			}
+			if Worse(s.State, v.State) {
+				v.State = s.State
+			}
+			if !s.NextTransition.IsZero() && (v.NextTransition.IsZero() || s.NextTransition.Before(v.NextTransition)) {
+				v.NextTransition = s.NextTransition
+			}
+			switch s.State {
+			case v1alpha1.StateWarning:
+				v.Status.Warning++
+			case v1alpha1.StateCritical:
+				v.Status.Critical++
+			case v1alpha1.StateExpired:
+				v.Status.Expired++
+			}
+		}
+		v.Clusters = append(v.Clusters, cv)
+	}
+	// Clusters whose credentials are unknown first, then by their first expiry, the past
+	// included (a cluster whose secret expired yesterday is broken now), then those with none.
+	rank := func(c ClusterView) int {
+		switch {
+		case c.Reason != "":
+			return 0
+		case c.Earliest != nil:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(v.Clusters, func(a, b ClusterView) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return cmp.Compare(ra, rb)
+		}
+		if a.Earliest != nil && !a.Earliest.Equal(b.Earliest) {
+			return a.Earliest.Compare(b.Earliest.Time)
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	for i, cv := range v.Clusters {
+		if i == limit {
+			v.Status.Unlisted = int32(len(v.Clusters) - limit)
+			break
+		}
+		v.Status.Attention = append(v.Status.Attention, v1alpha1.FleetCluster{ID: cv.ID, SubscriptionID: cv.SubscriptionID,
+			AppID: cv.AppID, EarliestExpiry: cv.Earliest, State: cv.State, Reason: cv.Reason})
+	}
+	return v
+}
+
+// EarliestEnd is when the first of creds ends, nil when there are none.
+func EarliestEnd(creds []v1alpha1.Credential) *metav1.Time {
+	var first *metav1.Time
+	for i := range creds {
+		if end := &creds[i].EndTime; first == nil || end.Before(first) {
+			first = end
+		}
+	}
+	return first
+}
