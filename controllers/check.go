@@ -147,8 +147,10 @@ func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watch
 		req.Cluster = accessCluster(clusterRef(t.AKSCluster))
 	case t.TenantScan != nil:
 		req.Operation = v1alpha1.OperationTenantScan
+	case t.AKSFleet != nil:
+		// It asks again for each subscription and service principal as it finds them.
+		req.Operation = v1alpha1.OperationFleetScan
 	}
-	// A fleet asks for each subscription and service principal as it finds them.
 	return g, g.allow(req)
 }
 
@@ -192,6 +194,7 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 			r.Scans.Forget(client.ObjectKeyFromObject(obj))
 		case t.AKSFleet != nil:
 			r.Fleets.Forget(client.ObjectKeyFromObject(obj))
+			obj.Status.Fleet = nil
 		}
 	}
 }

@@ -23,12 +23,12 @@ var stateEventReasons = map[v1alpha1.CredentialState]string{
 // conditions and the summary fields, and raises an event for each credential that got worse
 // since the status was last written. It runs whether or not Graph was read: expiry is a matter
 // of the clock, so a watch whose Graph is unreachable still turns Expired on time.
-func (r *CredentialWatchReconciler) reconcileExpiry(_ context.Context, w *watchState) (time.Time, error) {
+func (r *CredentialWatchReconciler) reconcileExpiry(ctx context.Context, w *watchState) (time.Time, error) {
 	if w.obj.Spec.Target.ServiceAccountIssuer != nil { // an issuer has keys, not credentials that expire
 		return time.Time{}, nil
 	}
 	if w.obj.Spec.Target.AKSFleet != nil {
-		return r.evaluateFleet(w.obj, w.settings, w.now), nil
+		return r.evaluateFleet(ctx, w), nil
 	}
 	summary := r.evaluateExpiry(w.obj, w.stored, w.settings, w.now)
 	return policy.Earliest(summary.NextTransition, summary.NextDisplayChange), nil

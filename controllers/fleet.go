@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,21 +48,25 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 	if err != nil {
 		return fleets.Found{}, err
 	}
-	subs, explicit := t.Subscriptions, len(t.Subscriptions) > 0
-	if !explicit {
-		listed, err := fc.Subscriptions(ctx)
-		if err != nil {
-			return fleets.Found{}, &clusterError{err}
-		}
-		subs = nil
-		for _, s := range listed {
-			subs = append(subs, s.ID)
-		}
+	// The tenant's subscriptions, as the identity sees them: a subscription the watch names is
+	// searched only if it is one of them, so that an identity allowed several tenants' does not
+	// list one under another's name.
+	listed, err := fc.Subscriptions(ctx)
+	if err != nil {
+		return fleets.Found{}, &clusterError{err}
 	}
-	listings := r.listFleet(ctx, fc, g, t, subs, explicit)
+	inTenant := map[string]bool{}
+	for _, s := range listed {
+		inTenant[strings.ToLower(s.ID)] = true
+	}
+	subs, explicit := lowerSet(t.Subscriptions), len(t.Subscriptions) > 0
+	if !explicit {
+		subs = slices.Sorted(maps.Keys(inTenant))
+	}
 	var found fleets.Found
 	var firstErr error
-	for _, l := range listings {
+	seen := map[string]bool{}
+	for _, l := range r.listFleet(ctx, fc, g, t, subs, inTenant, explicit) {
 		found.Subscriptions++
 		if l.err != nil {
 			if firstErr == nil {
@@ -70,10 +76,13 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 		}
 		// What a failed listing found before it failed is reported too: those clusters exist.
 		for _, c := range l.clusters {
-			if !tagged(c.Tags, t.Tags) {
+			key := strings.ToLower(c.ID)
+			if seen[key] || !strings.EqualFold(c.Ref.SubscriptionID, l.sub) || !inGroups(c.Ref.ResourceGroup, l.groups) || !tagged(c.Tags, t.Tags) {
 				continue
 			}
-			found.Clusters = append(found.Clusters, policy.FleetCluster{ID: c.ID, SubscriptionID: c.Ref.SubscriptionID, AppID: strings.ToLower(c.ClientID)})
+			seen[key] = true
+			found.Clusters = append(found.Clusters, policy.FleetCluster{ID: c.ID, SubscriptionID: l.sub, ResourceGroup: c.Ref.ResourceGroup,
+				AppID: strings.ToLower(c.ClientID)})
 		}
 	}
 	if found.Subscriptions > 0 && len(found.Unread) == found.Subscriptions {
@@ -91,39 +100,52 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 
 type fleetListing struct {
 	sub      string
+	groups   []string
 	clusters []aks.ListedCluster
 	err      error
 }
 
 // listFleet lists the clusters of each subscription where the identity allows it. A
-// subscription the watch names that the identity does not cover is reported; one that only the
-// list of subscriptions showed is not the fleet's, and is left out.
-func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetClient, g grant, t *v1alpha1.AKSFleetTarget, subs []string, explicit bool) []fleetListing {
-	out := make([]fleetListing, 0, len(subs))
+// subscription the watch names that the identity does not cover, or that is not the tenant's,
+// is reported; one that only the list of subscriptions showed is not the fleet's, and is left out.
+func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetClient, g grant, t *v1alpha1.AKSFleetTarget, subs []string, inTenant map[string]bool, explicit bool) []fleetListing {
+	out := make([]fleetListing, len(subs))
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	slots := make(chan struct{}, fleetListings)
-	for _, sub := range subs {
-		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, t.ResourceGroups)
+	for i, sub := range subs {
+		out[i].sub = sub
+		if !inTenant[sub] {
+			out[i].err = &azerr.Error{Kind: azerr.KindNotFound, Err: fmt.Errorf("subscription %s is not one of tenant %s's that the identity can see", sub, t.TenantID)}
+			continue
+		}
+		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, lowerSet(t.ResourceGroups))
 		if err != nil {
-			if explicit {
-				out = append(out, fleetListing{sub: sub, err: err})
-			}
+			out[i].err = err
+			continue
+		}
+		out[i].groups = groups
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			out[i].err = ctx.Err()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			slots <- struct{}{}
 			defer func() { <-slots }()
-			clusters, err := fc.Clusters(ctx, sub, groups)
-			mu.Lock()
-			defer mu.Unlock()
-			out = append(out, fleetListing{sub: sub, clusters: clusters, err: err})
+			out[i].clusters, out[i].err = fc.Clusters(ctx, sub, groups)
 		}()
 	}
 	wg.Wait()
-	return out
+	if explicit {
+		return out
+	}
+	// Of the subscriptions the identity sees, those it does not cover are not the fleet's.
+	return slices.DeleteFunc(out, func(l fleetListing) bool {
+		var refusal *access.Refusal
+		return errors.As(l.err, &refusal)
+	})
 }
 
 // readFleetCredentials reads the credentials of each service principal the clusters sign in
@@ -147,10 +169,15 @@ func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g 
 			a.reason = v1alpha1.ReasonIdentityNotAllowed
 			continue
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			a.reason = reasonFor(ctx.Err())
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			slots <- struct{}{}
 			defer func() { <-slots }()
 			app, err := r.Azure.Application(id, graph.AppRef{AppID: appID})
 			if err != nil {
@@ -171,6 +198,40 @@ func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g 
 			clusters[i].Credentials, clusters[i].Reason = a.creds, a.reason
 		}
 	}
+}
+
+// lowerSet is names in lower case, each once: Azure compares subscription IDs and resource group
+// names without regard to case, where the CRD's sets do not.
+func lowerSet(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n = strings.ToLower(n); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// inGroups reports whether rg is one of groups, or groups is empty (the whole subscription).
+func inGroups(rg string, groups []string) bool {
+	return len(groups) == 0 || slices.ContainsFunc(groups, func(g string) bool { return strings.EqualFold(g, rg) })
+}
+
+// visible is what found shows that g still allows: an identity narrowed since the check shows
+// at once, not at the next check. found is left as it is: the metrics read it.
+func visible(found fleets.Found, g grant, tenant string) fleets.Found {
+	out := found
+	out.Clusters = nil
+	for _, c := range found.Clusters {
+		if g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, Cluster: &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}}) != nil {
+			continue
+		}
+		if c.AppID != "" && c.Reason == "" && g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: c.AppID}) != nil {
+			c.Credentials, c.Reason = nil, v1alpha1.ReasonIdentityNotAllowed
+		}
+		out.Clusters = append(out.Clusters, c)
+	}
+	return out
 }
 
 // tagged reports whether tags carry every tag wanted, with its value, or any value where the
@@ -244,11 +305,21 @@ func unreadSet(u []v1alpha1.UnreadSubscription) string {
 // the Expiring and Expired conditions as of now, from what this process's last check found; a
 // fleet it has not checked yet keeps what status holds until its check, which is due. It
 // returns when a cluster next changes state.
-func (r *CredentialWatchReconciler) evaluateFleet(obj *v1alpha1.CredentialWatch, s settings, now time.Time) time.Time {
+func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchState) time.Time {
+	obj, s, now := w.obj, w.settings, w.now
 	found, ok := r.Fleets.Get(client.ObjectKeyFromObject(obj))
 	if !ok {
 		return time.Time{}
 	}
+	g, err := r.grantOnce(ctx, w)
+	if err != nil {
+		// The check refused it already, and forgot the fleet; or the API server failed, and
+		// the next reconcile sees.
+		return time.Time{}
+	}
+	// The metrics read the store: they must not show more than status does.
+	found = visible(found, g, obj.Spec.Target.AKSFleet.TenantID)
+	r.Fleets.Put(client.ObjectKeyFromObject(obj), found)
 	v := policy.ViewFleet(found.Clusters, now, s.thresholds, policy.MaxFleetListed)
 	st := &obj.Status
 	fs := v.Status

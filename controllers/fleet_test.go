@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
@@ -160,6 +161,7 @@ func fleetIdentity(t *testing.T) string {
 				Allow: v1alpha1.IdentityAllow{
 					Tenants: []string{tenantID}, Applications: []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}, {SubscriptionID: fleetSubB}, {SubscriptionID: fleetForbidden}},
+					Operations:    []v1alpha1.Operation{v1alpha1.OperationFleetScan},
 				},
 			},
 			Conditions: []v1alpha1.NamespaceCondition{{NamespaceSelector: &metav1.LabelSelector{}}},
@@ -274,6 +276,54 @@ func TestAKSFleet(t *testing.T) {
 	w, _ = h.reconcile()
 	want.Expired, want.Critical, want.Warning = want.Expired+want.Critical, want.Warning, 0
 	assertFleetCounts(t, w, want)
+
+	// An admin narrows the identity to the first subscription: the other's clusters leave status
+	// and metrics at the next reconcile, not at the next check.
+	ctx := context.Background()
+	id := &v1alpha1.ClusterAzureIdentity{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: idName}, id); err != nil {
+		t.Fatal(err)
+	}
+	id.Spec.Allow.Subscriptions = []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}, {SubscriptionID: fleetForbidden}}
+	if err := k8s.Update(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	id.Status = signedIn(id.Generation)
+	if err := k8s.Status().Update(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Minute)
+	w, _ = h.reconcile()
+	if fs := w.Status.Fleet; fs.Clusters != 12 || fs.ServicePrincipal != 8 || fs.ManagedIdentity != 4 {
+		t.Errorf("after narrowing: %d clusters, %d on a service principal, %d on a managed identity; want subscription A's 12, 8 and 4", fs.Clusters, fs.ServicePrincipal, fs.ManagedIdentity)
+	}
+	for _, c := range w.Status.Fleet.Attention {
+		if c.SubscriptionID != fleetSubA {
+			t.Errorf("attention lists %s, of a subscription the identity no longer covers", c.ID)
+		}
+	}
+	if n := strings.Count(scrapeFleet(t, h, w), "\ncredwatch_aks_cluster_info{"); n != 12 {
+		t.Errorf("%d credwatch_aks_cluster_info series after narrowing, want 12", n)
+	}
+
+	// And then takes FleetScan away: the fleet is refused, and forgotten.
+	id.Spec.Allow.Operations = nil
+	if err := k8s.Update(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	id.Status = signedIn(id.Generation)
+	if err := k8s.Status().Update(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+	if w.Status.Fleet != nil {
+		t.Errorf("status.fleet = %+v after the identity refused the fleet, want none", w.Status.Fleet)
+	}
+	if scrape := scrapeFleet(t, h, w); strings.Contains(scrape, "credwatch_aks_cluster") {
+		t.Errorf("the metrics still show the fleet's clusters:\n%s", scrape)
+	}
 }
 
 func assertFleetCounts(t *testing.T, w *v1alpha1.CredentialWatch, want v1alpha1.FleetStatus) {

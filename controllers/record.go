@@ -33,7 +33,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		r.recordFleet(obj, *res.fleet, now)
 		return
 	}
-	obj.Status.TenantScan = nil // a watch that scanned a tenant before its spec changed
+	obj.Status.TenantScan, obj.Status.Fleet = nil, nil // a watch that scanned a tenant or a fleet before its spec changed
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
 		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,

@@ -111,7 +111,7 @@ type LocalRef struct {
 }
 
 // Operation is something a watch does with an identity.
-// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners
+// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan
 type Operation string
 
 const (
@@ -128,6 +128,9 @@ const (
 	// OperationReadOwners reads the owners of the allowed applications, their mail addresses
 	// among them, to mail them.
 	OperationReadOwners Operation = "ReadOwners"
+	// OperationFleetScan lists the AKS clusters of the allowed subscriptions (or resource
+	// groups): every cluster's resource ID, and the service principal each signs in with.
+	OperationFleetScan Operation = "FleetScan"
 )
 
 // AllApplications in allow.applications allows every application of the allowed tenants.
@@ -164,8 +167,8 @@ type IdentityAllow struct {
 	Subscriptions []SubscriptionScope `json:"subscriptions,omitempty"`
 
 	// Operations are what watches may do beyond Watch, which is always allowed within the
-	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners.
-	// +kubebuilder:validation:MaxItems=5
+	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners, FleetScan.
+	// +kubebuilder:validation:MaxItems=6
 	// +listType=set
 	// +optional
 	Operations []Operation `json:"operations,omitempty"`

@@ -49,6 +49,11 @@ func (c *Client) ListClusters(ctx context.Context, cred azcore.TokenCredential, 
 				return r.ManagedClusterListResult
 			})
 		out = append(out, listed...)
+		if azerr.KindOf(err) == azerr.KindNotFound && len(listed) == 0 {
+			// A fleet names resource groups for every subscription it searches: most hold
+			// none of them.
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -68,20 +73,19 @@ func listPages[R any](ctx context.Context, pager *runtime.Pager[R], where string
 			if mc == nil || mc.ID == nil {
 				continue
 			}
-			lc, err := listed(mc)
-			if err != nil {
-				return out, fmt.Errorf("listing the AKS clusters of %s: %w", where, err)
+			// What is not a managed cluster's resource ID names nothing a watch could act on.
+			if lc, ok := listed(mc); ok {
+				out = append(out, lc)
 			}
-			out = append(out, lc)
 		}
 	}
 	return out, nil
 }
 
-func listed(mc *armcontainerservice.ManagedCluster) (ListedCluster, error) {
+func listed(mc *armcontainerservice.ManagedCluster) (ListedCluster, bool) {
 	id, err := arm.ParseResourceID(*mc.ID)
 	if err != nil || !strings.EqualFold(id.ResourceType.String(), "Microsoft.ContainerService/managedClusters") {
-		return ListedCluster{}, &azerr.Error{Kind: azerr.KindOther, Err: fmt.Errorf("resource ID %q is not a managed cluster's", *mc.ID)}
+		return ListedCluster{}, false
 	}
 	lc := ListedCluster{
 		ID:      *mc.ID,
@@ -97,5 +101,5 @@ func listed(mc *armcontainerservice.ManagedCluster) (ListedCluster, error) {
 			}
 		}
 	}
-	return lc, nil
+	return lc, true
 }

@@ -323,7 +323,9 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 			found, ok = w.fleets.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name})
 		}
 		if !ok {
-			if fs := cw.Status.Fleet; fs != nil {
+			// A replica that has not listed the fleet reports what its status lists, while the
+			// identity still allows it.
+			if fs := cw.Status.Fleet; fs != nil && readyOf(cw) == metav1.ConditionTrue {
 				for _, c := range fs.Attention {
 					byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, c.EarliestExpiry})
 				}
@@ -357,4 +359,11 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 			t.sample(1, "client_id", c.appID, "cluster", c.id, "identity", string(identity), "name", cw.Name, "namespace", cw.Namespace, "subscription_id", c.sub)
 		}
 	}
+}
+
+func readyOf(cw *v1alpha1.CredentialWatch) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(cw.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
 }

@@ -16,7 +16,7 @@ const MaxFleetListed = 50
 
 // FleetCluster is a cluster of a fleet as its last check found it.
 type FleetCluster struct {
-	ID, SubscriptionID string
+	ID, SubscriptionID, ResourceGroup string
 	// AppID is the service principal the cluster signs in with, empty on a managed identity.
 	AppID string
 	// Credentials are the service principal's, nil when they were not read; Reason says why.

@@ -116,6 +116,8 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 		return err
 	}
 	defer azure.Close()
+	// The AKS sample's cluster is the fleet sample's one cluster.
+	azure.AddToFleet("8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", "rg-prod", "aks-prod")
 	for _, p := range principals(now) {
 		p.obj.AppID, p.obj.DisplayName = p.appID, p.name
 		azure.Graph.PutApplication(tenantID, p.obj)
@@ -168,7 +170,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	if err := applyWatches(ctx, k8s, kubeconfig, now); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, k8s, 5); err != nil { // three samples, two more
+	if err := waitReady(ctx, k8s, 6); err != nil { // four samples, two more
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the alerts and events land
@@ -377,6 +379,7 @@ func printMetrics(out io.Writer, url string) error {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if l := sc.Text(); strings.HasPrefix(l, "credwatch_credential_expiration") || strings.HasPrefix(l, "credwatch_graph_requests_total") ||
+			strings.HasPrefix(l, "credwatch_aks_cluster_info") ||
 			strings.HasPrefix(l, "credwatch_watch_ready_status") && strings.HasSuffix(l, " 1") {
 			lines = append(lines, "  "+l)
 		}

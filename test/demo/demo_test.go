@@ -22,11 +22,12 @@ func TestDemo(t *testing.T) {
 	}
 	shown := out.String()
 	for _, want := range []string{
-		"aks-prod-sp        True", "Critical", "legacy-batch       True", "Expired", "signing-service    True", "aks-prod-cluster   True", "tenant-aks-apps    True",
+		"aks-prod-sp        True", "Critical", "legacy-batch       True", "Expired", "signing-service    True", "aks-prod-cluster   True", "tenant-aks-apps    True", "aks-fleet          True",
 		"CredentialCritical", "CredentialExpired",
 		"to platform-team@example.com: Secret of payments-api expires in 5 days",
 		"#platform-alerts: Secret of legacy-batch expired 3 days ago",
 		`credwatch_graph_requests_total{code="200"}`,
+		`credwatch_aks_cluster_info{client_id="",cluster="/subscriptions/8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod",identity="ManagedIdentity",name="aks-fleet"`,
 	} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the demo does not show %q:\n%s", want, shown)

@@ -93,6 +93,8 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(azure.Close)
+	// The fleet sample finds that cluster in the identity's one subscription.
+	azure.AddToFleet("8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918", "rg-prod", "aks-prod")
 	graph := azure.Graph
 	start := time.Now().Add(-360 * day)
 	graph.PutApplication(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp", Tags: []string{"aks"},
@@ -146,7 +148,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	// A cluster admin offers the operator's identity to the namespace; its user applies watches.
 	kubectl("apply", "-f", "config/samples/credwatch_v1alpha1_clusterazureidentity.yaml")
 	kubectl("apply", "-n", "platform", "-k", "config/samples")
-	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "cw/tenant-aks-apps", "--timeout=60s")
+	kubectl("wait", "-n", "platform", "--for=condition=Ready", "cw/aks-prod-sp", "cw/aks-prod-cluster", "cw/tenant-aks-apps", "cw/aks-fleet", "--timeout=60s")
 
 	table := kubectl("get", "cw", "-n", "platform", "-o", "wide")
 	for _, want := range []string{"aks-prod-sp", "Critical", "5d", sampleAppID, "aks-prod-cluster"} {
@@ -297,6 +299,8 @@ spec:
 		`name="tenant-aks-apps",namespace="platform",source="Application",type="Password"}`,
 		`credwatch_watch_ready_status{client_id="",condition="True",name="aks-prod-cluster",namespace="platform"} 1`,
 		`credwatch_graph_requests_total{code="200"}`,
+		// The fleet sample's one cluster, on a managed identity.
+		`credwatch_aks_cluster_info{client_id="",cluster="/subscriptions/8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod",identity="ManagedIdentity",name="aks-fleet",namespace="platform",subscription_id="8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"} 1`,
 		`credwatch_image_pull_refused_nodes{registry="myacr.azurecr.io",scope="ClusterWide"} 3`,
 	} {
 		if !strings.Contains(string(scrape), want) {

@@ -1,6 +1,6 @@
 // Package fakeazure stands up Azure for a credwatch binary running as its own process: Microsoft
-// Graph and Entra ID (test/fakegraph), and Resource Manager (the SDK's own fake ManagedClusters
-// server behind HTTPS), with the flags and environment that point the binary at them and give it
+// Graph and Entra ID (test/fakegraph), and Resource Manager (the SDK's own fakes of managed
+// clusters and subscriptions behind HTTPS), with the flags and environment that point the binary at them and give it
 // an identity, the same way a sovereign cloud is configured.
 package fakeazure
 
@@ -9,16 +9,23 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
 	armfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
+	subfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions/fake"
 
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -34,14 +41,19 @@ type Azure struct {
 	ca    string
 
 	tenantID, clientID, secret string
+	clusters                   Cluster
+
+	mu sync.Mutex
+	// fleet are the clusters Resource Manager lists, by subscription: "resourceGroup/name".
+	fleet map[string][]string
 }
 
 // Start starts the fakes. The operator signs in to tenantID as clientID with secret; dir holds
 // the CA bundle that makes the binary trust the fakes' certificates.
 func Start(dir, tenantID, clientID, secret string, clusters Cluster) (*Azure, error) {
-	a := &Azure{Graph: fakegraph.New(), tenantID: tenantID, clientID: clientID, secret: secret}
+	a := &Azure{Graph: fakegraph.New(), tenantID: tenantID, clientID: clientID, secret: secret, clusters: clusters, fleet: map[string][]string{}}
 	a.Graph.AddClient(tenantID, clientID, secret)
-	a.arm = armServer(clusters)
+	a.arm = a.armServer()
 	a.ca = filepath.Join(dir, "fake-azure-ca.pem")
 	bundle := append(a.Graph.CertPEM(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.arm.Certificate().Raw})...)
 	if err := os.WriteFile(a.ca, bundle, 0o600); err != nil {
@@ -68,28 +80,88 @@ func (a *Azure) Env() []string {
 	return []string{"SSL_CERT_FILE=" + a.ca, "AZURE_TENANT_ID=" + a.tenantID, "AZURE_CLIENT_ID=" + a.clientID, "AZURE_CLIENT_SECRET=" + a.secret}
 }
 
-// armServer serves the SDK's fake ManagedClustersServer over HTTPS.
-func armServer(clusters Cluster) *httptest.Server {
-	transport := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
+// AddToFleet makes Resource Manager list the cluster resourceGroup/name in subscriptionID (in
+// the tenant), for fleet watches; what it signs in with is what Start's Cluster says.
+func (a *Azure) AddToFleet(subscriptionID, resourceGroup, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fleet[subscriptionID] = append(a.fleet[subscriptionID], resourceGroup+"/"+name)
+}
+
+func (a *Azure) managedCluster(sub, rg, name string) (armcontainerservice.ManagedCluster, bool) {
+	clientID, ok := a.clusters(rg, name)
+	return armcontainerservice.ManagedCluster{
+		ID:   to.Ptr("/subscriptions/" + sub + "/resourceGroups/" + rg + "/providers/Microsoft.ContainerService/managedClusters/" + name),
+		Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
+			ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr(clientID)},
+			ProvisioningState:       to.Ptr("Succeeded"),
+			PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
+		}}, ok
+}
+
+// transport is the SDK's fakes for one request: the subscriptions list, a subscription's list of
+// clusters (one page, built afresh, so that no pager outlives its listing), or a cluster's read.
+func (a *Azure) transport(sub string) (policy.Transporter, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	subs := slices.Sorted(maps.Keys(a.fleet))
+	listed := slices.Clone(a.fleet[sub])
+	if sub == "" {
+		return subfake.NewServerTransport(&subfake.Server{
+			NewListPager: func(*armsubscriptions.ClientListOptions) (resp azfake.PagerResponder[armsubscriptions.ClientListResponse]) {
+				var page armsubscriptions.ClientListResponse
+				for _, id := range subs {
+					page.Value = append(page.Value, &armsubscriptions.Subscription{SubscriptionID: to.Ptr(id), TenantID: to.Ptr(a.tenantID),
+						DisplayName: to.Ptr("subscription " + id[:8]), State: to.Ptr(armsubscriptions.SubscriptionStateEnabled)})
+				}
+				resp.AddPage(http.StatusOK, page, nil)
+				return
+			},
+		}), "Client.NewListPager"
+	}
+	return armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
 		Get: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
-			clientID, ok := clusters(rg, name)
+			mc, ok := a.managedCluster(sub, rg, name)
 			if !ok {
 				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
 				return
 			}
-			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: armcontainerservice.ManagedCluster{
-				Name: to.Ptr(name), Properties: &armcontainerservice.ManagedClusterProperties{
-					ServicePrincipalProfile: &armcontainerservice.ManagedClusterServicePrincipalProfile{ClientID: to.Ptr(clientID)},
-					ProvisioningState:       to.Ptr("Succeeded"),
-					PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
-				}}}, nil)
+			resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: mc}, nil)
 			return
 		},
-	})
+		NewListPager: func(*armcontainerservice.ManagedClustersClientListOptions) (resp azfake.PagerResponder[armcontainerservice.ManagedClustersClientListResponse]) {
+			var page armcontainerservice.ManagedClustersClientListResponse
+			for _, c := range listed {
+				rg, name, _ := strings.Cut(c, "/")
+				if mc, ok := a.managedCluster(sub, rg, name); ok {
+					page.Value = append(page.Value, &mc)
+				}
+			}
+			resp.AddPage(http.StatusOK, page, nil)
+			return
+		},
+	}), ""
+}
+
+// armServer serves the SDK's fakes over HTTPS.
+func (a *Azure) armServer() *httptest.Server {
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The fake dispatches on the API name the SDK client puts in the request's context, which
-		// does not cross the wire: only reads of a cluster come this way.
-		out := r.Clone(context.WithValue(r.Context(), runtime.CtxAPINameKey{}, "ManagedClustersClient.Get"))
+		// The fakes dispatch on the API name the SDK client puts in the request's context, which
+		// does not cross the wire: it is told from the path.
+		segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		sub, api := "", "ManagedClustersClient.Get"
+		switch {
+		case len(segs) <= 2: // /subscriptions
+		case strings.EqualFold(segs[len(segs)-1], "managedClusters"):
+			sub, api = segs[1], "ManagedClustersClient.NewListPager"
+		default:
+			sub = segs[1]
+		}
+		transport, subsAPI := a.transport(strings.ToLower(sub))
+		if subsAPI != "" {
+			api = subsAPI
+		}
+		out := r.Clone(context.WithValue(r.Context(), runtime.CtxAPINameKey{}, api))
 		out.RequestURI = ""
 		out.URL.Scheme, out.URL.Host = "https", r.Host
 		resp, err := transport.Do(out)
