@@ -143,6 +143,9 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
 		r.Fleets.Forget(req.NamespacedName)
+		if obj.Spec.Target.AKSFleet == nil {
+			obj.Status.Fleet = nil
+		}
 	}
 	stored := obj.DeepCopy()
 	defer func() {

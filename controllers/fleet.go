@@ -114,15 +114,18 @@ func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetC
 	slots := make(chan struct{}, fleetListings)
 	for i, sub := range subs {
 		out[i].sub = sub
-		if !inTenant[sub] {
-			out[i].err = &azerr.Error{Kind: azerr.KindNotFound, Err: fmt.Errorf("subscription %s is not one of tenant %s's that the identity can see", sub, t.TenantID)}
-			continue
-		}
+		// The identity's scope first: what it does not cover is refused alike, whether or not
+		// Resource Manager shows it the subscription.
 		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, lowerSet(t.ResourceGroups))
 		if err != nil {
 			out[i].err = err
 			continue
 		}
+		if !inTenant[sub] {
+			out[i].err = &azerr.Error{Kind: azerr.KindNotFound, Err: fmt.Errorf("subscription %s is not one of tenant %s's that the identity can see", sub, t.TenantID)}
+			continue
+		}
+		groups = lowerSet(groups)
 		out[i].groups = groups
 		select {
 		case slots <- struct{}{}:
@@ -317,9 +320,10 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 		// the next reconcile sees.
 		return time.Time{}
 	}
-	// The metrics read the store: they must not show more than status does.
+	// The metrics read what is shown: no more than status. What the check found is kept, for
+	// an identity widened again.
 	found = visible(found, g, obj.Spec.Target.AKSFleet.TenantID)
-	r.Fleets.Put(client.ObjectKeyFromObject(obj), found)
+	r.Fleets.Show(client.ObjectKeyFromObject(obj), found)
 	v := policy.ViewFleet(found.Clusters, now, s.thresholds, policy.MaxFleetListed)
 	st := &obj.Status
 	fs := v.Status

@@ -2,6 +2,7 @@ package aks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -49,7 +50,8 @@ func (c *Client) ListClusters(ctx context.Context, cred azcore.TokenCredential, 
 				return r.ManagedClusterListResult
 			})
 		out = append(out, listed...)
-		if azerr.KindOf(err) == azerr.KindNotFound && len(listed) == 0 {
+		var ae *azerr.Error
+		if errors.As(err, &ae) && ae.Code == "ResourceGroupNotFound" && len(listed) == 0 {
 			// A fleet names resource groups for every subscription it searches: most hold
 			// none of them.
 			continue

@@ -100,8 +100,12 @@ func fleet(t *testing.T) *Client {
 		})),
 		subGroups: fake.NewManagedClustersServerTransport(&fake.ManagedClustersServer{
 			NewListByResourceGroupPager: func(rg string, _ *armcontainerservice.ManagedClustersClientListByResourceGroupOptions) (resp azfake.PagerResponder[armcontainerservice.ManagedClustersClientListByResourceGroupResponse]) {
-				if rg == "missing" {
+				switch rg {
+				case "missing":
 					resp.AddResponseError(http.StatusNotFound, "ResourceGroupNotFound")
+					return
+				case "moved":
+					resp.AddResponseError(http.StatusNotFound, "SubscriptionNotFound")
 					return
 				}
 				resp.AddPage(http.StatusOK, armcontainerservice.ManagedClustersClientListByResourceGroupResponse{ManagedClusterListResult: armcontainerservice.ManagedClusterListResult{
@@ -161,6 +165,9 @@ func TestListClusters(t *testing.T) {
 		"a resource group that is not there": {sub: subGroups, groups: []string{"a", "missing", "b"}, want: []ListedCluster{
 			listedCluster(subGroups, "a", "aks", spB, nil), listedCluster(subGroups, "b", "aks", spB, nil),
 		}},
+		// Any other 404 is a failure: the subscription, not the group, is missing.
+		"a subscription that is not there": {sub: subGroups, groups: []string{"a", "moved", "b"},
+			want: []ListedCluster{listedCluster(subGroups, "a", "aks", spB, nil)}, wantKind: azerr.KindNotFound, wantCode: "SubscriptionNotFound"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -26,20 +26,51 @@ type Found struct {
 // reconcilers that watch no fleet.
 type Store struct {
 	mu     sync.RWMutex
-	fleets map[types.NamespacedName]Found
+	fleets map[types.NamespacedName]*fleet
 }
 
-// New returns an empty Store.
-func New() *Store { return &Store{fleets: map[types.NamespacedName]Found{}} }
+// fleet is what a check found, and what of it the watch's identity still allows it to show.
+type fleet struct{ found, shown Found }
 
-// Put records what a watch's check found, replacing the last.
+// New returns an empty Store.
+func New() *Store { return &Store{fleets: map[types.NamespacedName]*fleet{}} }
+
+// Put records what a watch's check found, replacing the last; all of it is shown until Show
+// says otherwise.
 func (s *Store) Put(watch types.NamespacedName, f Found) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fleets[watch] = f
+	s.fleets[watch] = &fleet{found: f, shown: f}
+}
+
+// Show records the part of what the watch's last check found that may be shown now.
+func (s *Store) Show(watch types.NamespacedName, f Found) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fl := s.fleets[watch]; fl != nil {
+		fl.shown = f
+	}
+}
+
+// Shown returns what may be shown of the watch's last check, and false when this process has
+// not checked it.
+func (s *Store) Shown(watch types.NamespacedName) (Found, bool) {
+	if s == nil {
+		return Found{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fl, ok := s.fleets[watch]
+	if !ok {
+		return Found{}, false
+	}
+	return fl.shown, true
 }
 
 // Get returns what the watch's last check found, and false when this process has not checked it
@@ -50,8 +81,11 @@ func (s *Store) Get(watch types.NamespacedName) (Found, bool) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	f, ok := s.fleets[watch]
-	return f, ok
+	fl, ok := s.fleets[watch]
+	if !ok {
+		return Found{}, false
+	}
+	return fl.found, true
 }
 
 // Forget drops a watch that is gone or no longer a fleet.

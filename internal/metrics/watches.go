@@ -44,9 +44,10 @@ type Scans interface {
 	Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool)
 }
 
-// Fleets gives the clusters a fleet's check last found, which are more than its status lists.
+// Fleets gives the clusters a fleet's check last found that its identity still lets it show,
+// which are more than its status lists.
 type Fleets interface {
-	Get(watch types.NamespacedName) (fleets.Found, bool)
+	Shown(watch types.NamespacedName) (fleets.Found, bool)
 }
 
 // NewWatches returns a Watches reporting the watches list returns, the credentials of tenant
@@ -320,7 +321,7 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 		var found fleets.Found
 		ok := false
 		if w.fleets != nil {
-			found, ok = w.fleets.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name})
+			found, ok = w.fleets.Shown(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name})
 		}
 		if !ok {
 			// A replica that has not listed the fleet reports what its status lists, while the

@@ -1,0 +1,51 @@
+package fleets
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
+	watch := types.NamespacedName{Namespace: "platform", Name: "fleet"}
+	all := Found{Subscriptions: 2, Clusters: []policy.FleetCluster{{ID: "a"}, {ID: "b"}}}
+	narrowed := Found{Subscriptions: 2, Clusters: []policy.FleetCluster{{ID: "a"}}}
+
+	s := New()
+	if _, ok := s.Get(watch); ok {
+		t.Fatal("a new store holds a fleet")
+	}
+	s.Show(watch, narrowed) // nothing found yet: nothing to narrow
+	if _, ok := s.Shown(watch); ok {
+		t.Fatal("Show made up a fleet that was never found")
+	}
+	s.Put(watch, all)
+	if got, _ := s.Shown(watch); len(got.Clusters) != 2 {
+		t.Errorf("shown after Put: %d clusters, want all 2", len(got.Clusters))
+	}
+	s.Show(watch, narrowed)
+	if got, _ := s.Shown(watch); len(got.Clusters) != 1 {
+		t.Errorf("shown after Show: %d clusters, want 1", len(got.Clusters))
+	}
+	// An identity widened again shows the rest at once, without a new check.
+	if got, _ := s.Get(watch); len(got.Clusters) != 2 {
+		t.Errorf("found after Show: %d clusters, want the check's 2", len(got.Clusters))
+	}
+	s.Forget(watch)
+	if _, ok := s.Shown(watch); ok {
+		t.Error("a forgotten fleet is shown")
+	}
+
+	var none *Store
+	none.Put(watch, all)
+	none.Show(watch, all)
+	none.Forget(watch)
+	if _, ok := none.Get(watch); ok {
+		t.Error("a nil store holds a fleet")
+	}
+	if _, ok := none.Shown(watch); ok {
+		t.Error("a nil store shows a fleet")
+	}
+}
