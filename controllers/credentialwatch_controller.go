@@ -91,6 +91,9 @@ type CredentialWatchReconciler struct {
 	Fleets *fleets.Store
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
+	// FleetClusters bounds the clusters one fleet holds, in memory, status counts and metrics;
+	// zero means defaultFleetClusters.
+	FleetClusters int
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
 	ImagePulls PullIncidents

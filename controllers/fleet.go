@@ -35,7 +35,12 @@ const (
 	fleetReads = graph.MaxListedAppIDs
 )
 
+// defaultFleetClusters bounds the clusters one fleet holds: each costs about a kilobyte of memory
+// and two series, and a tenant can hold more clusters than one watch should carry.
+const defaultFleetClusters = 10000
+
 const (
+	eventFleetTruncated      = "FleetTruncated"
 	eventSubscriptionsUnread = "SubscriptionsUnread"
 	eventSubscriptionsRead   = "SubscriptionsRead"
 )
@@ -66,6 +71,10 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 	var found fleets.Found
 	var firstErr error
 	seen := map[string]bool{}
+	limit := r.FleetClusters
+	if limit == 0 {
+		limit = defaultFleetClusters
+	}
 	for _, l := range r.listFleet(ctx, fc, g, t, subs, inTenant, explicit) {
 		found.Subscriptions++
 		if l.err != nil {
@@ -81,6 +90,10 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 				continue
 			}
 			seen[key] = true
+			if len(found.Clusters) == limit {
+				found.Uncounted++
+				continue
+			}
 			found.Clusters = append(found.Clusters, policy.FleetCluster{ID: c.ID, SubscriptionID: l.sub, ResourceGroup: c.Ref.ResourceGroup,
 				AppID: strings.ToLower(c.ClientID)})
 		}
@@ -274,13 +287,21 @@ func unreadReason(err error) string {
 // in status and events which subscriptions could not be read.
 func (r *CredentialWatchReconciler) recordFleet(obj *v1alpha1.CredentialWatch, found fleets.Found, now time.Time) {
 	r.Fleets.Put(client.ObjectKeyFromObject(obj), found)
+	prev := obj.Status.Fleet
 	var before []v1alpha1.UnreadSubscription
-	if obj.Status.Fleet != nil {
-		before = obj.Status.Fleet.Unread
+	if prev != nil {
+		before = prev.Unread
 	}
-	obj.Status.Fleet = &v1alpha1.FleetStatus{Subscriptions: int32(found.Subscriptions), Unread: found.Unread}
+	obj.Status.Fleet = &v1alpha1.FleetStatus{Subscriptions: int32(found.Subscriptions), Unread: found.Unread, Uncounted: int32(found.Uncounted)}
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster, obj.Status.TenantScan, obj.Status.Credentials = nil, nil, nil, nil
 	msg := fmt.Sprintf("Searched %d subscriptions: %d clusters", found.Subscriptions, len(found.Clusters))
+	if n := found.Uncounted; n > 0 {
+		msg += fmt.Sprintf(", and %d more beyond the %d a fleet holds (narrow it with subscriptions, resourceGroups or tags)", n, len(found.Clusters))
+		if prev == nil || prev.Uncounted == 0 {
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventFleetTruncated,
+				"The fleet holds %d clusters: %d more were found and are in no count or metric; narrow it with subscriptions, resourceGroups or tags, or split it", len(found.Clusters), n)
+		}
+	}
 	if n := len(found.Unread); n > 0 {
 		msg += fmt.Sprintf("; %d subscriptions could not be read (status.fleet.unread)", n)
 	}
@@ -327,7 +348,7 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 	v := policy.ViewFleet(found.Clusters, now, s.thresholds, policy.MaxFleetListed)
 	st := &obj.Status
 	fs := v.Status
-	fs.Subscriptions, fs.Unread = int32(found.Subscriptions), found.Unread
+	fs.Subscriptions, fs.Unread, fs.Uncounted = int32(found.Subscriptions), found.Unread, int32(found.Uncounted)
 	st.Fleet = &fs
 	st.State, st.EarliestExpiry, st.ExpiresIn = v.State, v.Earliest, ""
 	if v.Earliest != nil {

@@ -378,3 +378,36 @@ func TestUnitFleetTagsAndReasons(t *testing.T) {
 		}
 	}
 }
+
+// A fleet holds at most its limit of clusters, says how many more it found, and tells it once.
+func TestAKSFleetHoldsAtMostItsLimit(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	h.r.CheckTimeout = 30 * time.Second
+	h.r.Fleets, h.r.FleetClusters = fleets.New(), 5
+	arm := newFleetARM()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	var clusters []*armcontainerservice.ManagedCluster
+	for i := range 12 {
+		clusters = append(clusters, fleetCluster(fleetSubA, fmt.Sprintf("aks-%02d", i), "msi"))
+	}
+	arm.set(fleetSubA, clusters...)
+	idName := fleetIdentity(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, Subscriptions: []string{fleetSubA}}}
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
+	})
+	for range 2 {
+		w, _ := h.reconcile()
+		if fs := w.Status.Fleet; fs == nil || fs.Clusters != 5 || fs.Uncounted != 7 || fs.Subscriptions != 1 {
+			t.Fatalf("status.fleet = %+v, want 5 clusters held and 7 uncounted", fs)
+		}
+		if n := strings.Count(scrapeFleet(t, h, w), "\ncredwatch_aks_cluster_info{"); n != 5 {
+			t.Errorf("%d credwatch_aks_cluster_info series, want the 5 held", n)
+		}
+		h.step(6*time.Hour + time.Minute)
+	}
+	if events := h.takeEvents(); countPrefix(events, "Warning FleetTruncated The fleet holds 5 clusters: 7 more were found") != 1 {
+		t.Errorf("events = %q, want one FleetTruncated across two checks", events)
+	}
+}

@@ -57,6 +57,11 @@ type FleetStatus struct {
 	// Unlisted is how many clusters that need attention the list leaves out for size; metrics
 	// report every one.
 	Unlisted int32 `json:"unlisted"`
+	// Uncounted is how many clusters were found beyond the most a fleet holds (10,000): they are
+	// in no count, list or metric. Narrow the fleet with subscriptions, resourceGroups or tags,
+	// or split it.
+	// +optional
+	Uncounted int32 `json:"uncounted,omitempty"`
 
 	// Attention lists the clusters on a service principal that most need attention, nearest
 	// expiry first: those whose credentials could not be read, then by earliest expiry.

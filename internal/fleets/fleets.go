@@ -19,6 +19,8 @@ type Found struct {
 	Clusters      []policy.FleetCluster
 	// Unread are the subscriptions that could not be listed: their clusters are missing.
 	Unread []v1alpha1.UnreadSubscription
+	// Uncounted is how many clusters were found beyond the most a fleet holds.
+	Uncounted int
 }
 
 // Store holds the last Found of each fleet watch. It is safe for concurrent use; what it hands
