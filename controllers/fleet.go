@@ -40,9 +40,10 @@ const (
 const defaultFleetClusters = 10000
 
 const (
-	eventFleetTruncated      = "FleetTruncated"
-	eventSubscriptionsUnread = "SubscriptionsUnread"
-	eventSubscriptionsRead   = "SubscriptionsRead"
+	eventFleetTruncated       = "FleetTruncated"
+	eventMoreClustersWorsened = "MoreClustersWorsened"
+	eventSubscriptionsUnread  = "SubscriptionsUnread"
+	eventSubscriptionsRead    = "SubscriptionsRead"
 )
 
 // readFleet lists the clusters of the fleet's subscriptions and reads the credentials of the
@@ -355,7 +356,48 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 		st.ExpiresIn = policy.HumanDuration(v.Earliest.Sub(now))
 	}
 	setFleetConditions(obj, v, s.thresholds, now)
+	r.tellWorsenedClusters(obj, w.stored.Status.Fleet, v, r.Fleets.Viewed(client.ObjectKeyFromObject(obj), now), s.thresholds, now)
 	return v.NextTransition
+}
+
+// tellWorsenedClusters raises an event for each cluster whose state got worse since the fleet was
+// last evaluated in this process, or, on its first evaluation here, since status listed it: a
+// restart repeats nothing, and a cluster beyond the status's list that worsened while the
+// operator was down goes untold (its metrics and counts still show it).
+func (r *CredentialWatchReconciler) tellWorsenedClusters(obj *v1alpha1.CredentialWatch, stored *v1alpha1.FleetStatus, v policy.FleetView, since time.Time, t policy.Thresholds, now time.Time) {
+	listed := map[string]v1alpha1.CredentialState{}
+	if stored != nil && since.IsZero() {
+		for _, c := range stored.Attention {
+			listed[c.ID] = c.State
+		}
+	}
+	var worse []policy.ClusterView
+	for _, c := range v.Clusters {
+		if c.Earliest == nil {
+			continue
+		}
+		before, ok := listed[c.ID]
+		if !since.IsZero() {
+			before, ok = policy.StateAt(c.Earliest.Time, since, t), true
+		}
+		if ok && before != "" && policy.Worse(c.State, before) {
+			worse = append(worse, c)
+		}
+	}
+	for i, c := range worse {
+		if i == maxStateEvents {
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventMoreClustersWorsened,
+				"%d more clusters' service principals turned Warning, Critical or Expired: see status.fleet and the metrics", len(worse)-maxStateEvents)
+			break
+		}
+		when := "expires in " + policy.HumanDuration(c.Earliest.Sub(now))
+		if c.State == v1alpha1.StateExpired {
+			when = "expired " + policy.HumanDuration(now.Sub(c.Earliest.Time)) + " ago"
+		}
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, stateEventReasons[c.State],
+			"AKS cluster %s signs in with service principal %s, whose first credential %s (%s): renew it, or move the cluster to a managed identity",
+			c.ID, c.AppID, when, c.Earliest.UTC().Format(time.RFC3339))
+	}
 }
 
 func setFleetConditions(obj *v1alpha1.CredentialWatch, v policy.FleetView, t policy.Thresholds, now time.Time) {

@@ -239,8 +239,12 @@ func TestAKSFleet(t *testing.T) {
 	if w.Status.State != v1alpha1.StateExpired || w.Status.EarliestExpiry == nil {
 		t.Errorf("state %q, earliest expiry %v; want Expired and the first secret's end", w.Status.State, w.Status.EarliestExpiry)
 	}
-	if events := h.takeEvents(); countPrefix(events, "Warning SubscriptionsUnread 1 subscriptions could not be read, such as "+fleetForbidden) != 1 {
+	events := h.takeEvents()
+	if countPrefix(events, "Warning SubscriptionsUnread 1 subscriptions could not be read, such as "+fleetForbidden) != 1 {
 		t.Errorf("events = %q, want one SubscriptionsUnread", events)
+	}
+	if n := countPrefix(events, "Warning Credential"); n != 0 {
+		t.Errorf("%d state events on the first listing, want none: status and metrics say it", n)
 	}
 
 	// Every cluster has its series, more than status lists.
@@ -259,8 +263,8 @@ func TestAKSFleet(t *testing.T) {
 	h.r.Fleets = fleets.New()
 	w, _ = h.reconcile()
 	assertFleetCounts(t, w, want)
-	if events := h.takeEvents(); countPrefix(events, "Warning SubscriptionsUnread") != 0 {
-		t.Errorf("events after a restart = %q, want no SubscriptionsUnread again", events)
+	if events := h.takeEvents(); countPrefix(events, "Warning SubscriptionsUnread") != 0 || countPrefix(events, "Warning Credential") != 0 {
+		t.Errorf("events after a restart = %q, want nothing told again", events)
 	}
 
 	// A cluster moves to a managed identity: it leaves the clusters to watch.
@@ -276,6 +280,12 @@ func TestAKSFleet(t *testing.T) {
 	w, _ = h.reconcile()
 	want.Expired, want.Critical, want.Warning = want.Expired+want.Critical, want.Warning, 0
 	assertFleetCounts(t, w, want)
+	// Ten clusters worsened: five told one by one, the rest in one event.
+	events = h.takeEvents()
+	if n := countPrefix(events, "Warning CredentialCritical AKS cluster /subscriptions/") + countPrefix(events, "Warning CredentialExpired AKS cluster /subscriptions/"); n != 5 ||
+		countPrefix(events, "Warning MoreClustersWorsened 5 more clusters") != 1 {
+		t.Errorf("events = %q, want five clusters told and one MoreClustersWorsened for five more", events)
+	}
 
 	// An admin narrows the identity to the first subscription: the other's clusters leave status
 	// and metrics at the next reconcile, not at the next check.

@@ -5,6 +5,7 @@ package fleets
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -31,8 +32,12 @@ type Store struct {
 	fleets map[types.NamespacedName]*fleet
 }
 
-// fleet is what a check found, and what of it the watch's identity still allows it to show.
-type fleet struct{ found, shown Found }
+// fleet is what a check found, what of it the watch's identity still allows it to show, and when
+// its states were last evaluated.
+type fleet struct {
+	found, shown Found
+	viewed       time.Time
+}
 
 // New returns an empty Store.
 func New() *Store { return &Store{fleets: map[types.NamespacedName]*fleet{}} }
@@ -45,7 +50,29 @@ func (s *Store) Put(watch types.NamespacedName, f Found) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if fl := s.fleets[watch]; fl != nil {
+		// States are a matter of the clock, not of the check.
+		fl.found, fl.shown = f, f
+		return
+	}
 	s.fleets[watch] = &fleet{found: f, shown: f}
+}
+
+// Viewed records that the watch's clusters were evaluated at t, and returns when they were
+// evaluated before: zero when this process has not yet done so.
+func (s *Store) Viewed(watch types.NamespacedName, t time.Time) time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fl := s.fleets[watch]
+	if fl == nil {
+		return time.Time{}
+	}
+	prev := fl.viewed
+	fl.viewed = t
+	return prev
 }
 
 // Show records the part of what the watch's last check found that may be shown now.

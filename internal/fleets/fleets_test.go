@@ -2,6 +2,7 @@ package fleets
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -33,6 +34,14 @@ func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
 	if got, _ := s.Get(watch); len(got.Clusters) != 2 {
 		t.Errorf("found after Show: %d clusters, want the check's 2", len(got.Clusters))
 	}
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	if prev := s.Viewed(watch, t0); !prev.IsZero() {
+		t.Errorf("first view: previous %v, want none", prev)
+	}
+	s.Put(watch, all) // a new check: the states seen stay a matter of the clock
+	if prev := s.Viewed(watch, t0.Add(time.Hour)); !prev.Equal(t0) {
+		t.Errorf("view after a new check: previous %v, want %v", prev, t0)
+	}
 	s.Forget(watch)
 	if _, ok := s.Shown(watch); ok {
 		t.Error("a forgotten fleet is shown")
@@ -40,6 +49,7 @@ func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
 
 	var none *Store
 	none.Put(watch, all)
+	none.Viewed(watch, t0)
 	none.Show(watch, all)
 	none.Forget(watch)
 	if _, ok := none.Get(watch); ok {
