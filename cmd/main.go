@@ -251,12 +251,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	for _, clusterScoped := range []bool{false, true} {
-		ir := &controllers.IdentityReconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), OperatorNamespace: o.namespace,
-			Recorder: mgr.GetEventRecorderFor("credwatch"), Clock: clock.RealClock{}, Azure: az, Cluster: clusterScoped}
-		if err := ir.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the identity controller: %w", err)
-		}
+	if err := o.setupIdentities(mgr, az); err != nil {
+		return err
 	}
 	// Rotations name their secrets after the cluster, so that watches of one application on two
 	// clusters keep apart: its kube-system namespace's UID is the ID Kubernetes has for it.
@@ -294,6 +290,18 @@ func run(o options) error {
 	}
 	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
 	return mgr.Start(ctx)
+}
+
+// setupIdentities registers the controllers of AzureIdentities and ClusterAzureIdentities.
+func (o options) setupIdentities(mgr ctrl.Manager, az *clients.Clients) error {
+	for _, clusterScoped := range []bool{false, true} {
+		ir := &controllers.IdentityReconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), OperatorNamespace: o.namespace,
+			Recorder: mgr.GetEventRecorderFor("credwatch"), Clock: clock.RealClock{}, Azure: az, Cluster: clusterScoped}
+		if err := ir.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the identity controller: %w", err)
+		}
+	}
+	return nil
 }
 
 // validate checks the flags that need no cluster, and reads the cloud and default channels.

@@ -87,7 +87,7 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 		// What a failed listing found before it failed is reported too: those clusters exist.
 		for _, c := range l.clusters {
 			key := strings.ToLower(c.ID)
-			if seen[key] || !strings.EqualFold(c.Ref.SubscriptionID, l.sub) || !inGroups(c.Ref.ResourceGroup, l.groups) || !tagged(c.Tags, t.Tags) {
+			if seen[key] || !strings.EqualFold(c.Ref.SubscriptionID, l.sub) || !access.InGroups(c.Ref.ResourceGroup, l.groups) || !tagged(c.Tags, t.Tags) {
 				continue
 			}
 			seen[key] = true
@@ -124,13 +124,14 @@ type fleetListing struct {
 // is reported; one that only the list of subscriptions showed is not the fleet's, and is left out.
 func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetClient, g grant, t *v1alpha1.AKSFleetTarget, subs []string, inTenant map[string]bool, explicit bool) []fleetListing {
 	out := make([]fleetListing, len(subs))
+	wanted := lowerSet(t.ResourceGroups)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, fleetListings)
 	for i, sub := range subs {
 		out[i].sub = sub
 		// The identity's scope first: what it does not cover is refused alike, whether or not
 		// Resource Manager shows it the subscription.
-		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, lowerSet(t.ResourceGroups))
+		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, wanted)
 		if err != nil {
 			out[i].err = err
 			continue
@@ -227,11 +228,6 @@ func lowerSet(names []string) []string {
 		}
 	}
 	return out
-}
-
-// inGroups reports whether rg is one of groups, or groups is empty (the whole subscription).
-func inGroups(rg string, groups []string) bool {
-	return len(groups) == 0 || slices.ContainsFunc(groups, func(g string) bool { return strings.EqualFold(g, rg) })
 }
 
 // visible is what found shows that g still allows: an identity narrowed since the check shows

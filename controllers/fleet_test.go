@@ -295,11 +295,7 @@ func TestAKSFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	id.Spec.Allow.Subscriptions = []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}, {SubscriptionID: fleetForbidden}}
-	if err := k8s.Update(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	id.Status = signedIn(id.Generation)
-	if err := k8s.Status().Update(ctx, id); err != nil {
+	if err := updateSignedIn(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	h.step(time.Minute)
@@ -318,11 +314,7 @@ func TestAKSFleet(t *testing.T) {
 
 	// And then takes FleetScan away: the fleet is refused, and forgotten.
 	id.Spec.Allow.Operations = nil
-	if err := k8s.Update(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	id.Status = signedIn(id.Generation)
-	if err := k8s.Status().Update(ctx, id); err != nil {
+	if err := updateSignedIn(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	h.step(time.Minute)

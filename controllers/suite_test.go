@@ -169,6 +169,15 @@ func createSignedIn(ctx context.Context, id *v1alpha1.ClusterAzureIdentity) erro
 	return k8s.Status().Update(ctx, id)
 }
 
+// updateSignedIn writes id's spec, and its status as its controller would after signing in again.
+func updateSignedIn(ctx context.Context, id *v1alpha1.ClusterAzureIdentity) error {
+	if err := k8s.Update(ctx, id); err != nil {
+		return err
+	}
+	id.Status = signedIn(id.Generation)
+	return k8s.Status().Update(ctx, id)
+}
+
 // operatorStandIn signs in as the operator's identity would in a cluster, through the fake's
 // token endpoint instead of workload identity.
 func operatorStandIn(cloud azure.Cloud) *azure.Identities {

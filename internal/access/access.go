@@ -96,15 +96,11 @@ func Check(id Identity, ns Namespace, req Request) error {
 		return refuse("allow.applications does not list appId %s", req.AppID)
 	}
 	if c := req.Cluster; c != nil {
-		i := slices.IndexFunc(id.Spec.Allow.Subscriptions, func(s v1alpha1.SubscriptionScope) bool {
-			return strings.EqualFold(s.SubscriptionID, c.SubscriptionID)
-		})
-		if i < 0 {
-			return refuse("allow.subscriptions does not list subscription %s", c.SubscriptionID)
+		groups, err := groupsOf(id, c.SubscriptionID)
+		if err != nil {
+			return err
 		}
-		groups := id.Spec.Allow.Subscriptions[i].ResourceGroups
-		// Resource group names are not case-sensitive in Azure: rg-A and rg-a are one group.
-		if len(groups) > 0 && !slices.ContainsFunc(groups, func(g string) bool { return strings.EqualFold(g, c.ResourceGroup) }) {
+		if !InGroups(c.ResourceGroup, groups) {
 			return refuse("allow.subscriptions[%s].resourceGroups does not list resource group %s", c.SubscriptionID, c.ResourceGroup)
 		}
 	}
@@ -156,11 +152,10 @@ func ListedGroups(id Identity, ns Namespace, tenant, sub string, wanted []string
 	if err := Check(id, ns, Request{Operation: v1alpha1.OperationWatch, TenantID: tenant}); err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(id.Spec.Allow.Subscriptions, func(s v1alpha1.SubscriptionScope) bool { return strings.EqualFold(s.SubscriptionID, sub) })
-	if i < 0 {
-		return nil, &Refusal{Identity: id.String(), Rule: fmt.Sprintf("allow.subscriptions does not list subscription %s", sub)}
+	scope, err := groupsOf(id, sub)
+	if err != nil {
+		return nil, err
 	}
-	scope := id.Spec.Allow.Subscriptions[i].ResourceGroups
 	switch {
 	case len(scope) == 0:
 		return wanted, nil
@@ -169,7 +164,7 @@ func ListedGroups(id Identity, ns Namespace, tenant, sub string, wanted []string
 	}
 	var both []string
 	for _, g := range wanted {
-		if slices.ContainsFunc(scope, func(s string) bool { return strings.EqualFold(s, g) }) {
+		if InGroups(g, scope) {
 			both = append(both, g)
 		}
 	}
@@ -177,4 +172,20 @@ func ListedGroups(id Identity, ns Namespace, tenant, sub string, wanted []string
 		return nil, &Refusal{Identity: id.String(), Rule: fmt.Sprintf("allow.subscriptions[%s].resourceGroups lists none of the resource groups the watch searches", sub)}
 	}
 	return both, nil
+}
+
+// InGroups reports whether resource group rg is one of groups, or groups is empty (a whole
+// subscription). Resource group names are not case-sensitive in Azure: rg-A and rg-a are one group.
+func InGroups(rg string, groups []string) bool {
+	return len(groups) == 0 || slices.ContainsFunc(groups, func(g string) bool { return strings.EqualFold(g, rg) })
+}
+
+// groupsOf is the resource groups id's scope holds of subscription sub (none: all of it), or the
+// refusal when it does not list sub.
+func groupsOf(id Identity, sub string) ([]string, error) {
+	i := slices.IndexFunc(id.Spec.Allow.Subscriptions, func(s v1alpha1.SubscriptionScope) bool { return strings.EqualFold(s.SubscriptionID, sub) })
+	if i < 0 {
+		return nil, &Refusal{Identity: id.String(), Rule: "allow.subscriptions does not list subscription " + sub}
+	}
+	return id.Spec.Allow.Subscriptions[i].ResourceGroups, nil
 }

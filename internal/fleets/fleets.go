@@ -90,31 +90,29 @@ func (s *Store) Show(watch types.NamespacedName, f Found) {
 // Shown returns what may be shown of the watch's last check, and false when this process has
 // not checked it.
 func (s *Store) Shown(watch types.NamespacedName) (Found, bool) {
-	if s == nil {
-		return Found{}, false
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	fl, ok := s.fleets[watch]
-	if !ok {
-		return Found{}, false
-	}
-	return fl.shown, true
+	fl, ok := s.lookup(watch)
+	return fl.shown, ok
 }
 
 // Get returns what the watch's last check found, and false when this process has not checked it
 // (it started since, or the watch is no fleet).
 func (s *Store) Get(watch types.NamespacedName) (Found, bool) {
+	fl, ok := s.lookup(watch)
+	return fl.found, ok
+}
+
+// lookup is a copy of the watch's entry, empty when there is none.
+func (s *Store) lookup(watch types.NamespacedName) (fleet, bool) {
 	if s == nil {
-		return Found{}, false
+		return fleet{}, false
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	fl, ok := s.fleets[watch]
 	if !ok {
-		return Found{}, false
+		return fleet{}, false
 	}
-	return fl.found, true
+	return *fl, true
 }
 
 // Forget drops a watch that is gone or no longer a fleet.
