@@ -268,8 +268,12 @@ func TestRotationUnderFaults(t *testing.T) {
 			continue
 		}
 		if c := condition(w, v1alpha1.ConditionRotating); c.Reason == v1alpha1.ReasonResetNeedsConfirmation && st != nil {
-			// An admin looks at the cluster, finds it well, and confirms.
-			annotateWatch(t, h, v1alpha1.ConfirmResetAnnotation, st.ResetOperation)
+			// An admin does what the hold says: moves the cluster onto the new secret by hand,
+			// unless a reset that reported failure did, and confirms with the value it names.
+			h.moveByHand(arm, s.appID, st.KeyID)
+			_, confirm, _ := strings.Cut(c.Message, v1alpha1.ConfirmResetAnnotation+"=")
+			confirm, _, _ = strings.Cut(confirm, " ")
+			annotateWatch(t, h, v1alpha1.ConfirmResetAnnotation, confirm)
 			confirms++
 		}
 
@@ -340,6 +344,18 @@ func (h *harness) clusterUses(arm *armClusters, appID, keyID string) bool {
 		}
 	}
 	return false
+}
+
+// moveByHand runs az aks update-credentials onto the application's secret keyID, if it exists.
+func (h *harness) moveByHand(arm *armClusters, appID, keyID string) {
+	app, _ := fake.Application(tenantID, appID)
+	for _, p := range app.Passwords {
+		if p.KeyID == keyID {
+			arm.mu.Lock()
+			arm.secret["rg-prod/aks-prod"] = p.SecretText
+			arm.mu.Unlock()
+		}
+	}
 }
 
 // checkFaultInvariants checks what must hold whatever happened; left are secrets a deleted

@@ -12,8 +12,9 @@ const CheckAnnotation = "credwatch.dev/check"
 const RotateAnnotation = "credwatch.dev/rotate"
 
 // ConfirmResetAnnotation lets a rotation held after repeated failed AKS resets go on: set it to
-// the operation ID status.rotation.resetOperation names, once the cluster was checked (or moved
-// onto the new secret by hand). It is honoured only while the watch's identity allows
+// the operation ID status.rotation.resetOperation names (or, when that is empty because the held
+// secret was replaced, to status.rotation.keyID), once the cluster was checked (or moved onto the
+// new secret by hand). It is honoured only while the watch's identity allows
 // ResetCluster on the cluster: whoever may have the cluster reset may confirm it was.
 const ConfirmResetAnnotation = "credwatch.dev/confirm-reset"
 

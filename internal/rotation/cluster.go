@@ -226,18 +226,35 @@ func (m *Machine) hold(ctx context.Context) (time.Time, error) {
 }
 
 func (m *Machine) holdMessage() string {
+	confirm := fmt.Sprintf("kubectl annotate credentialwatch -n %s %s %s=%s --overwrite",
+		m.Settings.SecretNamespace, m.Settings.Watch, v1alpha1.ConfirmResetAnnotation, m.confirmation())
+	if m.st.ResetOperation == "" {
+		return fmt.Sprintf("%d resets of AKS cluster %s reported failure, and the secret they moved it onto is gone from Graph, so credwatch added secret %s "+
+			"and does not reset the cluster again; the old secret stays. Move the cluster onto the new secret by hand with: %s; then confirm with: %s",
+			m.st.FailedResets, m.clusterName(), m.st.KeyID, m.recovery(), confirm)
+	}
 	return fmt.Sprintf("%d resets of AKS cluster %s reported failure (the last, operation %s), so credwatch stops resetting it and keeps the old secret. "+
-		"Check the cluster's nodes, or move it onto the new secret by hand with: %s; then confirm with: "+
-		"kubectl annotate credentialwatch -n %s %s %s=%s --overwrite",
-		m.st.FailedResets, m.clusterName(), m.st.ResetOperation, m.recovery(), m.Settings.SecretNamespace, m.Settings.Watch, v1alpha1.ConfirmResetAnnotation, m.st.ResetOperation)
+		"Check the cluster's nodes, or move it onto the new secret by hand with: %s; then confirm with: %s",
+		m.st.FailedResets, m.clusterName(), m.st.ResetOperation, m.recovery(), confirm)
+}
+
+// confirmation is what a person writes to say the cluster runs on the new secret: the last reset
+// operation, or the new secret's key ID when no reset moved the cluster onto it (one that
+// replaced a secret gone during a hold), so a confirmation given for another secret never counts.
+func (m *Machine) confirmation() string {
+	if m.st.ResetOperation == "" {
+		return m.st.KeyID
+	}
+	return m.st.ResetOperation
 }
 
 // heldReset waits, until the watch changes, for the confirmation of the last reset operation;
-// confirmed, and the cluster reading Succeeded with the application, the old secrets retire.
+// confirmed, the new secret still in Graph and signing in, and the cluster reading Succeeded with
+// the application, the old secrets retire.
 func (m *Machine) heldReset(ctx context.Context) (time.Time, error) {
 	m.held = true
 	m.st.Message = m.holdMessage()
-	if m.Settings.ConfirmReset == "" || m.Settings.ConfirmReset != m.st.ResetOperation {
+	if m.Settings.ConfirmReset == "" || m.Settings.ConfirmReset != m.confirmation() {
 		return time.Time{}, nil
 	}
 	c, err := m.Cluster.Read(ctx)
@@ -246,12 +263,22 @@ func (m *Machine) heldReset(ctx context.Context) (time.Time, error) {
 	}
 	if c.ProvisioningState != "Succeeded" || c.ClientID != m.st.AppID {
 		m.st.Message = fmt.Sprintf("Reset %s was confirmed, but AKS cluster %s is %s and signs in with %q, not %s: the old secret stays until it reads Succeeded with the application",
-			m.st.ResetOperation, m.clusterName(), c.ProvisioningState, c.ClientID, m.st.AppID)
+			m.confirmation(), m.clusterName(), c.ProvisioningState, c.ClientID, m.st.AppID)
 		return m.Now.Add(policy.ClusterBackoff(1)), nil
 	}
+	// A confirmation may come days after the hold: the new secret may have been removed since,
+	// and retiring the old one then would leave the cluster with neither.
 	m.held = false
+	if err := m.usable(ctx); err != nil {
+		if errors.Is(err, errSecretGone) {
+			m.Events.Event(corev1.EventTypeWarning, EventSecretVanished,
+				"The new secret "+m.st.KeyID+" is no longer in Graph, though its reset was confirmed; a new one is added and the old secret stays")
+			return time.Time{}, m.startOver(ctx, "The new secret disappeared from Graph before the confirmed reset let the old one go; adding another")
+		}
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+	}
 	m.Events.Event(corev1.EventTypeNormal, EventResetConfirmed, fmt.Sprintf("Reset %s of AKS cluster %s was confirmed; the old secrets go after the grace period",
-		m.st.ResetOperation, m.clusterName()))
+		m.confirmation(), m.clusterName()))
 	m.inUse()
 	return time.Time{}, m.moveOn(ctx)
 }

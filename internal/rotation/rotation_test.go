@@ -121,6 +121,53 @@ func TestAResetThatFailedIsMadeAgainUntilOneSucceeds(t *testing.T) {
 	}
 }
 
+// A hold confirmed after its new secret was removed retires nothing: the rotation adds another
+// secret and holds again without a reset, and only a confirmation naming that secret counts, not
+// the one given for the last operation, which moved the cluster onto the secret now gone.
+func TestAConfirmedHoldWhoseSecretVanishedStartsOver(t *testing.T) {
+	w := newWorld(t)
+	w.pollReset = func(string) (bool, error) {
+		w.cluster.ProvisioningState = "Succeeded"
+		return false, &azerr.Error{Status: http.StatusInternalServerError, Err: errors.New("InternalServerError")}
+	}
+	st := w.verified()
+	for range 20 {
+		if st, _ = w.run(st, true); st.FailedResets >= failedResetsBeforeHold {
+			break
+		}
+	}
+	if st.FailedResets < failedResetsBeforeHold {
+		t.Fatalf("status %+v: want it held", st)
+	}
+	w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == "k-1" })
+	w.confirmed = "op-3"
+	st, _ = w.run(st, true)
+	if st.KeyID == "k-1" || st.Step == v1alpha1.StepRetiring || !slices.Contains(w.eventReasons(), EventSecretVanished) {
+		t.Fatalf("status %+v, events %v: want a new secret, nothing retiring", st, w.eventReasons())
+	}
+	var res Result
+	for range 20 {
+		if st, res = w.run(st, true); res.Condition.Reason == v1alpha1.ReasonResetNeedsConfirmation {
+			break
+		}
+	}
+	if res.Condition.Reason != v1alpha1.ReasonResetNeedsConfirmation || len(w.resets) != failedResetsBeforeHold || st.ResetOperation != "" {
+		t.Fatalf("condition %+v, %d resets, status %+v: want the new secret held without another reset", res.Condition, len(w.resets), st)
+	}
+	for _, want := range []string{"secret " + st.KeyID, "az aks update-credentials", "credwatch.dev/confirm-reset=" + st.KeyID} {
+		if !strings.Contains(res.Condition.Message, want) {
+			t.Errorf("condition says %q, want %q in it", res.Condition.Message, want)
+		}
+	}
+	if st, _ = w.run(st, true); st.Step != v1alpha1.StepSecretVerified {
+		t.Fatalf("status %+v: the old operation's confirmation let the new secret go on", st)
+	}
+	w.confirmed = st.KeyID
+	if st, _ = w.run(st, true); st.Step != v1alpha1.StepRetiring || !w.listed("k-old") {
+		t.Errorf("status %+v: want the confirmed rotation retiring after its grace period", st)
+	}
+}
+
 // After three failed operations the rotation stops resetting and holds the old secret, saying
 // what to run and what to confirm; only the last operation's ID, confirmed, lets it go on.
 func TestRepeatedResetFailuresHoldForConfirmation(t *testing.T) {

@@ -189,10 +189,12 @@ func (m *Machine) usable(ctx context.Context) error {
 // startOver begins the rotation again with a new secret, when the one it made is gone. What was
 // pinned stays pinned: the application, and the cluster the old secret serves; and so do the
 // resets already made, which keep the rotation from being aborted and count towards the hold.
+// The last reset operation does not: it moved the cluster onto the secret that is gone, and a
+// confirmation of it says nothing of the new one.
 func (m *Machine) startOver(ctx context.Context, why string) error {
 	m.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: m.newSecretName(),
 		TenantID: m.st.TenantID, AppID: m.st.AppID, ApplicationObjectID: m.st.ApplicationObjectID, Cluster: m.st.Cluster,
-		Resets: m.st.Resets, FailedResets: m.st.FailedResets, ResetOperation: m.st.ResetOperation,
+		Resets: m.st.Resets, FailedResets: m.st.FailedResets,
 		StartTime: m.st.StartTime, Request: m.st.Request, AbortRequest: m.st.AbortRequest, SecretName: m.st.SecretName,
 		DeletionSeenTime: m.st.DeletionSeenTime, Message: why}
 	return m.save(ctx)
