@@ -90,6 +90,17 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"a fleet watch rotates nothing", "write an aksCluster watch"},
 		},
+		"a fleet that creates watches": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+				CreateWatches: &v1alpha1.FleetWatchTemplate{Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}}}}}
+		}},
+		"a fleet whose watches' secret prefix is too long": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+					CreateWatches: &v1alpha1.FleetWatchTemplate{Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: strings.Repeat("s", 243)}}}}}
+			},
+			wantErr: []string{"createWatches.rotation.secretRef.name is a prefix", "at most 242 characters"},
+		},
 		"a fleet with alerts": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
@@ -437,5 +448,32 @@ func TestAdmissionRefusesTheStagingSecretAsTarget(t *testing.T) {
 	w.Spec.Rotation.SecretRef.Name = "payments-sp"
 	if err := k8s.Create(context.Background(), w); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A fleet that creates watches names them after itself: its name leaves room for the hash, and
+// its template's Secret prefix is not the Secret its watches stage new secrets in.
+func TestAdmissionOfAFleetThatCreatesWatches(t *testing.T) {
+	needsAPIServer(t)
+	ns := newNamespace(t)
+	fleet := func(name, prefix string) *v1alpha1.CredentialWatch {
+		return &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID,
+				CreateWatches: &v1alpha1.FleetWatchTemplate{Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: prefix}}}}}}}
+	}
+	for _, tc := range []struct {
+		name, prefix, wantErr string
+	}{
+		{strings.Repeat("f", 243), "aks-sp", "its own name may be at most 242 characters"},
+		{"fleet", stagingName("fleet"), "must not be credwatch-rotation-<the fleet's name>"},
+		{strings.Repeat("f", 242), "aks-sp", ""},
+	} {
+		err := k8s.Create(context.Background(), fleet(tc.name, tc.prefix))
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("fleet %.10s… with prefix %s refused: %v", tc.name, tc.prefix, err)
+		}
+		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("fleet %.10s… with prefix %s: %v, want %q", tc.name, tc.prefix, err, tc.wantErr)
+		}
 	}
 }

@@ -94,6 +94,8 @@ type CredentialWatchReconciler struct {
 	// FleetClusters bounds the clusters one fleet holds, in memory, status counts and metrics;
 	// zero means defaultFleetClusters.
 	FleetClusters int
+	// FleetWatches bounds the watches one fleet creates; zero means policy.MaxFleetWatches.
+	FleetWatches int
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
 	ImagePulls PullIncidents
@@ -228,6 +230,7 @@ func (r *CredentialWatchReconciler) steps() []step {
 	return []step{
 		{"check", r.reconcileCheck},
 		{"expiry", r.reconcileExpiry},
+		{"fleetWatches", r.reconcileFleetWatches},
 		{"rotation", r.reconcileRotation},
 		{"imagePulls", r.reconcileImagePulls},
 		{"alerts", r.reconcileAlerts},
@@ -291,6 +294,11 @@ func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.AzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindAzureIdentity)), builder.WithPredicates(identityChanged)).
 		Watches(&v1alpha1.ClusterAzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindClusterAzureIdentity)), builder.WithPredicates(identityChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(watchesOfNamespace(mgr.GetClient())), builder.WithPredicates(labelsChanged)).
+		// A fleet's watch deleted by hand is created again at once, not at the fleet's next check.
+		Watches(&v1alpha1.CredentialWatch{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.CredentialWatch{}, handler.OnlyControllerOwner()),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Named("credentialwatch")
 	// Planned reads wake their watches through the queue itself: a channel could fill, and

@@ -76,8 +76,12 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 	if limit == 0 {
 		limit = defaultFleetClusters
 	}
+	found.Complete = map[string]bool{}
 	for _, l := range r.listFleet(ctx, fc, g, t, subs, inTenant, explicit) {
 		found.Subscriptions++
+		if l.err == nil {
+			found.Complete[l.sub] = true
+		}
 		if l.err != nil {
 			if firstErr == nil {
 				firstErr = l.err
@@ -98,6 +102,9 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 			found.Clusters = append(found.Clusters, policy.FleetCluster{ID: c.ID, SubscriptionID: l.sub, ResourceGroup: c.Ref.ResourceGroup,
 				AppID: strings.ToLower(c.ClientID)})
 		}
+	}
+	if found.Uncounted > 0 {
+		found.Complete = nil
 	}
 	if found.Subscriptions > 0 && len(found.Unread) == found.Subscriptions {
 		return fleets.Found{}, &clusterError{firstErr}

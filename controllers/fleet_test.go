@@ -50,10 +50,13 @@ type fleetARM struct {
 	clusters   map[string][]*armcontainerservice.ManagedCluster
 	transports map[string]*armfake.ManagedClustersServerTransport
 	subs       *subfake.ServerTransport
+	// unavailable are subscriptions whose listings fail for now, as Resource Manager's 503s do.
+	unavailable map[string]bool
 }
 
 func newFleetARM() *fleetARM {
-	f := &fleetARM{clusters: map[string][]*armcontainerservice.ManagedCluster{}, transports: map[string]*armfake.ManagedClustersServerTransport{}}
+	f := &fleetARM{clusters: map[string][]*armcontainerservice.ManagedCluster{}, transports: map[string]*armfake.ManagedClustersServerTransport{},
+		unavailable: map[string]bool{}}
 	f.subs = subfake.NewServerTransport(&subfake.Server{
 		NewListPager: func(*armsubscriptions.ClientListOptions) (resp azfake.PagerResponder[armsubscriptions.ClientListResponse]) {
 			sub := func(id, tenant string) *armsubscriptions.Subscription {
@@ -90,7 +93,32 @@ func (f *fleetARM) set(sub string, clusters ...*armcontainerservice.ManagedClust
 			}
 			return
 		},
+		Get: func(_ context.Context, _, name string, _ *armcontainerservice.ManagedClustersClientGetOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientGetResponse], errResp azfake.ErrorResponder) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, c := range f.clusters[sub] {
+				if *c.Name == name {
+					resp.SetResponse(http.StatusOK, armcontainerservice.ManagedClustersClientGetResponse{ManagedCluster: *c}, nil)
+					return
+				}
+			}
+			errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+			return
+		},
 	})
+}
+
+// remove deletes the cluster named name from sub.
+func (f *fleetARM) remove(sub, name string) {
+	f.mu.Lock()
+	var all []*armcontainerservice.ManagedCluster
+	for _, c := range f.clusters[sub] {
+		if *c.Name != name {
+			all = append(all, c)
+		}
+	}
+	f.mu.Unlock()
+	f.set(sub, all...)
 }
 
 // setIdentity moves the cluster named name of sub onto clientID ("msi" for a managed identity).
@@ -121,8 +149,12 @@ func (f *fleetARM) Do(req *http.Request) (*http.Response, error) {
 				`'Microsoft.ContainerService/managedClusters/read' over scope '/subscriptions/` + sub + `' or the scope is invalid."}}`))}, nil
 	}
 	f.mu.Lock()
-	t := f.transports[sub]
+	t, down := f.transports[sub], f.unavailable[sub]
 	f.mu.Unlock()
+	if down {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Request: req, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"error":{"code":"ServiceUnavailable","message":"The service is temporarily unavailable."}}`))}, nil
+	}
 	if t == nil {
 		return &http.Response{StatusCode: http.StatusNotFound, Request: req, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: io.NopCloser(strings.NewReader(`{"error":{"code":"SubscriptionNotFound","message":"not found"}}`))}, nil
@@ -148,6 +180,36 @@ func fleetCluster(sub, name, clientID string) *armcontainerservice.ManagedCluste
 			PowerState:              &armcontainerservice.PowerState{Code: to.Ptr(armcontainerservice.CodeRunning)},
 		},
 	}
+}
+
+// seed25 gives subscriptions A and B 25 clusters, six on a managed identity, the others on
+// service principals whose first secrets are expired, within the critical or the warning
+// threshold, or far off. It returns the sub/name of those on a service principal, and how many
+// are in each state.
+func (f *fleetARM) seed25(t *testing.T, now time.Time) (onSP []string, byState map[string]int) {
+	left := []time.Duration{-5 * day, 3 * day, 20 * day, 100 * day} // Expired, Critical, Warning, Valid
+	byState = map[string]int{}
+	var sp int
+	for i := range 25 {
+		sub, name := fleetSubA, fmt.Sprintf("aks-%02d", i)
+		if i >= 12 {
+			sub = fleetSubB
+		}
+		clientID := "msi"
+		if i%4 != 3 {
+			s := seed(t, now, left[sp%4], 300*day, 200*day)
+			clientID = s.appID
+			byState[[]string{"Expired", "Critical", "Warning", "Valid"}[sp%4]]++
+			sp++
+			onSP = append(onSP, sub+"/"+name)
+		}
+		f.mu.Lock()
+		f.clusters[sub] = append(f.clusters[sub], fleetCluster(sub, name, clientID))
+		f.mu.Unlock()
+	}
+	f.set(fleetSubA, f.clusters[fleetSubA]...)
+	f.set(fleetSubB, f.clusters[fleetSubB]...)
+	return onSP, byState
 }
 
 // fleetIdentity may read the fleet's three subscriptions and every application of the tenant.
@@ -184,31 +246,7 @@ func TestAKSFleet(t *testing.T) {
 	h.r.Fleets = fleets.New()
 	arm := newFleetARM()
 	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
-	now := h.clock.Now()
-
-	left := []time.Duration{-5 * day, 3 * day, 20 * day, 100 * day} // Expired, Critical, Warning, Valid
-	byState := map[string]int{}
-	var sp int
-	var onSP []string // sub/name of the clusters on a service principal
-	for i := range 25 {
-		sub, name := fleetSubA, fmt.Sprintf("aks-%02d", i)
-		if i >= 12 {
-			sub = fleetSubB
-		}
-		clientID := "msi"
-		if i%4 != 3 {
-			s := seed(t, now, left[sp%4], 300*day, 200*day)
-			clientID = s.appID
-			byState[[]string{"Expired", "Critical", "Warning", "Valid"}[sp%4]]++
-			sp++
-			onSP = append(onSP, sub+"/"+name)
-		}
-		arm.mu.Lock()
-		arm.clusters[sub] = append(arm.clusters[sub], fleetCluster(sub, name, clientID))
-		arm.mu.Unlock()
-	}
-	arm.set(fleetSubA, arm.clusters[fleetSubA]...)
-	arm.set(fleetSubB, arm.clusters[fleetSubB]...)
+	onSP, byState := arm.seed25(t, h.clock.Now())
 
 	idName := fleetIdentity(t)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {

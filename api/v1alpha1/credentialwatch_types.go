@@ -423,6 +423,8 @@ type CredentialWatchStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cw,categories=credwatch
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.target.aksFleet) || !has(self.spec.target.aksFleet.createWatches) || size(self.metadata.name) <= 242",message="a fleet with createWatches names its watches <its name>-<10 hex digits>, so its own name may be at most 242 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.target.aksFleet) || !has(self.spec.target.aksFleet.createWatches) || !has(self.spec.target.aksFleet.createWatches.rotation) || self.spec.target.aksFleet.createWatches.rotation.secretRef.name != 'credwatch-rotation-' + self.metadata.name",message="createWatches.rotation.secretRef.name must not be credwatch-rotation-<the fleet's name>: each watch keeps its new secret in Secret credwatch-rotation-<its own name> until it is in use; name another prefix, such as <the fleet's name>-sp"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Earliest Expiry",type=string,JSONPath=`.status.earliestExpiry`
 // +kubebuilder:printcolumn:name="Expires In",type=string,JSONPath=`.status.expiresIn`

@@ -37,6 +37,37 @@ type AKSFleetTarget struct {
 	// +kubebuilder:validation:MaxProperties=16
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
+
+	// CreateWatches, when set, creates an aksCluster CredentialWatch for each cluster of the
+	// fleet that signs in with a service principal, in this namespace: named
+	// <this watch's name>-<10 hex digits of a hash of the cluster's resource ID>, owned by this
+	// watch, with its identityRef and checkInterval and this template. Each is kept to the
+	// template, and deleted when its cluster is gone or on a managed identity, but only after a
+	// complete listing of the cluster's subscription: a refused or failed listing deletes
+	// nothing. At most 1,000 watches a fleet.
+	// +optional
+	CreateWatches *FleetWatchTemplate `json:"createWatches,omitempty"`
+}
+
+// FleetWatchTemplate is what each watch a fleet creates carries besides its cluster, and the
+// fleet's identityRef and checkInterval. It has no imagePulls: those diagnose the cluster the
+// operator runs in, which is one cluster of a fleet at most; write them on that cluster's watch.
+// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || size(self.rotation.secretRef.name) <= 242",message="createWatches.rotation.secretRef.name is a prefix: each watch writes Secret <name>-<10 hex digits>, so it may be at most 242 characters"
+type FleetWatchTemplate struct {
+	// Thresholds of the watches; absent, the fleet's own.
+	// +optional
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
+
+	// Alerts of the watches: each tells its channels about its own cluster, once per step,
+	// through its own ledger.
+	// +optional
+	Alerts *Alerts `json:"alerts,omitempty"`
+
+	// Rotation of the watches, each through the identity checks of any watch (Rotate and
+	// ResetCluster in the identity's allow.operations). secretRef.name is a prefix: each watch
+	// writes Secret <secretRef.name>-<the 10 hex digits its own name ends with>.
+	// +optional
+	Rotation *Rotation `json:"rotation,omitempty"`
 }
 
 // FleetStatus is what the last check of an aksFleet target found.
@@ -62,6 +93,14 @@ type FleetStatus struct {
 	// or split it.
 	// +optional
 	Uncounted int32 `json:"uncounted,omitempty"`
+
+	// Watches is how many aksCluster watches the fleet owns, with createWatches.
+	// +optional
+	Watches int32 `json:"watches,omitempty"`
+	// Unwatched is how many clusters on a service principal have no watch of the fleet's:
+	// beyond the 1,000 a fleet creates, or whose watch's name another watch has taken.
+	// +optional
+	Unwatched int32 `json:"unwatched,omitempty"`
 
 	// Attention lists the clusters on a service principal that most need attention, nearest
 	// expiry first: those whose credentials could not be read, then by earliest expiry.

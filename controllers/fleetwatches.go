@@ -1,0 +1,265 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/fleets"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+const (
+	// labelFleet marks the watches a fleet created with the fleet's UID, to list them; the
+	// controller owner reference, which only the fleet's UID satisfies, decides what is its.
+	labelFleet = "credwatch.dev/fleet"
+	// annotationCluster is the resource ID of the cluster a fleet's watch watches.
+	annotationCluster = "credwatch.dev/cluster"
+	// annotationFleetSpec is a hash of the spec the fleet last gave the watch: the API server
+	// fills in defaults, so the stored spec never equals the one written.
+	annotationFleetSpec = "credwatch.dev/fleet-spec"
+)
+
+// maxFleetWrites bounds the watches one reconcile of a fleet creates, updates or deletes: a new
+// fleet of 1,000 clusters would otherwise hold a worker for minutes of client-side rate limits.
+// The rest come at the next reconcile, fleetWritesAgain later.
+const (
+	maxFleetWrites   = 50
+	fleetWritesAgain = 2 * time.Second
+)
+
+const (
+	eventFleetWatchesCreated = "FleetWatchesCreated"
+	eventFleetWatchesDeleted = "FleetWatchesDeleted"
+	eventFleetWatchTaken     = "FleetWatchNameTaken"
+	eventFleetWatchesCapped  = "FleetWatchesCapped"
+)
+
+// +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=create;update;delete
+
+// reconcileFleetWatches keeps one aksCluster watch per cluster of a fleet on a service principal,
+// as createWatches asks, from what this process's last check of the fleet found: creates those
+// missing, brings those whose template changed up to date, and deletes those whose cluster a
+// complete listing shows gone or on a managed identity (all of them once createWatches is unset).
+// A watch of the name that the fleet does not control is left alone and reported.
+func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w *watchState) (time.Time, error) {
+	obj := w.obj
+	f := obj.Spec.Target.AKSFleet
+	if f == nil || obj.Status.Fleet == nil {
+		return time.Time{}, nil
+	}
+	key := client.ObjectKeyFromObject(obj)
+	found, checked := r.Fleets.Get(key)
+	shown, _ := r.Fleets.Shown(key)
+	if !checked {
+		// Until this process checks the fleet it knows no cluster: it neither creates nor deletes.
+		return time.Time{}, nil
+	}
+	var list v1alpha1.CredentialWatchList
+	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingLabels{labelFleet: string(obj.UID)}); err != nil {
+		return time.Time{}, fmt.Errorf("listing the fleet's watches: %w", err)
+	}
+	mine := map[string]*v1alpha1.CredentialWatch{}
+	for i := range list.Items {
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == obj.UID {
+			mine[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	s := fleetSync{r: r, fleet: obj}
+	if f.CreateWatches != nil {
+		if err := s.createAndUpdate(ctx, shown.Clusters, mine); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if err := s.deleteGone(ctx, found, mine); err != nil {
+		return time.Time{}, err
+	}
+	before := int32(0)
+	if f := w.stored.Status.Fleet; f != nil {
+		before = f.Unwatched
+	}
+	s.report(int32(len(s.taken)+s.capped) != before)
+	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), int32(len(s.taken)+s.capped)
+	if s.more {
+		return w.now.Add(fleetWritesAgain), nil
+	}
+	return time.Time{}, nil
+}
+
+// fleetSync is one reconcile's work on a fleet's watches.
+type fleetSync struct {
+	r     *CredentialWatchReconciler
+	fleet *v1alpha1.CredentialWatch
+	// writes counts the API writes made; more is true when some were left for the next reconcile.
+	writes int
+	more   bool
+	// created and deleted name the watches written; taken, those whose name another watch
+	// holds; capped counts the clusters beyond the watches a fleet may create.
+	created, deleted, taken []string
+	capped                  int
+	limit                   int
+	movedToMI               []string
+}
+
+func (s *fleetSync) spend() bool {
+	if s.writes == maxFleetWrites {
+		s.more = true
+		return false
+	}
+	s.writes++
+	return true
+}
+
+// createAndUpdate creates the watch of each cluster on a service principal that has none, and
+// rewrites those whose spec the fleet last gave differs from the one it gives now.
+func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.FleetCluster, mine map[string]*v1alpha1.CredentialWatch) error {
+	owned, limit := len(mine), s.r.FleetWatches
+	if limit == 0 {
+		limit = policy.MaxFleetWatches
+	}
+	s.limit = limit
+	for _, c := range clusters {
+		if c.AppID == "" {
+			continue
+		}
+		name := policy.FleetWatchName(s.fleet.Name, c.ID)
+		spec := policy.FleetWatchSpec(s.fleet.Spec, c)
+		hash, err := specHash(spec)
+		if err != nil {
+			return err
+		}
+		if have := mine[name]; have != nil {
+			if have.Annotations[annotationFleetSpec] == hash || !s.spend() {
+				continue
+			}
+			have.Spec = spec
+			if have.Annotations == nil {
+				have.Annotations = map[string]string{}
+			}
+			have.Annotations[annotationFleetSpec], have.Annotations[annotationCluster] = hash, c.ID
+			if err := s.r.Update(ctx, have); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("updating the fleet's watch %s: %w", name, err)
+			}
+			continue
+		}
+		if owned >= limit {
+			s.capped++
+			continue
+		}
+		var other v1alpha1.CredentialWatch
+		switch err := s.r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: name}, &other); {
+		case err == nil:
+			// Someone's watch holds the name: the fleet does not take it over.
+			s.taken = append(s.taken, name)
+			continue
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading watch %s: %w", name, err)
+		}
+		if !s.spend() {
+			continue
+		}
+		child := &v1alpha1.CredentialWatch{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: s.fleet.Namespace,
+				Labels:      map[string]string{labelFleet: string(s.fleet.UID)},
+				Annotations: map[string]string{annotationCluster: c.ID, annotationFleetSpec: hash},
+				// No blockOwnerDeletion: it would need update on the fleet's finalizers, and
+				// nothing waits for the fleet's watches to go before it does.
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch",
+					Name: s.fleet.Name, UID: s.fleet.UID, Controller: ptr.To(true)}},
+			},
+			Spec: spec,
+		}
+		if err := s.r.Create(ctx, child); err != nil {
+			if apierrors.IsAlreadyExists(err) { // created meanwhile: the next reconcile sees whose
+				s.more = true
+				continue
+			}
+			return fmt.Errorf("creating the fleet's watch %s for AKS cluster %s: %w", name, c.ID, err)
+		}
+		owned++
+		s.created = append(s.created, name)
+	}
+	return nil
+}
+
+// deleteGone deletes the fleet's watches whose cluster a complete listing of its subscription
+// shows gone or on a managed identity, or all of them when createWatches is unset. A watch with a
+// rotation under way goes only once its rotation's finalizer has rolled it back or finished it.
+func (s *fleetSync) deleteGone(ctx context.Context, found fleets.Found, mine map[string]*v1alpha1.CredentialWatch) error {
+	for name, have := range mine {
+		if have.DeletionTimestamp != nil {
+			continue
+		}
+		id := have.Annotations[annotationCluster]
+		fate := policy.FleetWatchFateOf(id, found.Clusters, found.Complete)
+		if s.fleet.Spec.Target.AKSFleet.CreateWatches == nil {
+			fate = policy.DeleteGone
+		}
+		if fate == policy.KeepWatch || !s.spend() {
+			continue
+		}
+		if err := s.r.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the fleet's watch %s: %w", name, err)
+		}
+		s.deleted = append(s.deleted, name)
+		if fate == policy.DeleteManagedIdentity {
+			s.movedToMI = append(s.movedToMI, id)
+		}
+	}
+	return nil
+}
+
+// report raises one event for what this reconcile created, one for what it deleted, and, when
+// the clusters left without a watch changed, one for each reason.
+func (s *fleetSync) report(unwatchedChanged bool) {
+	rec := s.r.Recorder
+	if n := len(s.created); n > 0 {
+		rec.Eventf(s.fleet, corev1.EventTypeNormal, eventFleetWatchesCreated, "Created %d aksCluster watches, such as %s", n, s.created[0])
+	}
+	if n := len(s.deleted); n > 0 {
+		why := "their clusters are gone from subscriptions listed whole"
+		switch {
+		case s.fleet.Spec.Target.AKSFleet.CreateWatches == nil:
+			why = "createWatches is no longer set"
+		case len(s.movedToMI) == n:
+			why = "their clusters sign in with a managed identity now, such as " + s.movedToMI[0]
+		case len(s.movedToMI) > 0:
+			why = fmt.Sprintf("their clusters are gone, or %d on a managed identity now, such as %s", len(s.movedToMI), s.movedToMI[0])
+		}
+		rec.Eventf(s.fleet, corev1.EventTypeNormal, eventFleetWatchesDeleted, "Deleted %d aksCluster watches, such as %s: %s", n, s.deleted[0], why)
+	}
+	if !unwatchedChanged {
+		return
+	}
+	if s.capped > 0 {
+		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchesCapped,
+			"%d clusters on a service principal have no watch: a fleet creates at most %d; narrow it with subscriptions, resourceGroups or tags, or split it",
+			s.capped, s.limit)
+	}
+	if n := len(s.taken); n > 0 {
+		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchTaken,
+			"%d clusters have no watch of the fleet's because a watch it did not create holds the name, such as %s: delete or rename that watch, and the fleet creates its own",
+			n, s.taken[0])
+	}
+}
+
+// specHash is a short digest of spec, to tell whether a watch still has the spec it was given.
+func specHash(spec v1alpha1.CredentialWatchSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}

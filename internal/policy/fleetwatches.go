@@ -1,0 +1,106 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// MaxFleetWatches bounds the watches one fleet creates: each is an object the API server stores
+// and a watch the operator checks, and a namespace's author should not get thousands by one line.
+const MaxFleetWatches = 1000
+
+// fleetWatchHash is how many hex digits of a cluster's hashed resource ID end its watch's name:
+// 40 bits, so that a fleet of 1,000 clusters meets a collision about once in two million fleets,
+// and one that does reports it rather than sharing a watch.
+const fleetWatchHash = 10
+
+// FleetWatchName names the watch a fleet creates for the cluster whose resource ID is clusterID.
+// A cluster's name may hold characters an object's may not ('_', upper case), and names repeat
+// across resource groups: the resource ID, hashed, does neither.
+func FleetWatchName(fleet, clusterID string) string {
+	return fleet + "-" + fleetHash(clusterID)
+}
+
+func fleetHash(clusterID string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(clusterID)))
+	return hex.EncodeToString(sum[:])[:fleetWatchHash]
+}
+
+// FleetWatchSpec is the spec of the watch fleet creates for cluster c: an aksCluster target in
+// the fleet's tenant, the fleet's identity and interval, and its template; a rotation writes the
+// Secret the template's prefix names, ended by the cluster's hash.
+func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1.CredentialWatchSpec {
+	f := fleet.Target.AKSFleet
+	spec := v1alpha1.CredentialWatchSpec{
+		Target: v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: f.TenantID, SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: clusterName(c.ID)}},
+		IdentityRef:   fleet.IdentityRef.DeepCopy(),
+		CheckInterval: fleet.CheckInterval,
+		Thresholds:    fleet.Thresholds,
+	}
+	t := f.CreateWatches
+	if t == nil {
+		return spec
+	}
+	if t.Thresholds != nil {
+		spec.Thresholds = *t.Thresholds
+	}
+	spec.Alerts = t.Alerts.DeepCopy()
+	if t.Rotation != nil {
+		spec.Rotation = t.Rotation.DeepCopy()
+		spec.Rotation.SecretRef.Name += "-" + fleetHash(c.ID)
+	}
+	return spec
+}
+
+// clusterName is the last segment of a managed cluster's resource ID.
+func clusterName(id string) string {
+	return id[strings.LastIndex(id, "/")+1:]
+}
+
+// FleetWatchFate is what becomes of a watch a fleet created, after a check.
+type FleetWatchFate int
+
+const (
+	// KeepWatch: its cluster is in the fleet on a service principal, or nothing proves otherwise.
+	KeepWatch FleetWatchFate = iota
+	// DeleteGone: its subscription was listed whole, and the cluster was not in it.
+	DeleteGone
+	// DeleteManagedIdentity: its subscription was listed whole, and the cluster signs in with a
+	// managed identity.
+	DeleteManagedIdentity
+)
+
+// FleetWatchFateOf decides what becomes of the watch of the cluster clusterID, from the clusters
+// a check found and the subscriptions it listed whole. Deleting a watch drops its ledger and any
+// rotation under way, so only a complete listing of the cluster's subscription may: a refusal, a
+// timeout or a page that failed proves nothing about the clusters it did not return.
+func FleetWatchFateOf(clusterID string, found []FleetCluster, complete map[string]bool) FleetWatchFate {
+	whole := complete[subscriptionOf(clusterID)]
+	for _, c := range found {
+		if strings.EqualFold(c.ID, clusterID) {
+			if c.AppID == "" && whole {
+				return DeleteManagedIdentity
+			}
+			return KeepWatch
+		}
+	}
+	if whole {
+		return DeleteGone
+	}
+	return KeepWatch
+}
+
+// subscriptionOf is the subscription of a resource ID, in lower case; empty if it names none.
+func subscriptionOf(id string) string {
+	parts := strings.Split(strings.ToLower(id), "/")
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] == "subscriptions" {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
