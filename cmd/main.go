@@ -49,6 +49,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
+	"github.com/credwatch/credwatch/internal/ledger"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/pullauth"
@@ -273,6 +274,8 @@ func run(o options) error {
 		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL, Destinations: o.destinations},
 		Scans:             scanStore,
 		Fleets:            fleetStore,
+		// Ledgers are read one watch at a time, not cached: a cache would hold every ConfigMap.
+		Ledger: &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err

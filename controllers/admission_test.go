@@ -101,13 +101,10 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"createWatches.rotation.secretRef.name is a prefix", "at most 242 characters"},
 		},
-		"a fleet with alerts": {
-			edit: func(s *v1alpha1.CredentialWatchSpec) {
-				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
-				s.Alerts = &v1alpha1.Alerts{}
-			},
-			wantErr: []string{"alerts on an aksFleet watch are not sent yet", "credwatch_aks_cluster_credential_expiration_timestamp_seconds"},
-		},
+		"a fleet with alerts": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+			s.Alerts = &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"platform@example.com"}, SMTP: v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}}}
+		}},
 		"the cluster's service-account issuer": {edit: func(s *v1alpha1.CredentialWatchSpec) {
 			s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{"https://10.0.0.4:6443", "https://[fd00::4]:6443"}}}
 		}},

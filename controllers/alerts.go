@@ -48,8 +48,11 @@ const (
 // Claims are written into w.stored too, the base of the reconcile's deferred status patch, so
 // that patch does not mistake them for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
-	if t := w.obj.Spec.Target; t.TenantScan != nil || t.AKSFleet != nil { // these report through status, events and metrics; see the CRD's rules
+	if w.obj.Spec.Target.TenantScan != nil { // reports through status, events and metrics; see the CRD's rules
 		return time.Time{}, nil
+	}
+	if w.obj.Spec.Target.AKSFleet != nil {
+		return r.reconcileFleetAlerts(ctx, w)
 	}
 	obj, s, now := w.obj, w.settings, w.now
 	set, cfgErr := r.Channels.For(ctx, obj)
@@ -143,7 +146,6 @@ func (r *CredentialWatchReconciler) deliverDue(ctx context.Context, w *watchStat
 // returns whether the alert went out; an error means the claim could not be written, and
 // nothing was sent.
 func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, ch channels.Channel, p policy.PlannedAlert, now time.Time) (bool, error) {
-	log := ctrl.LoggerFrom(ctx)
 	previous := policy.Sent(ledger, p.Channel, p.Subject)
 	if previous != nil {
 		p := *previous
@@ -156,7 +158,17 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 		return false, fmt.Errorf("claiming the %s alert on %s before sending it: %w", p.Step.Name, p.Channel, err)
 	}
 
-	a := compose.Alert(obj, p, now)
+	if r.send(ctx, obj, ledger, ch, compose.Alert(obj, p, now), now) {
+		return true, nil
+	}
+	policy.Restore(ledger, p.Channel, p.Subject, previous)
+	return false, nil
+}
+
+// send delivers a, claimed already, on ch, and reports whether it went out. A failure is kept
+// in ledger's failing channels, with the next attempt's time, and told by event when it changed.
+func (r *CredentialWatchReconciler) send(ctx context.Context, obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, ch channels.Channel, a notify.Alert, now time.Time) bool {
+	log := ctrl.LoggerFrom(ctx)
 	// Claimed, the alert must go out or be given back: a stopping operator still sends it.
 	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	err := ch.Notifier.Send(sendCtx, a)
@@ -165,9 +177,8 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 		policy.ClearFailure(ledger, ch.ID)
 		log.Info("Sent alert", "channel", ch.ID, "alert", a.Title())
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventAlertSent, "Sent %q to %s", a.Title(), ch.ID)
-		return true, nil
+		return true
 	}
-	policy.Restore(ledger, p.Channel, p.Subject, previous)
 	var de *notify.DeliveryError
 	permanent := errors.As(err, &de) && de.Permanent
 	before := policy.Failure(ledger, ch.ID)
@@ -177,7 +188,7 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 	if changed {
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventAlertDeliveryFailed, "Sending %q to %s failed, retrying with backoff: %v", a.Title(), ch.ID, err)
 	}
-	return false, nil
+	return false
 }
 
 // failureReason is the AlertsDelivered reason a failed send gives. It is kept in the ledger with

@@ -119,6 +119,7 @@ func (h *harness) restart() {
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, DefaultIdentity: old.DefaultIdentity, ClusterID: old.ClusterID, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
 		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: scans.New(),
+		Ledger: old.Ledger,
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
 )
@@ -96,6 +97,8 @@ type CredentialWatchReconciler struct {
 	FleetClusters int
 	// FleetWatches bounds the watches one fleet creates; zero means policy.MaxFleetWatches.
 	FleetWatches int
+	// Ledger keeps what fleets told their channels, in ConfigMaps the fleets own.
+	Ledger *ledger.Store
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
 	ImagePulls PullIncidents
@@ -211,6 +214,10 @@ type watchState struct {
 	scanned bool
 	// readPending is a check waiting for its planned read: due still, it is not rescheduled.
 	readPending bool
+	// fleetViews are a fleet's clusters on a service principal as of now, most in need of
+	// attention first, once fleetEvaluated: this process has checked the fleet.
+	fleetViews     []policy.ClusterView
+	fleetEvaluated bool
 	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
 	grant    grant
 	grantErr error

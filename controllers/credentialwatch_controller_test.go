@@ -24,6 +24,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -70,6 +71,7 @@ func newHarness(t *testing.T) *harness {
 		Channels:        &channels.Builder{Secrets: k8s, Destinations: localPeers},
 		Scans:           scans.New(),
 		CheckTimeout:    time.Second,
+		Ledger:          &ledger.Store{Reader: k8s, Writer: k8s},
 	}
 	return h
 }

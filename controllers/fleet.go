@@ -80,7 +80,13 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id a
 	for _, l := range r.listFleet(ctx, fc, g, t, subs, inTenant, explicit) {
 		found.Subscriptions++
 		if l.err == nil {
-			found.Complete[l.sub] = true
+			// Listed one resource group at a time, the subscription is whole only in those.
+			for _, g := range l.groups {
+				found.Complete[l.sub+"/"+g] = true
+			}
+			if len(l.groups) == 0 {
+				found.Complete[l.sub] = true
+			}
 		}
 		if l.err != nil {
 			if firstErr == nil {
@@ -358,6 +364,7 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 	if v.Earliest != nil {
 		st.ExpiresIn = policy.HumanDuration(v.Earliest.Sub(now))
 	}
+	w.fleetViews, w.fleetEvaluated = v.Clusters, true
 	setFleetConditions(obj, v, s.thresholds, now)
 	r.tellWorsenedClusters(obj, w.stored.Status.Fleet, v, r.Fleets.Viewed(client.ObjectKeyFromObject(obj), now), s.thresholds, now)
 	return v.NextTransition

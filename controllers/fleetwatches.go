@@ -43,6 +43,7 @@ const (
 	eventFleetWatchesDeleted = "FleetWatchesDeleted"
 	eventFleetWatchTaken     = "FleetWatchNameTaken"
 	eventFleetWatchesCapped  = "FleetWatchesCapped"
+	eventFleetWatchRefused   = "FleetWatchRefused"
 )
 
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=create;update;delete
@@ -71,8 +72,11 @@ func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w
 	}
 	mine := map[string]*v1alpha1.CredentialWatch{}
 	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == obj.UID {
-			mine[list.Items[i].Name] = &list.Items[i]
+		c := &list.Items[i]
+		// The label, the owner reference and the annotation can all be written by anyone who may
+		// write the watch: the name, a hash of the cluster, must agree with them too.
+		if ref := metav1.GetControllerOf(c); ref != nil && ref.UID == obj.UID && c.Name == policy.FleetWatchName(obj.Name, c.Annotations[annotationCluster]) {
+			mine[c.Name] = c
 		}
 	}
 	s := fleetSync{r: r, fleet: obj}
@@ -88,8 +92,9 @@ func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w
 	if f := w.stored.Status.Fleet; f != nil {
 		before = f.Unwatched
 	}
-	s.report(int32(len(s.taken)+s.capped) != before)
-	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), int32(len(s.taken)+s.capped)
+	unwatched := int32(len(s.taken) + s.capped + len(s.refused))
+	s.report(unwatched != before)
+	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), unwatched
 	if s.more {
 		return w.now.Add(fleetWritesAgain), nil
 	}
@@ -106,9 +111,11 @@ type fleetSync struct {
 	// created and deleted name the watches written; taken, those whose name another watch
 	// holds; capped counts the clusters beyond the watches a fleet may create.
 	created, deleted, taken []string
-	capped                  int
-	limit                   int
-	movedToMI               []string
+	// refused are the watches the API server would not take, with why.
+	refused   []string
+	capped    int
+	limit     int
+	movedToMI []string
 }
 
 func (s *fleetSync) spend() bool {
@@ -139,7 +146,7 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 			return err
 		}
 		if have := mine[name]; have != nil {
-			if have.Annotations[annotationFleetSpec] == hash || !s.spend() {
+			if have.DeletionTimestamp != nil || have.Annotations[annotationFleetSpec] == hash || !s.spend() {
 				continue
 			}
 			have.Spec = spec
@@ -148,7 +155,10 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 			}
 			have.Annotations[annotationFleetSpec], have.Annotations[annotationCluster] = hash, c.ID
 			if err := s.r.Update(ctx, have); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("updating the fleet's watch %s: %w", name, err)
+				if !refusedWrite(err) {
+					return fmt.Errorf("updating the fleet's watch %s: %w", name, err)
+				}
+				s.refused = append(s.refused, name+": "+err.Error())
 			}
 			continue
 		}
@@ -183,6 +193,12 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 		if err := s.r.Create(ctx, child); err != nil {
 			if apierrors.IsAlreadyExists(err) { // created meanwhile: the next reconcile sees whose
 				s.more = true
+				continue
+			}
+			if refusedWrite(err) {
+				// One cluster's watch the API server refuses (a quota, a name the CRD's rules do
+				// not take) holds up none of the others.
+				s.refused = append(s.refused, name+": "+err.Error())
 				continue
 			}
 			return fmt.Errorf("creating the fleet's watch %s for AKS cluster %s: %w", name, c.ID, err)
@@ -239,6 +255,9 @@ func (s *fleetSync) report(unwatchedChanged bool) {
 		}
 		rec.Eventf(s.fleet, corev1.EventTypeNormal, eventFleetWatchesDeleted, "Deleted %d aksCluster watches, such as %s: %s", n, s.deleted[0], why)
 	}
+	if n := len(s.refused); n > 0 {
+		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchRefused, "The API server refused %d of the fleet's watches, such as %s", n, s.refused[0])
+	}
 	if !unwatchedChanged {
 		return
 	}
@@ -252,6 +271,12 @@ func (s *fleetSync) report(unwatchedChanged bool) {
 			"%d clusters have no watch of the fleet's because a watch it did not create holds the name, such as %s: delete or rename that watch, and the fleet creates its own",
 			n, s.taken[0])
 	}
+}
+
+// refusedWrite reports whether the API server refused a write for what it held, which trying
+// again does not mend: its validation, admission or a quota.
+func refusedWrite(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 
 // specHash is a short digest of spec, to tell whether a watch still has the spec it was given.

@@ -22,8 +22,9 @@ type Found struct {
 	Unread []v1alpha1.UnreadSubscription
 	// Uncounted is how many clusters were found beyond the most a fleet holds.
 	Uncounted int
-	// Complete are the subscriptions (in lower case) listed whole: only there does a cluster's
-	// absence prove it gone. None when clusters were left uncounted.
+	// Complete are the subscriptions listed whole, and "subscription/resource group" for those
+	// listed a resource group at a time, in lower case: only there does a cluster's absence prove
+	// it gone. None when clusters were left uncounted.
 	Complete map[string]bool
 }
 

@@ -38,6 +38,9 @@ const (
 	KindSigningKeysAgree Kind = "SigningKeysAgree"
 	// KindIssuerChanged: the cluster's service-account issuer URL changed.
 	KindIssuerChanged Kind = "IssuerChanged"
+	// KindManagedIdentity: an AKS cluster of a fleet signs in with a managed identity now, and no
+	// longer depends on a service principal's secret.
+	KindManagedIdentity Kind = "ManagedIdentity"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -121,7 +124,7 @@ func AlertID(watchUID, subject, step string) string {
 // such whatever its severity.
 func (a Alert) GoodNews() bool {
 	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated || a.Kind == KindPullsRecovered ||
-		a.Kind == KindSigningKeysAgree
+		a.Kind == KindSigningKeysAgree || a.Kind == KindManagedIdentity
 }
 
 // Title is a one-line summary: an email subject, a notification preview.
@@ -159,6 +162,8 @@ func (a Alert) Title() string {
 		return "Resolved: the API servers agree on the service-account token keys again"
 	case KindIssuerChanged:
 		return "The cluster's service-account issuer changed"
+	case KindManagedIdentity:
+		return fmt.Sprintf("AKS cluster %s signs in with a managed identity now, no longer with %s", a.clusterName(), sp)
 	}
 	return string(a.Kind)
 }
@@ -213,6 +218,11 @@ func (a Alert) Lines() [][2]string {
 	add("Watch", a.Namespace+"/"+a.Name)
 	add("Severity", string(a.Severity))
 	return out
+}
+
+// clusterName is the last part of the cluster's name or resource ID.
+func (a Alert) clusterName() string {
+	return a.Cluster[strings.LastIndex(a.Cluster, "/")+1:]
 }
 
 func (a Alert) spName() string {

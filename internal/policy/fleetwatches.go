@@ -41,6 +41,10 @@ func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1
 		CheckInterval: fleet.CheckInterval,
 		Thresholds:    fleet.Thresholds,
 	}
+	// Without alerts of its own a watch would tell the operator's default channels: a fleet's
+	// author does not get a thousand watches' messages into an admin's channel by leaving them out.
+	off := false
+	spec.Alerts = &v1alpha1.Alerts{UseDefaultChannels: &off}
 	t := f.CreateWatches
 	if t == nil {
 		return spec
@@ -48,7 +52,9 @@ func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1
 	if t.Thresholds != nil {
 		spec.Thresholds = *t.Thresholds
 	}
-	spec.Alerts = t.Alerts.DeepCopy()
+	if t.Alerts != nil {
+		spec.Alerts = t.Alerts.DeepCopy()
+	}
 	if t.Rotation != nil {
 		spec.Rotation = t.Rotation.DeepCopy()
 		spec.Rotation.SecretRef.Name += "-" + fleetHash(c.ID)
@@ -79,7 +85,7 @@ const (
 // rotation under way, so only a complete listing of the cluster's subscription may: a refusal, a
 // timeout or a page that failed proves nothing about the clusters it did not return.
 func FleetWatchFateOf(clusterID string, found []FleetCluster, complete map[string]bool) FleetWatchFate {
-	whole := complete[subscriptionOf(clusterID)]
+	whole := ListedWhole(complete, clusterID)
 	for _, c := range found {
 		if strings.EqualFold(c.ID, clusterID) {
 			if c.AppID == "" && whole {
@@ -94,11 +100,19 @@ func FleetWatchFateOf(clusterID string, found []FleetCluster, complete map[strin
 	return KeepWatch
 }
 
-// subscriptionOf is the subscription of a resource ID, in lower case; empty if it names none.
-func subscriptionOf(id string) string {
+// ListedWhole reports whether a check listed whole the subscription, or the resource group, of
+// the resource clusterID: an identity scoped to some resource groups lists only those, and the
+// others' clusters are not gone for being missing.
+func ListedWhole(complete map[string]bool, clusterID string) bool {
+	sub, rg := segment(clusterID, "subscriptions"), segment(clusterID, "resourcegroups")
+	return sub != "" && (complete[sub] || rg != "" && complete[sub+"/"+rg])
+}
+
+// segment is what follows name in a resource ID, in lower case; empty if it has no such part.
+func segment(id, name string) string {
 	parts := strings.Split(strings.ToLower(id), "/")
 	for i := 0; i+1 < len(parts); i++ {
-		if parts[i] == "subscriptions" {
+		if parts[i] == name {
 			return parts[i+1]
 		}
 	}

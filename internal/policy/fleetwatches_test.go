@@ -20,7 +20,7 @@ func TestFleetWatchFateOf(t *testing.T) {
 		{ID: id(subA, "on-mi"), SubscriptionID: subA},
 		{ID: id(subB, "on-mi-b"), SubscriptionID: subB},
 	}
-	onlyA := map[string]bool{subA: true}
+	onlyA := map[string]bool{subA: true, subB + "/rg-listed": true}
 	for _, tc := range []struct {
 		name    string
 		cluster string
@@ -34,6 +34,8 @@ func TestFleetWatchFateOf(t *testing.T) {
 		{"on a managed identity, its listing failed part way", id(subB, "on-mi-b"), KeepWatch},
 		{"missing from a subscription not listed whole", id(subB, "gone"), KeepWatch},
 		{"an annotation that names no subscription", "aks-prod", KeepWatch},
+		{"gone from a resource group listed whole", "/subscriptions/" + subB + "/resourceGroups/RG-Listed/providers/Microsoft.ContainerService/managedClusters/x", DeleteGone},
+		{"missing from a resource group the identity no longer lists", "/subscriptions/" + subB + "/resourceGroups/rg-other/providers/Microsoft.ContainerService/managedClusters/x", KeepWatch},
 		{"no annotation", "", KeepWatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +64,8 @@ func TestFleetWatchNameAndSpec(t *testing.T) {
 	c := FleetCluster{ID: id, SubscriptionID: "a1c2e3f4-0000-4000-8000-00000000000a", ResourceGroup: "RG_Prod", AppID: "app"}
 	spec := FleetWatchSpec(fleet, c)
 	if at := spec.Target.AKSCluster; at == nil || at.Name != "AKS_Prod" || at.ResourceGroup != "RG_Prod" || at.TenantID != "t" ||
-		spec.IdentityRef.Name != "reader" || spec.CheckInterval != "1h" || spec.Thresholds.Warning != "30d" || spec.Rotation != nil || spec.Alerts != nil {
+		spec.IdentityRef.Name != "reader" || spec.CheckInterval != "1h" || spec.Thresholds.Warning != "30d" || spec.Rotation != nil ||
+		spec.Alerts == nil || spec.Alerts.UseDefaultChannels == nil || *spec.Alerts.UseDefaultChannels {
 		t.Errorf("without a template: %+v", spec)
 	}
 	fleet.Target.AKSFleet.CreateWatches = &v1alpha1.FleetWatchTemplate{

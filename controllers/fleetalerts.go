@@ -1,0 +1,156 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/ledger"
+	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/notify/compose"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+// fleetSendsAgain is how soon a fleet comes back for the messages one reconcile left.
+const fleetSendsAgain = time.Minute
+
+const eventLedgerRefused = "LedgerRefused"
+
+// The ledger of a fleet's messages lives in ConfigMaps of its namespace that the fleet owns.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update
+
+// reconcileFleetAlerts tells a fleet's channels of its clusters, one message per cluster and
+// step, as policy.PlanFleetAlerts decides. What each channel was told is kept in the fleet's
+// ledger (ConfigMaps it owns: a thousand clusters on four channels outgrow a status), claimed
+// with an optimistic lock before the messages go out and given back for those that fail, so a
+// restarted operator or a new leader tells nothing twice. Failing channels back off as a
+// watch's do, in status.alerts.
+func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w *watchState) (time.Time, error) {
+	obj, now := w.obj, w.now
+	key := client.ObjectKeyFromObject(obj)
+	shown, checked := r.Fleets.Shown(key)
+	found, _ := r.Fleets.Get(key)
+	if !checked || !w.fleetEvaluated {
+		// Until this process checks the fleet it knows no cluster to tell of.
+		return time.Time{}, nil
+	}
+	set, cfgErr := r.Channels.For(ctx, obj)
+	failing := obj.Status.Alerts.DeepCopy()
+	if failing == nil {
+		failing = &v1alpha1.AlertsStatus{}
+	}
+	defer func() {
+		obj.Status.Alerts = failing
+		if len(failing.Sent) == 0 && len(failing.Failing) == 0 {
+			obj.Status.Alerts = nil
+		}
+	}()
+	policy.KeepChannels(failing, set.IDs())
+	if len(set) == 0 {
+		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
+			"No alert channel: set spec.alerts, or the operator's default channels", now)
+		return time.Time{}, nil
+	}
+	book, err := r.Ledger.Load(ctx, ledgerOwner(obj))
+	var foreign *ledger.ForeignError
+	if errors.As(err, &foreign) {
+		if c := condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
+			r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
+		}
+		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
+		return now.Add(misconfiguredRecheck), nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleetViews, Found: shown.Clusters, Complete: shown.Complete,
+		AllComplete: len(found.Unread) == 0 && found.Complete != nil, Ledger: book.Get, Entries: book.Entries, Now: now})
+	if len(plan.Record) > 0 {
+		if _, err := r.Ledger.Write(ctx, book, plan.Record); err != nil {
+			return time.Time{}, fmt.Errorf("recording the fleet's clusters in its ledger: %w", err)
+		}
+	}
+	var next time.Time
+	for _, ch := range set {
+		if ch.Notifier == nil {
+			continue
+		}
+		if f := policy.Failure(failing, ch.ID); f != nil && now.Before(f.NextAttemptTime.Time) {
+			next = policy.Earliest(next, f.NextAttemptTime.Time)
+			continue
+		}
+		var due []policy.FleetAlert
+		for _, a := range plan.Send {
+			if a.Channel == ch.ID {
+				due = append(due, a)
+			}
+		}
+		if len(due) > policy.FleetSendsPerReconcile {
+			due, next = due[:policy.FleetSendsPerReconcile], policy.Earliest(next, now.Add(fleetSendsAgain))
+		}
+		if err := r.sendFleetAlerts(ctx, obj, book, failing, ch, due, now); err != nil {
+			return time.Time{}, err
+		}
+		if f := policy.Failure(failing, ch.ID); f != nil {
+			next = policy.Earliest(next, f.NextAttemptTime.Time)
+		}
+	}
+	cond := alertsCondition(set, failing, cfgErr)
+	if cfgErr != nil {
+		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
+	}
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
+	return next, nil
+}
+
+// sendFleetAlerts claims due in the ledger, all at once, sends them in order, and gives back
+// the claims of the one that failed and those after it. A claim that could not be written is
+// not sent: another writer holds the ledger.
+func (r *CredentialWatchReconciler) sendFleetAlerts(ctx context.Context, obj *v1alpha1.CredentialWatch, book *ledger.Book, failing *v1alpha1.AlertsStatus,
+	ch channels.Channel, due []policy.FleetAlert, now time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	claims, previous := map[string]*string{}, map[string]*string{}
+	for _, a := range due {
+		claims[a.Key] = a.Note
+		if v, ok := book.Get(a.Key); ok {
+			previous[a.Key] = &v
+		} else {
+			previous[a.Key] = nil
+		}
+	}
+	written, claimErr := r.Ledger.Write(ctx, book, claims)
+	claimed := map[string]bool{}
+	for _, k := range written {
+		claimed[k] = true
+	}
+	giveBack := map[string]*string{}
+	for _, a := range due {
+		if !claimed[a.Key] {
+			continue
+		}
+		if len(giveBack) > 0 || !r.send(ctx, obj, failing, ch, compose.FleetAlert(obj, a, now), now) {
+			giveBack[a.Key] = previous[a.Key]
+		}
+	}
+	if len(giveBack) > 0 {
+		if _, err := r.Ledger.Write(ctx, book, giveBack); err != nil {
+			return fmt.Errorf("giving back the claims of messages not sent on %s: %w", ch.ID, err)
+		}
+	}
+	if claimErr != nil {
+		return fmt.Errorf("claiming messages on %s in the fleet's ledger before sending them: %w", ch.ID, claimErr)
+	}
+	return nil
+}
+
+func ledgerOwner(obj *v1alpha1.CredentialWatch) ledger.Owner {
+	return ledger.Owner{Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch"}
+}
