@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -23,7 +24,7 @@ const fleetSendsAgain = time.Minute
 const eventLedgerRefused = "LedgerRefused"
 
 // The ledger of a fleet's messages lives in ConfigMaps of its namespace that the fleet owns.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 
 // reconcileFleetAlerts tells a fleet's channels of its clusters, one message per cluster and
 // step, as policy.PlanFleetAlerts decides. What each channel was told is kept in the fleet's
@@ -40,7 +41,10 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		// Until this process checks the fleet it knows no cluster to tell of.
 		return time.Time{}, nil
 	}
-	set, cfgErr := r.Channels.For(ctx, obj)
+	if obj.Spec.Alerts == nil {
+		return time.Time{}, nil
+	}
+	set, cfgErr := r.fleetChannels(ctx, obj)
 	failing := obj.Status.Alerts.DeepCopy()
 	if failing == nil {
 		failing = &v1alpha1.AlertsStatus{}
@@ -54,7 +58,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	policy.KeepChannels(failing, set.IDs())
 	if len(set) == 0 {
 		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
-			"No alert channel: set spec.alerts, or the operator's default channels", now)
+			"No alert channel: a fleet tells only the channels its spec.alerts names (slack, email, teams or webhook), not the operator's defaults", now)
 		return time.Time{}, nil
 	}
 	book, err := r.Ledger.Load(ctx, ledgerOwner(obj))
@@ -69,7 +73,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	if err != nil {
 		return time.Time{}, err
 	}
-	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleetViews, Found: shown.Clusters, Complete: shown.Complete,
+	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleetViews, Found: shown.Clusters, Known: found.Clusters, Complete: shown.Complete,
 		AllComplete: len(found.Unread) == 0 && found.Complete != nil, Ledger: book.Get, Entries: book.Entries, Now: now})
 	if len(plan.Record) > 0 {
 		if _, err := r.Ledger.Write(ctx, book, plan.Record); err != nil {
@@ -107,6 +111,16 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	}
 	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
 	return next, nil
+}
+
+// fleetChannels are the channels a fleet names. Never the operator's defaults: a fleet's
+// messages number its clusters, and its ledger is ConfigMaps its namespace may write.
+func (r *CredentialWatchReconciler) fleetChannels(ctx context.Context, obj *v1alpha1.CredentialWatch) (channels.Set, error) {
+	own := *obj
+	alerts := *obj.Spec.Alerts
+	alerts.UseDefaultChannels = ptr.To(false)
+	own.Spec.Alerts = &alerts
+	return r.Channels.For(ctx, &own)
 }
 
 // sendFleetAlerts claims due in the ledger, all at once, sends them in order, and gives back

@@ -92,7 +92,7 @@ func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w
 	if f := w.stored.Status.Fleet; f != nil {
 		before = f.Unwatched
 	}
-	unwatched := int32(len(s.taken) + s.capped + len(s.refused))
+	unwatched := int32(len(s.taken) + s.capped + len(s.refused) + s.waiting)
 	s.report(unwatched != before)
 	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), unwatched
 	if s.more {
@@ -112,8 +112,10 @@ type fleetSync struct {
 	// holds; capped counts the clusters beyond the watches a fleet may create.
 	created, deleted, taken []string
 	// refused are the watches the API server would not take, with why.
-	refused   []string
-	capped    int
+	refused []string
+	capped  int
+	// waiting counts the clusters whose watch was not tried after one the API server refused.
+	waiting   int
 	limit     int
 	movedToMI []string
 }
@@ -164,6 +166,12 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 		}
 		if owned >= limit {
 			s.capped++
+			continue
+		}
+		if len(s.refused) > 0 {
+			// After a refusal (a quota, most likely) the others would be refused too: they wait
+			// for the fleet's next reconcile, not for a retry in a moment.
+			s.waiting++
 			continue
 		}
 		var other v1alpha1.CredentialWatch

@@ -29,7 +29,7 @@ const Shards = 16
 // maxShardBytes is what a shard may hold, under the API server's 1 MiB with room for metadata.
 const maxShardBytes = 900 << 10
 
-// labelOf marks a ledger's ConfigMaps with the UID of the watch they belong to, to list them.
+// labelOf marks a ledger's ConfigMaps with the UID of the watch they belong to, for people.
 const labelOf = "credwatch.dev/ledger-of"
 
 // Owner is the watch a ledger belongs to.
@@ -74,28 +74,23 @@ func shardOf(key string) int {
 	return int(h.Sum32() % Shards)
 }
 
-// Load reads owner's ledger, empty when it has none yet.
+// Load reads owner's ledger, empty when it has none yet. Its shards are read by name, one at a
+// time: a list by label would also read whatever else anyone labelled so.
 func (s *Store) Load(ctx context.Context, owner Owner) (*Book, error) {
-	var list corev1.ConfigMapList
-	if err := s.Reader.List(ctx, &list, client.InNamespace(owner.Namespace), client.MatchingLabels{labelOf: string(owner.UID)}); err != nil {
-		return nil, fmt.Errorf("reading the ledger: %w", err)
-	}
 	b := &Book{owner: owner}
-	for i := range list.Items {
-		cm := &list.Items[i]
-		shard := -1
-		for j := range Shards {
-			if cm.Name == ShardName(owner, j) {
-				shard = j
-			}
+	for i := range Shards {
+		cm := &corev1.ConfigMap{}
+		err := s.Reader.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: ShardName(owner, i)}, cm)
+		if apierrors.IsNotFound(err) {
+			continue
 		}
-		if shard < 0 {
-			continue // labelled by someone, but not a shard's name: not read
+		if err != nil {
+			return nil, fmt.Errorf("reading the ledger: %w", err)
 		}
-		if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != owner.UID {
+		if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != owner.UID || cm.Labels[labelOf] != string(owner.UID) {
 			return nil, &ForeignError{Name: cm.Name}
 		}
-		b.shards[shard] = cm
+		b.shards[i] = cm
 	}
 	return b, nil
 }

@@ -70,8 +70,10 @@ type FleetAlertInputs struct {
 	Channels []string
 	// Views are the clusters on a service principal as of now, most in need of attention first.
 	Views []ClusterView
-	// Found are every cluster the last check found; Complete the subscriptions it listed whole.
+	// Found are the clusters of the last check the identity lets the fleet show; Known all it
+	// found, whatever the identity shows; Complete the subscriptions it listed whole.
 	Found    []FleetCluster
+	Known    []FleetCluster
 	Complete map[string]bool
 	// AllComplete is true when every subscription searched was listed whole, and no cluster was
 	// left uncounted: only then is an entry whose cluster was not found known to be gone.
@@ -90,10 +92,22 @@ type FleetAlertInputs struct {
 // it is, without a message each: a new fleet or channel does not flood anyone.
 func PlanFleetAlerts(in FleetAlertInputs) FleetAlertPlan {
 	plan := FleetAlertPlan{Record: map[string]*string{}}
+	// An entry is forgotten only for a cluster no longer found at all: one the identity hides
+	// now is still there, and told again nothing when it shows again.
 	found := map[string]bool{}
-	for _, c := range in.Found {
+	for _, c := range in.Known {
 		found[fleetHash(c.ID)] = true
 	}
+	channels := map[string]bool{}
+	for _, ch := range in.Channels {
+		channels[ch] = true
+	}
+	// What a channel no longer configured was told goes: the ledger holds configured channels only.
+	in.Entries(func(key, _ string) {
+		if ch, _, _ := strings.Cut(key, "."); !channels[ch] {
+			plan.Record[key] = nil
+		}
+	})
 	for _, ch := range in.Channels {
 		_, started := in.Ledger(fleetBaseline(ch))
 		if !started {

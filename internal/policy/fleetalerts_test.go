@@ -46,11 +46,14 @@ func TestPlanFleetAlerts(t *testing.T) {
 		{name: "gone, everything listed whole: forgotten",
 			ledger:   map[string]string{"email.baseline": "x", FleetLedgerKey("email", id("crit")): note(v1alpha1.StateCritical), FleetLedgerKey("email", id("gone")): note(v1alpha1.StateWarning)},
 			complete: true, wantRecords: []string{FleetLedgerKey("email", id("gone"))}},
+		{name: "a channel no longer configured: forgotten",
+			ledger:      map[string]string{"email.baseline": "x", FleetLedgerKey("email", id("crit")): note(v1alpha1.StateCritical), "slack.baseline": "x", FleetLedgerKey("slack", id("crit")): note(v1alpha1.StateCritical)},
+			wantRecords: []string{"slack.baseline", FleetLedgerKey("slack", id("crit"))}},
 		{name: "gone, not everything listed whole: kept",
 			ledger: map[string]string{"email.baseline": "x", FleetLedgerKey("email", id("crit")): note(v1alpha1.StateCritical), FleetLedgerKey("email", id("gone")): note(v1alpha1.StateWarning)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := PlanFleetAlerts(FleetAlertInputs{Channels: []string{"email"}, Views: []ClusterView{view}, Found: found,
+			plan := PlanFleetAlerts(FleetAlertInputs{Channels: []string{"email"}, Views: []ClusterView{view}, Found: found, Known: found,
 				Complete: map[string]bool{sub: tc.complete}, AllComplete: tc.complete, Now: now,
 				Ledger: func(k string) (string, bool) { v, ok := tc.ledger[k]; return v, ok },
 				Entries: func(f func(k, v string)) {

@@ -52,8 +52,11 @@ func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1
 	if t.Thresholds != nil {
 		spec.Thresholds = *t.Thresholds
 	}
-	if t.Alerts != nil {
-		spec.Alerts = t.Alerts.DeepCopy()
+	if a := t.Alerts; a != nil {
+		spec.Alerts = a.DeepCopy()
+		if a.Slack == nil && a.Email == nil && a.Teams == nil && a.Webhook == nil {
+			spec.Alerts.UseDefaultChannels = &off
+		}
 	}
 	if t.Rotation != nil {
 		spec.Rotation = t.Rotation.DeepCopy()
