@@ -26,6 +26,9 @@ const clusterStuckAfter = 3 * time.Hour
 // stops resetting (each reset restarts the cluster's nodes) and waits for a person.
 const failedResetsBeforeHold = 3
 
+// heldRecheck is how often a held rotation looks for its new secret in Graph.
+const heldRecheck = time.Hour
+
 // clusterStep runs the step of a rotation that moves its cluster.
 func (m *Machine) clusterStep(ctx context.Context) (time.Time, error) {
 	if m.Cluster == nil || m.st.Cluster == nil {
@@ -255,7 +258,16 @@ func (m *Machine) heldReset(ctx context.Context) (time.Time, error) {
 	m.held = true
 	m.st.Message = m.holdMessage()
 	if m.Settings.ConfirmReset == "" || m.Settings.ConfirmReset != m.confirmation() {
-		return time.Time{}, nil
+		// The message asks for the cluster to be moved onto the new secret by hand: while it
+		// waits, the secret is looked for hourly, and one removed meanwhile replaced, so that
+		// nobody moves the cluster onto a secret that is gone.
+		if m.gone(ctx) {
+			m.held = false
+			m.Events.Event(corev1.EventTypeWarning, EventSecretVanished,
+				"The new secret "+m.st.KeyID+" is no longer in Graph while the rotation waits for confirmation; a new one is added and the old secret stays")
+			return time.Time{}, m.startOver(ctx, "The new secret disappeared from Graph while the rotation waited for confirmation; adding another")
+		}
+		return m.Now.Add(heldRecheck), nil
 	}
 	c, err := m.Cluster.Read(ctx)
 	if err != nil {

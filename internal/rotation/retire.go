@@ -3,6 +3,7 @@ package rotation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,13 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	secrets, err := m.App.Secrets(ctx)
 	if err != nil {
 		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+	}
+	if !slices.ContainsFunc(secrets, func(s Secret) bool { return s.KeyID == m.st.KeyID }) {
+		// Removed since it was put in use: whatever still runs on an old secret is all that
+		// signs in, and nothing is retired until a person has looked.
+		return m.fail(fmt.Errorf("the new secret %s is no longer in Graph, so no old secret is retired: "+
+			"find out who removed it, then rotate again with: kubectl annotate credentialwatch -n %s %s %s=$(date +%%s) --overwrite",
+			m.st.KeyID, m.Settings.SecretNamespace, m.Settings.Watch, v1alpha1.RotateAnnotation), policy.ClusterBackoff(m.st.Failures+1))
 	}
 	var expiry time.Time // none recorded: nothing outlives it, so nothing is retired
 	if m.st.Expiry != nil {

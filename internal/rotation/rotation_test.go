@@ -162,6 +162,19 @@ func TestAConfirmedHoldWhoseSecretVanishedStartsOver(t *testing.T) {
 	if st, _ = w.run(st, true); st.Step != v1alpha1.StepSecretVerified {
 		t.Fatalf("status %+v: the old operation's confirmation let the new secret go on", st)
 	}
+	// Removed again while the rotation waits, unconfirmed: replaced at the next hourly look,
+	// before anyone is asked to move the cluster onto it.
+	held := st.KeyID
+	w.confirmed = ""
+	w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == held })
+	for range 20 {
+		if st, res = w.run(st, true); res.Condition.Reason == v1alpha1.ReasonResetNeedsConfirmation && st.KeyID != held {
+			break
+		}
+	}
+	if st.KeyID == held || res.Condition.Reason != v1alpha1.ReasonResetNeedsConfirmation || len(w.resets) != failedResetsBeforeHold {
+		t.Fatalf("status %+v, condition %+v: want another secret held, with no reset", st, res.Condition)
+	}
 	w.confirmed = st.KeyID
 	if st, _ = w.run(st, true); st.Step != v1alpha1.StepRetiring || !w.listed("k-old") {
 		t.Errorf("status %+v: want the confirmed rotation retiring after its grace period", st)
@@ -180,8 +193,8 @@ func TestRepeatedResetFailuresHoldForConfirmation(t *testing.T) {
 	for len(w.resets) < failedResetsBeforeHold || st.FailedResets < failedResetsBeforeHold {
 		st, res = w.run(st, true)
 	}
-	if res.Condition.Reason != v1alpha1.ReasonResetNeedsConfirmation || !res.Next.IsZero() {
-		t.Fatalf("condition %+v, next %v: want the rotation held, waiting for the watch to change", res.Condition, res.Next)
+	if res.Condition.Reason != v1alpha1.ReasonResetNeedsConfirmation || res.Next.IsZero() {
+		t.Fatalf("condition %+v, next %v: want the rotation held, looking for its secret hourly", res.Condition, res.Next)
 	}
 	for _, want := range []string{"az aks update-credentials --subscription " + testCluster.SubscriptionID + " -g rg-prod -n aks-prod",
 		"credwatch.dev/confirm-reset=op-3", "kubectl annotate credentialwatch -n team-a payments"} {
@@ -552,5 +565,21 @@ func TestAHoldIsNamedAfterItsSecret(t *testing.T) {
 	}
 	if st.Step != v1alpha1.StepSecretVerified || st.FailedResets != failedResetsBeforeHold || st.ResetOperation != "reset-3-of-k-1" {
 		t.Errorf("status %+v: want it held, the operation named after k-1", st)
+	}
+}
+
+// A secret removed by hand after it was put in use retires nothing: what still runs on an old
+// secret is all that signs in.
+func TestARetirementWhoseNewSecretIsGoneRemovesNothing(t *testing.T) {
+	w := newWorld(t)
+	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 20)
+	keyID := st.KeyID
+	w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == keyID })
+	for range 5 {
+		w.now = w.now.Add(8 * 24 * time.Hour)
+		st, _ = w.run(st, false)
+	}
+	if !w.listed("k-old") || st == nil || st.Step != v1alpha1.StepRetiring || !strings.Contains(st.Message, "no longer in Graph") {
+		t.Errorf("status %+v, Graph %+v: want every old secret kept, and why", st, w.secrets)
 	}
 }
