@@ -21,6 +21,11 @@ import (
 // fleetSendsAgain is how soon a fleet comes back for the messages one reconcile left.
 const fleetSendsAgain = time.Minute
 
+// fleetSendBudget bounds the time one reconcile of a fleet spends sending, over all its
+// channels: ten messages on four channels to relays that answer slowly would hold a worker for
+// ten minutes otherwise.
+const fleetSendBudget = time.Minute
+
 const eventLedgerRefused = "LedgerRefused"
 
 // The ledger of a fleet's messages lives in ConfigMaps of its namespace that the fleet owns.
@@ -80,7 +85,26 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 			return time.Time{}, fmt.Errorf("recording the fleet's clusters in its ledger: %w", err)
 		}
 	}
+	next, err := r.sendDueFleetAlerts(ctx, obj, book, failing, set, plan.Send, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	cond := alertsCondition(set, failing, cfgErr)
+	if cfgErr != nil {
+		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
+	}
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
+	return next, nil
+}
+
+// sendDueFleetAlerts sends each channel the messages due on it, skipping a channel whose backoff
+// runs, within the reconcile's sending budget. It returns when messages next need attention.
+func (r *CredentialWatchReconciler) sendDueFleetAlerts(ctx context.Context, obj *v1alpha1.CredentialWatch, book *ledger.Book, failing *v1alpha1.AlertsStatus,
+	set channels.Set, send []policy.FleetAlert, now time.Time) (time.Time, error) {
 	var next time.Time
+	// A slow relay holds this worker for the budget at most; what is left goes in a minute.
+	budget, cancel := context.WithTimeout(ctx, fleetSendBudget)
+	defer cancel()
 	for _, ch := range set {
 		if ch.Notifier == nil {
 			continue
@@ -90,7 +114,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 			continue
 		}
 		var due []policy.FleetAlert
-		for _, a := range plan.Send {
+		for _, a := range send {
 			if a.Channel == ch.ID {
 				due = append(due, a)
 			}
@@ -98,18 +122,20 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		if len(due) > policy.FleetSendsPerReconcile {
 			due, next = due[:policy.FleetSendsPerReconcile], policy.Earliest(next, now.Add(fleetSendsAgain))
 		}
-		if err := r.sendFleetAlerts(ctx, obj, book, failing, ch, due, now); err != nil {
-			return time.Time{}, err
+		if budget.Err() != nil {
+			next = policy.Earliest(next, now.Add(fleetSendsAgain))
+			continue
+		}
+		if err := r.sendFleetAlerts(ctx, budget, obj, book, failing, ch, due, now); err != nil {
+			return next, err
+		}
+		if budget.Err() != nil {
+			next = policy.Earliest(next, now.Add(fleetSendsAgain))
 		}
 		if f := policy.Failure(failing, ch.ID); f != nil {
 			next = policy.Earliest(next, f.NextAttemptTime.Time)
 		}
 	}
-	cond := alertsCondition(set, failing, cfgErr)
-	if cfgErr != nil {
-		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
-	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
 	return next, nil
 }
 
@@ -124,9 +150,9 @@ func (r *CredentialWatchReconciler) fleetChannels(ctx context.Context, obj *v1al
 }
 
 // sendFleetAlerts claims due in the ledger, all at once, sends them in order, and gives back
-// the claims of the one that failed and those after it. A claim that could not be written is
+// the claims of the one that failed and those after it, or those the budget left unsent. A claim that could not be written is
 // not sent: another writer holds the ledger.
-func (r *CredentialWatchReconciler) sendFleetAlerts(ctx context.Context, obj *v1alpha1.CredentialWatch, book *ledger.Book, failing *v1alpha1.AlertsStatus,
+func (r *CredentialWatchReconciler) sendFleetAlerts(ctx, budget context.Context, obj *v1alpha1.CredentialWatch, book *ledger.Book, failing *v1alpha1.AlertsStatus,
 	ch channels.Channel, due []policy.FleetAlert, now time.Time) error {
 	if len(due) == 0 {
 		return nil
@@ -150,7 +176,7 @@ func (r *CredentialWatchReconciler) sendFleetAlerts(ctx context.Context, obj *v1
 		if !claimed[a.Key] {
 			continue
 		}
-		if len(giveBack) > 0 || !r.send(ctx, obj, failing, ch, compose.FleetAlert(obj, a, now), now) {
+		if len(giveBack) > 0 || budget.Err() != nil || !r.send(ctx, obj, failing, ch, compose.FleetAlert(obj, a, now), now) {
 			giveBack[a.Key] = previous[a.Key]
 		}
 	}

@@ -23,7 +23,8 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 		TenantID:  w.Spec.Target.TenantID(),
 		At:        now,
 	}
-	rg, name := c.ResourceGroup, c.ID[strings.LastIndex(c.ID, "/")+1:]
+	// Quoted for the shell: a resource group's name may hold parentheses, and neither name a quote.
+	rg, name := "'"+c.ResourceGroup+"'", "'"+c.ID[strings.LastIndex(c.ID, "/")+1:]+"'"
 	if p.Kind == policy.FleetManagedIdentity {
 		a.Kind = notify.KindManagedIdentity
 		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade --resource-group %s --cluster-name %s --name <pool> --node-image-only): "+
