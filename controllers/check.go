@@ -271,6 +271,9 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		res.scan, err = r.scan(ctx, res.id, t.TenantScan.Filter)
 		return res, err
 	case t.AKSFleet != nil:
+		if err := r.fleetAllowed(ctx, obj); err != nil {
+			return res, err
+		}
 		found, err := r.readFleet(ctx, g, res.id, t.AKSFleet)
 		res.fleet = &found
 		return res, err
@@ -426,6 +429,10 @@ func reasonFor(err error) string {
 	var sae *serviceAccountError
 	if errors.As(err, &sae) {
 		return v1alpha1.ReasonIdentityNotReady
+	}
+	var fle *fleetLimitError
+	if errors.As(err, &fle) {
+		return v1alpha1.ReasonTooManyFleets
 	}
 	var refusal *access.Refusal
 	if errors.As(err, &refusal) {

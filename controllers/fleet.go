@@ -46,6 +46,40 @@ const (
 	eventSubscriptionsRead    = "SubscriptionsRead"
 )
 
+// maxFleetsPerNamespace bounds the aksFleet watches a namespace runs: each lists every
+// subscription its identity may read at each check, against Resource Manager's limits for that
+// identity, which the watches of other namespaces using it share.
+const maxFleetsPerNamespace = 3
+
+// fleetLimitError: the namespace runs its most fleets already, all older than this one.
+type fleetLimitError struct{ msg string }
+
+func (e *fleetLimitError) Error() string { return e.msg }
+
+// fleetAllowed refuses a fleet beyond the oldest maxFleetsPerNamespace of its namespace.
+func (r *CredentialWatchReconciler) fleetAllowed(ctx context.Context, obj *v1alpha1.CredentialWatch) error {
+	var list v1alpha1.CredentialWatchList
+	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace)); err != nil {
+		return fmt.Errorf("listing the namespace's watches: %w", err)
+	}
+	var older []string
+	for i := range list.Items {
+		w := &list.Items[i]
+		if w.Spec.Target.AKSFleet == nil || w.DeletionTimestamp != nil || w.UID == obj.UID {
+			continue
+		}
+		if c := w.CreationTimestamp.Compare(obj.CreationTimestamp.Time); c < 0 || c == 0 && w.Name < obj.Name {
+			older = append(older, w.Name)
+		}
+	}
+	if len(older) < maxFleetsPerNamespace {
+		return nil
+	}
+	slices.Sort(older)
+	return &fleetLimitError{msg: fmt.Sprintf("namespace %s runs %d aksFleet watches already (%s), the most a namespace may: this one is not checked; "+
+		"delete one, or widen one of them with subscriptions, resourceGroups or tags", obj.Namespace, len(older), strings.Join(older, ", "))}
+}
+
 // readFleet lists the clusters of the fleet's subscriptions and reads the credentials of the
 // service principals they sign in with. A subscription that cannot be listed is reported with
 // the reason, and the others are read; the check fails only when none could be.
@@ -247,7 +281,14 @@ func lowerSet(names []string) []string {
 // at once, not at the next check. found is left as it is: the metrics read it.
 func visible(found fleets.Found, g grant, tenant string) fleets.Found {
 	out := found
-	out.Clusters = nil
+	out.Clusters, out.Unread = nil, nil
+	for _, u := range found.Unread {
+		// What failed in a subscription the identity no longer covers is not the namespace's
+		// to read any more; the refusal of one the watch names still is.
+		if _, err := access.ListedGroups(g.id, g.ns, tenant, u.SubscriptionID, nil); err == nil || u.Reason == v1alpha1.ReasonIdentityNotAllowed {
+			out.Unread = append(out.Unread, u)
+		}
+	}
 	for _, c := range found.Clusters {
 		if g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, Cluster: &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}}) != nil {
 			continue

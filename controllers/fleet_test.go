@@ -332,7 +332,7 @@ func TestAKSFleet(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: idName}, id); err != nil {
 		t.Fatal(err)
 	}
-	id.Spec.Allow.Subscriptions = []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}, {SubscriptionID: fleetForbidden}}
+	id.Spec.Allow.Subscriptions = []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}}
 	if err := updateSignedIn(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +340,9 @@ func TestAKSFleet(t *testing.T) {
 	w, _ = h.reconcile()
 	if fs := w.Status.Fleet; fs.Clusters != 12 || fs.ServicePrincipal != 8 || fs.ManagedIdentity != 4 {
 		t.Errorf("after narrowing: %d clusters, %d on a service principal, %d on a managed identity; want subscription A's 12, 8 and 4", fs.Clusters, fs.ServicePrincipal, fs.ManagedIdentity)
+	}
+	if u := w.Status.Fleet.Unread; len(u) != 0 {
+		t.Errorf("unread = %+v after narrowing: a subscription the identity no longer covers is not the namespace's to read", u)
 	}
 	for _, c := range w.Status.Fleet.Attention {
 		if c.SubscriptionID != fleetSubA {
@@ -449,5 +452,43 @@ func TestAKSFleetHoldsAtMostItsLimit(t *testing.T) {
 	}
 	if events := h.takeEvents(); countPrefix(events, "Warning FleetTruncated The fleet holds 5 clusters: 7 more were found") != 1 {
 		t.Errorf("events = %q, want one FleetTruncated across two checks", events)
+	}
+}
+
+// A namespace runs at most three fleets: the newest beyond them is refused, saying which run.
+func TestAKSFleetsPerNamespace(t *testing.T) {
+	needsAPIServer(t)
+	ctx := context.Background()
+	h := newHarness(t)
+	h.r.CheckTimeout = time.Minute
+	h.r.Fleets = fleets.New()
+	arm := newFleetARM()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	idName := fleetIdentity(t)
+	spec := func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID}}
+		s.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
+	}
+	h.create("", spec)
+	for _, name := range []string{"z1", "z2", "z3"} {
+		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: name}}
+		spec(&w.Spec)
+		if err := k8s.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	last := client.ObjectKey{Namespace: h.key.Namespace, Name: "z3"}
+	if _, err := reconcileFully(ctx, t, h.r, last); err != nil {
+		t.Fatal(err)
+	}
+	var z3 v1alpha1.CredentialWatch
+	if err := k8s.Get(ctx, last, &z3); err != nil {
+		t.Fatal(err)
+	}
+	assertCondition(t, &z3, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTooManyFleets)
+	if c := condition(&z3, v1alpha1.ConditionReady); !strings.Contains(c.Message, "watch, z1, z2") {
+		t.Errorf("Ready says %q: want the fleets that run named", c.Message)
 	}
 }

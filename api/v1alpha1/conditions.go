@@ -103,6 +103,9 @@ const (
 	// ReasonIdentityNotAllowed: the identity does not allow what the watch asks of it (its
 	// namespace, tenant, application, cluster or operation); nothing was sent to Azure.
 	ReasonIdentityNotAllowed = "IdentityNotAllowed"
+	// ReasonTooManyFleets: the namespace runs as many aksFleet watches as it may, and this one,
+	// the newest, is not checked; nothing was sent to Azure.
+	ReasonTooManyFleets = "TooManyFleets"
 	// ReasonIdentityMigrationNeeded: the watch still carries azureCredentialRef, which is no
 	// longer supported; it is not checked until it names an identity instead.
 	ReasonIdentityMigrationNeeded = "IdentityMigrationNeeded"
