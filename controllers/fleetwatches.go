@@ -114,8 +114,9 @@ type fleetSync struct {
 	// refused are the watches the API server would not take, with why.
 	refused []string
 	capped  int
-	// waiting counts the clusters whose watch was not tried after one the API server refused.
+	// waiting counts the clusters whose watch was not tried after the quota refused one.
 	waiting   int
+	quota     bool
 	limit     int
 	movedToMI []string
 }
@@ -168,9 +169,9 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 			s.capped++
 			continue
 		}
-		if len(s.refused) > 0 {
-			// After a refusal (a quota, most likely) the others would be refused too: they wait
-			// for the fleet's next reconcile, not for a retry in a moment.
+		if s.quota {
+			// After the namespace's quota refused one, the others would be refused too: they
+			// wait for the fleet's next reconcile, not for a retry in a moment.
 			s.waiting++
 			continue
 		}
@@ -204,9 +205,10 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 				continue
 			}
 			if refusedWrite(err) {
-				// One cluster's watch the API server refuses (a quota, a name the CRD's rules do
-				// not take) holds up none of the others.
+				// One cluster's watch the API server refuses (a resource group's name the CRD's
+				// rules do not take) holds up none of the others; a quota holds up the rest.
 				s.refused = append(s.refused, name+": "+err.Error())
+				s.quota = s.quota || apierrors.IsForbidden(err)
 				continue
 			}
 			return fmt.Errorf("creating the fleet's watch %s for AKS cluster %s: %w", name, c.ID, err)

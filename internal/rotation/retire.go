@@ -20,10 +20,23 @@ func (m *Machine) inUse() {
 	m.st.Message = "The new secret is in use; handing it to Secret " + m.Settings.SecretName
 }
 
+// replaceGone starts the rotation over when its new secret was removed after it was put in use:
+// whatever still runs on an old secret is all that signs in, so none is retired, and a new
+// secret is added and put in use as the first was (an AKS cluster reset onto it, or held for a
+// person if resets have failed before).
+func (m *Machine) replaceGone(ctx context.Context) error {
+	m.Events.Event(corev1.EventTypeWarning, EventSecretVanished,
+		"The new secret "+m.st.KeyID+" was removed from Graph after it was put in use; no old secret is retired, and a new one is added")
+	return m.startOver(ctx, "The new secret disappeared from Graph after it was put in use; adding another, and retiring nothing meanwhile")
+}
+
 // retire hands the new secret to the watch's Secret, then removes the old secrets that removeOld
 // allows once the grace period, counted from then, is over, and completes the rotation.
 func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	if m.st.RetireTime == nil {
+		if m.gone(ctx) {
+			return time.Time{}, m.replaceGone(ctx)
+		}
 		if err := m.Store.Publish(ctx, m.st.KeyID); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 		}
@@ -41,11 +54,7 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
 	if !slices.ContainsFunc(secrets, func(s Secret) bool { return s.KeyID == m.st.KeyID }) {
-		// Removed since it was put in use: whatever still runs on an old secret is all that
-		// signs in, and nothing is retired until a person has looked.
-		return m.fail(fmt.Errorf("the new secret %s is no longer in Graph, so no old secret is retired: "+
-			"find out who removed it, then rotate again with: kubectl annotate credentialwatch -n %s %s %s=$(date +%%s) --overwrite",
-			m.st.KeyID, m.Settings.SecretNamespace, m.Settings.Watch, v1alpha1.RotateAnnotation), policy.ClusterBackoff(m.st.Failures+1))
+		return time.Time{}, m.replaceGone(ctx)
 	}
 	var expiry time.Time // none recorded: nothing outlives it, so nothing is retired
 	if m.st.Expiry != nil {

@@ -24,11 +24,13 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 		At:        now,
 	}
 	// Quoted for the shell: a resource group's name may hold parentheses, and neither name a quote.
-	rg, name := "'"+c.ResourceGroup+"'", "'"+c.ID[strings.LastIndex(c.ID, "/")+1:]+"'"
+	// The subscription too: a fleet spans several, and a cluster's name may repeat in another.
+	group := "--subscription " + c.SubscriptionID + " --resource-group '" + c.ResourceGroup + "'"
+	name := "'" + c.ID[strings.LastIndex(c.ID, "/")+1:] + "'"
 	if p.Kind == policy.FleetManagedIdentity {
 		a.Kind = notify.KindManagedIdentity
-		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade --resource-group %s --cluster-name %s --name <pool> --node-image-only): "+
-			"until then kubelets still sign in with the service principal, so keep its secret valid; then remove the secret.", rg, name)
+		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade %s --cluster-name %s --name <pool> --node-image-only): "+
+			"until then kubelets still sign in with the service principal, so keep its secret valid; then remove the secret.", group, name)
 		return a
 	}
 	a.Kind, a.Severity = notify.KindReminder, severities[c.State]
@@ -44,12 +46,12 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 				DisplayName: cred.DisplayName, Hint: cred.Hint, End: cred.EndTime.Time}
 		}
 	}
-	a.Fix = fmt.Sprintf("Move the cluster to a managed identity, which ends this for good: az aks update --resource-group %s --name %s --enable-managed-identity "+
+	a.Fix = fmt.Sprintf("Move the cluster to a managed identity, which ends this for good: az aks update %s --name %s --enable-managed-identity "+
 		"(one way; kubelets move only as each node pool is upgraded with az aks nodepool upgrade --node-image-only, so keep the secret valid until then; "+
 		"attach registries again with az aks update --attach-acr, and grant the identity the roles the service principal had). "+
-		"Or renew the secret and move the cluster onto it: az aks update-credentials --resource-group %s --name %s --reset-service-principal "+
+		"Or renew the secret and move the cluster onto it: az aks update-credentials %s --name %s --reset-service-principal "+
 		"--service-principal %s --client-secret \"$(az ad app credential reset --id %s --append --query password -o tsv)\"; "+
 		"or let the fleet create a watch per cluster that rotates it (spec.target.aksFleet.createWatches.rotation).",
-		rg, name, rg, name, c.AppID, c.AppID)
+		group, name, group, name, c.AppID, c.AppID)
 	return a
 }

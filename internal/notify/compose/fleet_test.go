@@ -30,7 +30,7 @@ func TestFleetAlert(t *testing.T) {
 		a.Cluster != c.ID || a.DisplayName != "aks-1-sp" || a.GoodNews() {
 		t.Errorf("expired: %+v", a)
 	}
-	if !strings.Contains(a.Fix, "--resource-group 'rg(prod)' --name 'aks-1' --enable-managed-identity") || !strings.Contains(a.Fix, "--node-image-only") {
+	if !strings.Contains(a.Fix, "az aks update --subscription s --resource-group 'rg(prod)' --name 'aks-1' --enable-managed-identity") || !strings.Contains(a.Fix, "--node-image-only") {
 		t.Errorf("fix %q: want the move to a managed identity, names quoted for the shell, and its caveat", a.Fix)
 	}
 	mi := FleetAlert(w, policy.FleetAlert{Channel: "slack", Kind: policy.FleetManagedIdentity, Cluster: policy.ClusterView{FleetCluster: &c}}, now)
