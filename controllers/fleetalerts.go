@@ -21,9 +21,9 @@ import (
 // fleetSendsAgain is how soon a fleet comes back for the messages one reconcile left.
 const fleetSendsAgain = time.Minute
 
-// fleetSendBudget bounds the time one reconcile of a fleet spends sending, over all its
+// fleetSendBudget bounds the time one reconcile of a fleet spends sending, shared out among its
 // channels: ten messages on four channels to relays that answer slowly would hold a worker for
-// ten minutes otherwise.
+// ten minutes otherwise, and one slow channel would leave the others nothing.
 const fleetSendBudget = time.Minute
 
 const eventLedgerRefused = "LedgerRefused"
@@ -102,9 +102,6 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 func (r *CredentialWatchReconciler) sendDueFleetAlerts(ctx context.Context, obj *v1alpha1.CredentialWatch, book *ledger.Book, failing *v1alpha1.AlertsStatus,
 	set channels.Set, send []policy.FleetAlert, now time.Time) (time.Time, error) {
 	var next time.Time
-	// A slow relay holds this worker for the budget at most; what is left goes in a minute.
-	budget, cancel := context.WithTimeout(ctx, fleetSendBudget)
-	defer cancel()
 	for _, ch := range set {
 		if ch.Notifier == nil {
 			continue
@@ -122,15 +119,16 @@ func (r *CredentialWatchReconciler) sendDueFleetAlerts(ctx context.Context, obj 
 		if len(due) > policy.FleetSendsPerReconcile {
 			due, next = due[:policy.FleetSendsPerReconcile], policy.Earliest(next, now.Add(fleetSendsAgain))
 		}
+		// A slow relay holds this worker for its share of the budget at most, and leaves the
+		// other channels theirs; what is left goes in a minute.
+		budget, cancel := context.WithTimeout(ctx, fleetSendBudget/time.Duration(len(set)))
+		err := r.sendFleetAlerts(ctx, budget, obj, book, failing, ch, due, now)
 		if budget.Err() != nil {
 			next = policy.Earliest(next, now.Add(fleetSendsAgain))
-			continue
 		}
-		if err := r.sendFleetAlerts(ctx, budget, obj, book, failing, ch, due, now); err != nil {
+		cancel()
+		if err != nil {
 			return next, err
-		}
-		if budget.Err() != nil {
-			next = policy.Earliest(next, now.Add(fleetSendsAgain))
 		}
 		if f := policy.Failure(failing, ch.ID); f != nil {
 			next = policy.Earliest(next, f.NextAttemptTime.Time)
