@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v6"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,5 +228,35 @@ func TestAKSFleetCreatesAtMostItsLimitOfWatches(t *testing.T) {
 	h.reconcile()
 	if events := h.takeEvents(); countPrefix(events, "Warning FleetWatchesCapped 14 clusters on a service principal have no watch: a fleet creates at most 5") != 1 {
 		t.Errorf("events = %q, want one FleetWatchesCapped", events)
+	}
+}
+
+// A cluster whose watch the API server refuses (a resource group's name Azure takes and the
+// CRD's rules do not) is reported, and holds up none of the others.
+func TestAKSFleetWatchRefusedHoldsUpNoOther(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	h.r.CheckTimeout = time.Minute
+	h.r.Fleets = fleets.New()
+	arm := newFleetARM()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	arm.seed25(t, h.clock.Now())
+	odd := fleetCluster(fleetSubA, "aks-odd", seed(t, h.clock.Now(), 100*day, 300*day, 200*day).appID)
+	odd.ID = to.Ptr("/subscriptions/" + fleetSubA + "/resourceGroups/rg-prüfung/providers/Microsoft.ContainerService/managedClusters/aks-odd")
+	arm.mu.Lock()
+	first := append([]*armcontainerservice.ManagedCluster{odd}, arm.clusters[fleetSubA]...)
+	arm.mu.Unlock()
+	arm.set(fleetSubA, first...)
+	idName := fleetIdentity(t)
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, CreateWatches: &v1alpha1.FleetWatchTemplate{}}}
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
+	})
+	w, _ := h.reconcile()
+	if n := len(fleetChildren(t, w)); n != 19 || w.Status.Fleet.Watches != 19 || w.Status.Fleet.Unwatched != 1 {
+		t.Errorf("%d watches, status %d and %d unwatched; want the 19 others, and the refused one counted", n, w.Status.Fleet.Watches, w.Status.Fleet.Unwatched)
+	}
+	if events := h.takeEvents(); countPrefix(events, "Warning FleetWatchRefused The API server refused 1 of the fleet's watches") != 1 {
+		t.Errorf("events = %q, want one FleetWatchRefused", events)
 	}
 }
