@@ -182,6 +182,28 @@ func fleetCluster(sub, name, clientID string) *armcontainerservice.ManagedCluste
 	}
 }
 
+// newFleetHarness is a harness whose reconciler keeps what fleets found and reads Resource
+// Manager from a fleetARM of its own.
+func newFleetHarness(t *testing.T) (*harness, *fleetARM) {
+	h := newHarness(t)
+	h.r.CheckTimeout = time.Minute
+	h.r.Fleets = fleets.New()
+	arm := newFleetARM()
+	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	return h, arm
+}
+
+// createFleet creates the harness's watch as a fleet of target in the test tenant, signing in
+// as the ClusterAzureIdentity idName.
+func (h *harness) createFleet(idName string, target v1alpha1.AKSFleetTarget) {
+	h.t.Helper()
+	target.TenantID = tenantID
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSFleet: &target}
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
+	})
+}
+
 // seed25 gives subscriptions A and B 25 clusters, six on a managed identity, the others on
 // service principals whose first secrets are expired, within the critical or the warning
 // threshold, or far off. It returns the sub/name of those on a service principal, and how many
@@ -241,18 +263,10 @@ func fleetIdentity(t *testing.T) string {
 // warning threshold, or far off) and a third subscription that refuses the identity.
 func TestAKSFleet(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
-	h.r.CheckTimeout = 30 * time.Second
-	h.r.Fleets = fleets.New()
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, arm := newFleetHarness(t)
 	onSP, byState := arm.seed25(t, h.clock.Now())
-
 	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(idName, v1alpha1.AKSFleetTarget{})
 
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
@@ -425,21 +439,14 @@ func TestUnitFleetTagsAndReasons(t *testing.T) {
 // A fleet holds at most its limit of clusters, says how many more it found, and tells it once.
 func TestAKSFleetHoldsAtMostItsLimit(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
-	h.r.CheckTimeout = 30 * time.Second
-	h.r.Fleets, h.r.FleetClusters = fleets.New(), 5
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, arm := newFleetHarness(t)
+	h.r.FleetClusters = 5
 	var clusters []*armcontainerservice.ManagedCluster
 	for i := range 12 {
 		clusters = append(clusters, fleetCluster(fleetSubA, fmt.Sprintf("aks-%02d", i), "msi"))
 	}
 	arm.set(fleetSubA, clusters...)
-	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, Subscriptions: []string{fleetSubA}}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(fleetIdentity(t), v1alpha1.AKSFleetTarget{Subscriptions: []string{fleetSubA}})
 	for range 2 {
 		w, _ := h.reconcile()
 		if fs := w.Status.Fleet; fs == nil || fs.Clusters != 5 || fs.Uncounted != 7 || fs.Subscriptions != 1 {
@@ -459,20 +466,12 @@ func TestAKSFleetHoldsAtMostItsLimit(t *testing.T) {
 func TestAKSFleetsPerNamespace(t *testing.T) {
 	needsAPIServer(t)
 	ctx := context.Background()
-	h := newHarness(t)
-	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, _ := newFleetHarness(t)
 	idName := fleetIdentity(t)
-	spec := func(s *v1alpha1.CredentialWatchSpec) {
-		s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID}}
-		s.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	}
-	h.create("", spec)
+	h.createFleet(idName, v1alpha1.AKSFleetTarget{})
 	for _, name := range []string{"z1", "z2", "z3"} {
 		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: name}}
-		spec(&w.Spec)
+		w.Spec = *h.get().Spec.DeepCopy()
 		if err := k8s.Create(ctx, w); err != nil {
 			t.Fatal(err)
 		}

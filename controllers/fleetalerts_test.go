@@ -24,17 +24,9 @@ import (
 func TestAKSFleetAlerts(t *testing.T) {
 	needsAPIServer(t)
 	ctx := context.Background()
-	h := newHarness(t)
-	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, arm := newFleetHarness(t)
 	onSP, byState := arm.seed25(t, h.clock.Now())
-	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(fleetIdentity(t), v1alpha1.AKSFleetTarget{})
 	rc := newReceiver(t, []byte("a-fleet-signing-key-of-32-bytes-at-least"))
 	h.withWebhook(rc)
 

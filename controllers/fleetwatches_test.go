@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -48,20 +47,13 @@ func clusterID(subName string) string {
 func TestAKSFleetCreatesWatches(t *testing.T) {
 	needsAPIServer(t)
 	ctx := context.Background()
-	h := newHarness(t)
-	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, arm := newFleetHarness(t)
 	onSP, _ := arm.seed25(t, h.clock.Now())
 	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, CreateWatches: &v1alpha1.FleetWatchTemplate{
-			Thresholds: &v1alpha1.Thresholds{Warning: "45d", Critical: "10d"},
-			Rotation:   &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}},
-		}}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(idName, v1alpha1.AKSFleetTarget{CreateWatches: &v1alpha1.FleetWatchTemplate{
+		Thresholds: &v1alpha1.Thresholds{Warning: "45d", Critical: "10d"},
+		Rotation:   &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}},
+	}})
 	// Someone's watch already holds the name of the first cluster's.
 	taken := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: policy.FleetWatchName(h.key.Name, clusterID(onSP[0]))},
 		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: "11111111-2222-4333-8444-555555555555"}}}}
@@ -208,18 +200,10 @@ func TestAKSFleetCreatesWatches(t *testing.T) {
 // A fleet creates at most its limit of watches, and says how many clusters have none, once.
 func TestAKSFleetCreatesAtMostItsLimitOfWatches(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
-	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
+	h, arm := newFleetHarness(t)
 	h.r.FleetWatches = 5
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	arm.seed25(t, h.clock.Now())
-	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, CreateWatches: &v1alpha1.FleetWatchTemplate{}}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(fleetIdentity(t), v1alpha1.AKSFleetTarget{CreateWatches: &v1alpha1.FleetWatchTemplate{}})
 	w, _ := h.reconcile()
 	if n := len(fleetChildren(t, w)); n != 5 || w.Status.Fleet.Watches != 5 || w.Status.Fleet.Unwatched != 14 {
 		t.Errorf("%d watches, status %d and %d unwatched; want 5, and 14 clusters without", n, w.Status.Fleet.Watches, w.Status.Fleet.Unwatched)
@@ -235,11 +219,7 @@ func TestAKSFleetCreatesAtMostItsLimitOfWatches(t *testing.T) {
 // CRD's rules do not) is reported, and holds up none of the others.
 func TestAKSFleetWatchRefusedHoldsUpNoOther(t *testing.T) {
 	needsAPIServer(t)
-	h := newHarness(t)
-	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
-	arm := newFleetARM()
-	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
+	h, arm := newFleetHarness(t)
 	arm.seed25(t, h.clock.Now())
 	odd := fleetCluster(fleetSubA, "aks-odd", seed(t, h.clock.Now(), 100*day, 300*day, 200*day).appID)
 	odd.ID = to.Ptr("/subscriptions/" + fleetSubA + "/resourceGroups/rg-prüfung/providers/Microsoft.ContainerService/managedClusters/aks-odd")
@@ -247,11 +227,7 @@ func TestAKSFleetWatchRefusedHoldsUpNoOther(t *testing.T) {
 	first := append([]*armcontainerservice.ManagedCluster{odd}, arm.clusters[fleetSubA]...)
 	arm.mu.Unlock()
 	arm.set(fleetSubA, first...)
-	idName := fleetIdentity(t)
-	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, CreateWatches: &v1alpha1.FleetWatchTemplate{}}}
-		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: idName}
-	})
+	h.createFleet(fleetIdentity(t), v1alpha1.AKSFleetTarget{CreateWatches: &v1alpha1.FleetWatchTemplate{}})
 	w, _ := h.reconcile()
 	if n := len(fleetChildren(t, w)); n != 19 || w.Status.Fleet.Watches != 19 || w.Status.Fleet.Unwatched != 1 {
 		t.Errorf("%d watches, status %d and %d unwatched; want the 19 others, and the refused one counted", n, w.Status.Fleet.Watches, w.Status.Fleet.Unwatched)
