@@ -117,7 +117,6 @@ type fleetSync struct {
 	// waiting counts the clusters whose watch was not tried after the quota refused one.
 	waiting   int
 	quota     bool
-	limit     int
 	movedToMI []string
 }
 
@@ -130,14 +129,18 @@ func (s *fleetSync) spend() bool {
 	return true
 }
 
+// watchLimit is the most watches the fleet may own.
+func (s *fleetSync) watchLimit() int {
+	if s.r.FleetWatches > 0 {
+		return s.r.FleetWatches
+	}
+	return policy.MaxFleetWatches
+}
+
 // createAndUpdate creates the watch of each cluster on a service principal that has none, and
 // rewrites those whose spec the fleet last gave differs from the one it gives now.
 func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.FleetCluster, mine map[string]*v1alpha1.CredentialWatch) error {
-	owned, limit := len(mine), s.r.FleetWatches
-	if limit == 0 {
-		limit = policy.MaxFleetWatches
-	}
-	s.limit = limit
+	owned := len(mine)
 	for _, c := range clusters {
 		if c.AppID == "" {
 			continue
@@ -149,74 +152,96 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 			return err
 		}
 		if have := mine[name]; have != nil {
-			if have.DeletionTimestamp != nil || have.Annotations[annotationFleetSpec] == hash || !s.spend() {
-				continue
-			}
-			have.Spec = spec
-			if have.Annotations == nil {
-				have.Annotations = map[string]string{}
-			}
-			have.Annotations[annotationFleetSpec], have.Annotations[annotationCluster] = hash, c.ID
-			if err := s.r.Update(ctx, have); client.IgnoreNotFound(err) != nil {
-				if !refusedWrite(err) {
-					return fmt.Errorf("updating the fleet's watch %s: %w", name, err)
-				}
-				s.refused = append(s.refused, name+": "+err.Error())
+			if err := s.update(ctx, have, spec, hash, c.ID); err != nil {
+				return err
 			}
 			continue
 		}
-		if owned >= limit {
+		switch {
+		case owned >= s.watchLimit():
 			s.capped++
-			continue
-		}
-		if s.quota {
+		case s.quota:
 			// After the namespace's quota refused one, the others would be refused too: they
 			// wait for the fleet's next reconcile, not for a retry in a moment.
 			s.waiting++
-			continue
-		}
-		var other v1alpha1.CredentialWatch
-		switch err := s.r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: name}, &other); {
-		case err == nil:
-			// Someone's watch holds the name: the fleet does not take it over.
-			s.taken = append(s.taken, name)
-			continue
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading watch %s: %w", name, err)
-		}
-		if !s.spend() {
-			continue
-		}
-		child := &v1alpha1.CredentialWatch{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: s.fleet.Namespace,
-				Labels:      map[string]string{labelFleet: string(s.fleet.UID)},
-				Annotations: map[string]string{annotationCluster: c.ID, annotationFleetSpec: hash},
-				// No blockOwnerDeletion: it would need update on the fleet's finalizers, and
-				// nothing waits for the fleet's watches to go before it does.
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch",
-					Name: s.fleet.Name, UID: s.fleet.UID, Controller: ptr.To(true)}},
-			},
-			Spec: spec,
-		}
-		if err := s.r.Create(ctx, child); err != nil {
-			if apierrors.IsAlreadyExists(err) { // created meanwhile: the next reconcile sees whose
-				s.more = true
-				continue
+		default:
+			created, err := s.create(ctx, name, spec, hash, c.ID)
+			if err != nil {
+				return err
 			}
-			if refusedWrite(err) {
-				// One cluster's watch the API server refuses (a resource group's name the CRD's
-				// rules do not take) holds up none of the others; a quota holds up the rest.
-				s.refused = append(s.refused, name+": "+err.Error())
-				s.quota = s.quota || apierrors.IsForbidden(err)
-				continue
+			if created {
+				owned++
 			}
-			return fmt.Errorf("creating the fleet's watch %s for AKS cluster %s: %w", name, c.ID, err)
 		}
-		owned++
-		s.created = append(s.created, name)
 	}
 	return nil
+}
+
+// update gives the fleet's watch have the spec whose hash is hash, unless it has it already, is
+// going, or this reconcile's writes are spent.
+func (s *fleetSync) update(ctx context.Context, have *v1alpha1.CredentialWatch, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) error {
+	if have.DeletionTimestamp != nil || have.Annotations[annotationFleetSpec] == hash || !s.spend() {
+		return nil
+	}
+	have.Spec = spec
+	if have.Annotations == nil {
+		have.Annotations = map[string]string{}
+	}
+	have.Annotations[annotationFleetSpec], have.Annotations[annotationCluster] = hash, clusterID
+	err := s.r.Update(ctx, have)
+	switch {
+	case client.IgnoreNotFound(err) == nil:
+		return nil
+	case refusedWrite(err):
+		s.refused = append(s.refused, have.Name+": "+err.Error())
+		return nil
+	}
+	return fmt.Errorf("updating the fleet's watch %s: %w", have.Name, err)
+}
+
+// create makes the watch name of the cluster clusterID, unless a watch the fleet did not create
+// holds the name or this reconcile's writes are spent; it reports whether it did.
+func (s *fleetSync) create(ctx context.Context, name string, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) (bool, error) {
+	var other v1alpha1.CredentialWatch
+	switch err := s.r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: name}, &other); {
+	case err == nil:
+		// Someone's watch holds the name: the fleet does not take it over.
+		s.taken = append(s.taken, name)
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("reading watch %s: %w", name, err)
+	}
+	if !s.spend() {
+		return false, nil
+	}
+	child := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: s.fleet.Namespace,
+			Labels:      map[string]string{labelFleet: string(s.fleet.UID)},
+			Annotations: map[string]string{annotationCluster: clusterID, annotationFleetSpec: hash},
+			// No blockOwnerDeletion: it would need update on the fleet's finalizers, and
+			// nothing waits for the fleet's watches to go before it does.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch",
+				Name: s.fleet.Name, UID: s.fleet.UID, Controller: ptr.To(true)}},
+		},
+		Spec: spec,
+	}
+	err := s.r.Create(ctx, child)
+	switch {
+	case err == nil:
+		s.created = append(s.created, name)
+		return true, nil
+	case apierrors.IsAlreadyExists(err): // created meanwhile: the next reconcile sees whose
+		s.more = true
+		return false, nil
+	case refusedWrite(err):
+		// One cluster's watch the API server refuses (a resource group's name the CRD's rules
+		// do not take) holds up none of the others; a quota holds up the rest.
+		s.refused = append(s.refused, name+": "+err.Error())
+		s.quota = s.quota || apierrors.IsForbidden(err)
+		return false, nil
+	}
+	return false, fmt.Errorf("creating the fleet's watch %s for AKS cluster %s: %w", name, clusterID, err)
 }
 
 // deleteGone deletes the fleet's watches whose cluster a complete listing of its subscription
@@ -274,7 +299,7 @@ func (s *fleetSync) report(unwatchedChanged bool) {
 	if s.capped > 0 {
 		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchesCapped,
 			"%d clusters on a service principal have no watch: a fleet creates at most %d; narrow it with subscriptions, resourceGroups or tags, or split it",
-			s.capped, s.limit)
+			s.capped, s.watchLimit())
 	}
 	if n := len(s.taken); n > 0 {
 		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchTaken,

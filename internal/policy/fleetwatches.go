@@ -36,7 +36,7 @@ func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1
 	f := fleet.Target.AKSFleet
 	spec := v1alpha1.CredentialWatchSpec{
 		Target: v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
-			TenantID: f.TenantID, SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: clusterName(c.ID)}},
+			TenantID: f.TenantID, SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: ClusterName(c.ID)}},
 		IdentityRef:   fleet.IdentityRef.DeepCopy(),
 		CheckInterval: fleet.CheckInterval,
 		Thresholds:    fleet.Thresholds,
@@ -65,8 +65,8 @@ func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1
 	return spec
 }
 
-// clusterName is the last segment of a managed cluster's resource ID.
-func clusterName(id string) string {
+// ClusterName is the last segment of a managed cluster's resource ID.
+func ClusterName(id string) string {
 	return id[strings.LastIndex(id, "/")+1:]
 }
 

@@ -2,7 +2,6 @@ package compose
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -26,7 +25,7 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 	// Quoted for the shell: a resource group's name may hold parentheses, and neither name a quote.
 	// The subscription too: a fleet spans several, and a cluster's name may repeat in another.
 	group := "--subscription " + c.SubscriptionID + " --resource-group '" + c.ResourceGroup + "'"
-	name := "'" + c.ID[strings.LastIndex(c.ID, "/")+1:] + "'"
+	name := "'" + policy.ClusterName(c.ID) + "'"
 	if p.Kind == policy.FleetManagedIdentity {
 		a.Kind = notify.KindManagedIdentity
 		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade %s --cluster-name %s --name <pool> --node-image-only): "+
