@@ -56,18 +56,8 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 	}
 	obj, s, now := w.obj, w.settings, w.now
 	set, cfgErr := r.Channels.For(ctx, obj)
-	// A copy: claims are written from the difference between the watch and the ledger.
-	ledger := obj.Status.Alerts.DeepCopy()
-	if ledger == nil {
-		ledger = &v1alpha1.AlertsStatus{}
-	}
-	defer func() {
-		obj.Status.Alerts = ledger
-		if len(ledger.Sent) == 0 && len(ledger.Failing) == 0 {
-			obj.Status.Alerts = nil
-		}
-	}()
-	policy.KeepChannels(ledger, set.IDs())
+	ledger, keep := alertsLedger(obj, set)
+	defer keep()
 	if len(set) == 0 {
 		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
 			"No alert channel: set spec.alerts, or the operator's default channels", now)
@@ -82,7 +72,30 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 	if err != nil {
 		return next, err
 	}
+	return r.alertsDelivered(obj, set, ledger, cfgErr, next, now), nil
+}
 
+// alertsLedger is a copy of the watch's alerts status, without channels no longer configured,
+// for a reconcile of its alerts to change (claims are written from the difference between the
+// watch and it); keep puts it back into the watch, as none when it holds nothing.
+func alertsLedger(obj *v1alpha1.CredentialWatch, set channels.Set) (ledger *v1alpha1.AlertsStatus, keep func()) {
+	ledger = obj.Status.Alerts.DeepCopy()
+	if ledger == nil {
+		ledger = &v1alpha1.AlertsStatus{}
+	}
+	policy.KeepChannels(ledger, set.IDs())
+	return ledger, func() {
+		obj.Status.Alerts = ledger
+		if len(ledger.Sent) == 0 && len(ledger.Failing) == 0 {
+			obj.Status.Alerts = nil
+		}
+	}
+}
+
+// alertsDelivered sets AlertsDelivered from the channels and their failures, tells a channel
+// that cannot be built by event once, and returns next, sooner when such a channel is to be
+// looked at again.
+func (r *CredentialWatchReconciler) alertsDelivered(obj *v1alpha1.CredentialWatch, set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error, next, now time.Time) time.Time {
 	prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionAlertsDelivered)
 	cond := alertsCondition(set, ledger, cfgErr)
 	if cond.Reason == v1alpha1.ReasonChannelMisconfigured && (prev == nil || prev.Message != cond.Message) {
@@ -92,7 +105,7 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
 	}
 	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
-	return next, nil
+	return next
 }
 
 // alertInputs is what deciding a watch's due alerts takes, from its spec and status.

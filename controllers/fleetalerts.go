@@ -50,17 +50,8 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		return time.Time{}, nil
 	}
 	set, cfgErr := r.fleetChannels(ctx, obj)
-	failing := obj.Status.Alerts.DeepCopy()
-	if failing == nil {
-		failing = &v1alpha1.AlertsStatus{}
-	}
-	defer func() {
-		obj.Status.Alerts = failing
-		if len(failing.Sent) == 0 && len(failing.Failing) == 0 {
-			obj.Status.Alerts = nil
-		}
-	}()
-	policy.KeepChannels(failing, set.IDs())
+	failing, keep := alertsLedger(obj, set)
+	defer keep()
 	if len(set) == 0 {
 		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
 			"No alert channel: a fleet tells only the channels its spec.alerts names (slack, email, teams or webhook), not the operator's defaults", now)
@@ -89,12 +80,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	if err != nil {
 		return time.Time{}, err
 	}
-	cond := alertsCondition(set, failing, cfgErr)
-	if cfgErr != nil {
-		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
-	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
-	return next, nil
+	return r.alertsDelivered(obj, set, failing, cfgErr, next, now), nil
 }
 
 // sendDueFleetAlerts sends each channel the messages due on it, skipping a channel whose backoff
