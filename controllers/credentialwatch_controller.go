@@ -214,14 +214,21 @@ type watchState struct {
 	scanned bool
 	// readPending is a check waiting for its planned read: due still, it is not rescheduled.
 	readPending bool
-	// fleetViews are a fleet's clusters on a service principal as of now, most in need of
-	// attention first, once fleetEvaluated: this process has checked the fleet.
-	fleetViews     []policy.ClusterView
-	fleetEvaluated bool
+	// fleet is what this process's last check of a fleet found and may show, as of now; nil
+	// until the fleet is evaluated, which needs a check by this process.
+	fleet *fleetNow
 	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
 	grant    grant
 	grantErr error
 	granted  bool
+}
+
+// fleetNow is a fleet as one reconcile evaluated it, for the steps after.
+type fleetNow struct {
+	// found is all the last check found; shown, what the identity lets the fleet show.
+	found, shown fleets.Found
+	// views are the shown clusters on a service principal, most in need of attention first.
+	views []policy.ClusterView
 }
 
 // step is one named part of a reconcile. It changes the watch's status in memory and returns

@@ -394,6 +394,7 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 	}
 	// The metrics read what is shown: no more than status. What the check found is kept, for
 	// an identity widened again.
+	all := found
 	found = visible(found, g, obj.Spec.Target.AKSFleet.TenantID)
 	r.Fleets.Show(client.ObjectKeyFromObject(obj), found)
 	v := policy.ViewFleet(found.Clusters, now, s.thresholds, policy.MaxFleetListed)
@@ -405,7 +406,7 @@ func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchS
 	if v.Earliest != nil {
 		st.ExpiresIn = policy.HumanDuration(v.Earliest.Sub(now))
 	}
-	w.fleetViews, w.fleetEvaluated = v.Clusters, true
+	w.fleet = &fleetNow{found: all, shown: found, views: v.Clusters}
 	setFleetConditions(obj, v, s.thresholds, now)
 	r.tellWorsenedClusters(obj, w.stored.Status.Fleet, v, r.Fleets.Viewed(client.ObjectKeyFromObject(obj), now), s.thresholds, now)
 	return v.NextTransition

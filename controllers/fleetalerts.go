@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/ledger"
@@ -39,13 +38,11 @@ const eventLedgerRefused = "LedgerRefused"
 // watch's do, in status.alerts.
 func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w *watchState) (time.Time, error) {
 	obj, now := w.obj, w.now
-	key := client.ObjectKeyFromObject(obj)
-	shown, checked := r.Fleets.Shown(key)
-	found, _ := r.Fleets.Get(key)
-	if !checked || !w.fleetEvaluated {
+	if w.fleet == nil {
 		// Until this process checks the fleet it knows no cluster to tell of.
 		return time.Time{}, nil
 	}
+	found, shown := w.fleet.found, w.fleet.shown
 	if obj.Spec.Alerts == nil {
 		return time.Time{}, nil
 	}
@@ -69,7 +66,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	if err != nil {
 		return time.Time{}, err
 	}
-	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleetViews, Found: shown.Clusters, Known: found.Clusters, Complete: shown.Complete,
+	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleet.views, Found: shown.Clusters, Known: found.Clusters, Complete: shown.Complete,
 		AllComplete: len(found.Unread) == 0 && found.Complete != nil, Ledger: book.Get, Entries: book.Entries, Now: now})
 	if len(plan.Record) > 0 {
 		if _, err := r.Ledger.Write(ctx, book, plan.Record); err != nil {

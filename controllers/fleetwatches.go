@@ -56,16 +56,11 @@ const (
 func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj
 	f := obj.Spec.Target.AKSFleet
-	if f == nil || obj.Status.Fleet == nil {
-		return time.Time{}, nil
-	}
-	key := client.ObjectKeyFromObject(obj)
-	found, checked := r.Fleets.Get(key)
-	shown, _ := r.Fleets.Shown(key)
-	if !checked {
+	if f == nil || w.fleet == nil {
 		// Until this process checks the fleet it knows no cluster: it neither creates nor deletes.
 		return time.Time{}, nil
 	}
+	found, shown := w.fleet.found, w.fleet.shown
 	var list v1alpha1.CredentialWatchList
 	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingLabels{labelFleet: string(obj.UID)}); err != nil {
 		return time.Time{}, fmt.Errorf("listing the fleet's watches: %w", err)
