@@ -121,6 +121,35 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"endpoints are API server addresses such as https://10.0.0.4:6443"},
 		},
+		"a hygiene policy of its own": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			five := int32(5)
+			s.Hygiene = &v1alpha1.Hygiene{MaxLifetime: "365d", MaxLiveSecrets: &five}
+		}},
+		"a hygiene lifetime of an hour": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.Hygiene = &v1alpha1.Hygiene{MaxLifetime: "1h"} },
+			wantErr: []string{"hygiene.maxLifetime must be at least 1d"},
+		},
+		"no live secret allowed": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				none := int32(0)
+				s.Hygiene = &v1alpha1.Hygiene{MaxLiveSecrets: &none}
+			},
+			wantErr: []string{"spec.hygiene.maxLiveSecrets", "should be greater than or equal to 1"},
+		},
+		"hygiene of an issuer": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{}}
+				s.Hygiene = &v1alpha1.Hygiene{}
+			},
+			wantErr: []string{"hygiene needs a target with Azure credentials"},
+		},
+		"hygiene of a fleet": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Hygiene = &v1alpha1.Hygiene{}
+			},
+			wantErr: []string{"a fleet reports no findings itself"},
+		},
 		"image pulls of a tenant scan": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}

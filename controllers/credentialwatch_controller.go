@@ -257,6 +257,7 @@ type settings struct {
 	thresholds        policy.Thresholds
 	remindBefore      []time.Duration
 	checkFailureAfter time.Duration
+	hygiene           policy.Hygiene
 }
 
 func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
@@ -269,6 +270,9 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 		return settings{}, err
 	}
 	s := settings{interval: interval, thresholds: thresholds, checkFailureAfter: policy.DefaultCheckFailureAfter}
+	if s.hygiene, err = policy.HygieneOf(spec.Hygiene); err != nil {
+		return settings{}, err
+	}
 	var remind []v1alpha1.Duration
 	if a := spec.Alerts; a != nil {
 		remind = a.RemindBefore

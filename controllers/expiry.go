@@ -31,7 +31,8 @@ func (r *CredentialWatchReconciler) reconcileExpiry(ctx context.Context, w *watc
 		return r.evaluateFleet(ctx, w), nil
 	}
 	summary := r.evaluateExpiry(w.obj, w.stored, w.settings, w.now)
-	return policy.Earliest(summary.NextTransition, summary.NextDisplayChange), nil
+	next := r.evaluateFindings(w.obj, w.settings.hygiene, w.now)
+	return policy.Earliest(summary.NextTransition, policy.Earliest(summary.NextDisplayChange, next)), nil
 }
 
 // evaluateExpiry sets the states, conditions and summary fields, and raises the events.

@@ -50,6 +50,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		DisplayName:              snap.DisplayName,
 		ApplicationObjectID:      snap.ApplicationObjectID,
 		ServicePrincipalObjectID: snap.ServicePrincipalObjectID,
+		SingleSignOnMode:         snap.SingleSignOnMode,
 		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
 	}
 	obj.Status.Credentials = scans.Credentials(snap)
@@ -134,7 +135,7 @@ func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, fo
 	}
 	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
 	counts.Credentials = int32(len(found.Credentials))
-	r.Scans.Put(client.ObjectKeyFromObject(obj), found.Credentials)
+	r.Scans.Put(client.ObjectKeyFromObject(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
 	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,

@@ -10,6 +10,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.identityRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and identityRef need a servicePrincipal or aksCluster target"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.aksFleet) || (!has(self.rotation) && !has(self.imagePulls))",message="a fleet watch rotates nothing and diagnoses no image pulls: each of its clusters signs in with its own service principal; write an aksCluster watch for the cluster to rotate or diagnose"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || !has(self.hygiene)",message="hygiene needs a target with Azure credentials: a serviceAccountIssuer target has signing keys, which it checks for drift instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.target.aksFleet) || !has(self.hygiene)",message="a fleet reports no findings itself: each aksCluster watch its createWatches makes reports its own cluster's service principal, with the default policy"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.alerts)",message="alerts need a servicePrincipal or aksCluster target: a tenant scan reports through status, events and metrics (alert on credwatch_credential_expiration_timestamp_seconds), since a message per credential of a whole tenant would flood a channel"
 type CredentialWatchSpec struct {
 	// Target is the service principal whose credentials are watched.
@@ -55,6 +57,11 @@ type CredentialWatchSpec struct {
 	// set it on the watch of the service principal the cluster's nodes pull images with.
 	// +optional
 	ImagePulls *ImagePulls `json:"imagePulls,omitempty"`
+
+	// Hygiene is the policy the credentials are held to beyond their expiry, reported in
+	// status.findings and the credwatch_credential_policy_findings metric. Absent, its defaults.
+	// +optional
+	Hygiene *Hygiene `json:"hygiene,omitempty"`
 }
 
 // Target names one thing whose credentials are watched. Exactly one member is set.
@@ -268,6 +275,12 @@ type ServicePrincipalStatus struct {
 	// +optional
 	ServicePrincipalObjectID string `json:"servicePrincipalObjectID,omitempty"`
 
+	// SingleSignOnMode is the service principal's preferredSingleSignOnMode. A SAML
+	// single-sign-on service principal (saml) carries a signing certificate and a long-lived
+	// secret on its own object by design, which hygiene findings leave alone.
+	// +optional
+	SingleSignOnMode string `json:"singleSignOnMode,omitempty"`
+
 	// OwnerEmails are the mail addresses of the application's owners, read only when
 	// alerts.email.notifyOwners is set, because that is who they are for.
 	// +listType=atomic
@@ -408,6 +421,10 @@ type CredentialWatchStatus struct {
 	// ServiceAccountIssuer is what the last check of a serviceAccountIssuer target found.
 	// +optional
 	ServiceAccountIssuer *ServiceAccountIssuerStatus `json:"serviceAccountIssuer,omitempty"`
+
+	// Findings are the credentials that break spec.hygiene's policy; absent when none does.
+	// +optional
+	Findings *FindingsStatus `json:"findings,omitempty"`
 
 	// ImagePulls are the registries of spec.imagePulls refusing pulls for want of credentials
 	// now, absent when none is.

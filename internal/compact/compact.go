@@ -87,6 +87,16 @@ func status(s *v1alpha1.CredentialWatchStatus) {
 		in(&c.AppDisplayName)
 		in(&c.AppObjectID)
 	}
+	if f := s.Findings; f != nil {
+		f.Items = fit(f.Items)
+		for i := range f.Items {
+			it := &f.Items[i]
+			in((*string)(&it.Kind))
+			in((*string)(&it.Type))
+			in((*string)(&it.Source))
+			in(&it.AppDisplayName)
+		}
+	}
 	in((*string)(&s.State))
 	in(&s.ExpiresIn)
 	if c := s.AKSCluster; c != nil {

@@ -47,7 +47,10 @@ type Snapshot struct {
 	DisplayName              string
 	ApplicationObjectID      string
 	ServicePrincipalObjectID string
-	Credentials              []Credential
+	// SingleSignOnMode is the service principal's preferredSingleSignOnMode (saml, oidc,
+	// password, notSupported), empty when unset or when there is no service principal.
+	SingleSignOnMode string
+	Credentials      []Credential
 }
 
 // Add adds o, the application or the service principal of s's appId, to s. The application's
@@ -58,6 +61,7 @@ func (s *Snapshot) Add(o Object) {
 		s.DisplayName = o.DisplayName
 	} else {
 		s.ServicePrincipalObjectID = o.ObjectID
+		s.SingleSignOnMode = o.SingleSignOnMode
 		if s.DisplayName == "" {
 			s.DisplayName = o.DisplayName
 		}
@@ -142,7 +146,9 @@ type Object struct {
 	AppID       string
 	ObjectID    string
 	DisplayName string
-	Credentials []Credential
+	// SingleSignOnMode is a service principal's preferredSingleSignOnMode; empty on an application.
+	SingleSignOnMode string
+	Credentials      []Credential
 }
 
 // TenantClient is every application and service principal of one tenant, as one identity sees

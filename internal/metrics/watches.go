@@ -227,6 +227,7 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 		}
 	}
 
+	writeFindings(t, list)
 	w.writeFleets(t, list)
 
 	t.family("credwatch_watch_rotation_in_progress",
@@ -305,6 +306,23 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) WriteHeader(code int)        { r.code = code }
 func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// writeFindings counts each watch's credentials that break its hygiene policy, by kind.
+func writeFindings(t *textWriter, list []*v1alpha1.CredentialWatch) {
+	t.family("credwatch_credential_policy_findings",
+		"Credentials that break the watch's hygiene policy (spec.hygiene), by kind (StartAfterEnd, NeverExpires, ServicePrincipalSecret, ManySecrets, LongLived, NotYetValid); absent when none does.")
+	for _, cw := range list {
+		f := cw.Status.Findings
+		if f == nil {
+			continue
+		}
+		for _, kind := range v1alpha1.FindingKinds {
+			if n := f.Count(kind); n > 0 {
+				t.sample(int64(n), "client_id", cw.AppID(), "kind", string(kind), "name", cw.Name, "namespace", cw.Namespace)
+			}
+		}
+	}
+}
 
 // writeFleets writes the clusters of each fleet: how each signs in, and when the first credential
 // of its service principal ends.

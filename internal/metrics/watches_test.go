@@ -49,13 +49,18 @@ func rotated(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
 	return w
 }
 
+func withFindings(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
+	w.Status.Findings = &v1alpha1.FindingsStatus{LongLived: 2, ServicePrincipalSecret: 1}
+	return w
+}
+
 func TestWatches(t *testing.T) {
 	creds := []v1alpha1.Credential{
 		{KeyID: "k1", Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(time.Unix(1_900_000_000, 0))},
 		{KeyID: "k2", Type: v1alpha1.CredentialTypeCertificate, Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(time.Unix(2_000_000_000, 0))},
 	}
 	c := listOf(
-		rotated(watch("ok", creds, metav1.ConditionTrue, 0)),
+		withFindings(rotated(watch("ok", creds, metav1.ConditionTrue, 0))),
 		watch("new", nil, "", 0),
 		drifting(watch("failing", nil, metav1.ConditionFalse, 3)),
 	)
@@ -65,6 +70,10 @@ func TestWatches(t *testing.T) {
 # TYPE credwatch_credential_expiration_timestamp_seconds gauge
 credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k1",name="ok",namespace="platform",source="Application",type="Password"} 1.9e+09
 credwatch_credential_expiration_timestamp_seconds{client_id="c-ok",key_id="k2",name="ok",namespace="platform",source="ServicePrincipal",type="Certificate"} 2e+09
+# HELP credwatch_credential_policy_findings Credentials that break the watch's hygiene policy (spec.hygiene), by kind (StartAfterEnd, NeverExpires, ServicePrincipalSecret, ManySecrets, LongLived, NotYetValid); absent when none does.
+# TYPE credwatch_credential_policy_findings gauge
+credwatch_credential_policy_findings{client_id="c-ok",kind="LongLived",name="ok",namespace="platform"} 2
+credwatch_credential_policy_findings{client_id="c-ok",kind="ServicePrincipalSecret",name="ok",namespace="platform"} 1
 # HELP credwatch_watch_consecutive_check_failures Failed checks of the watch since its last successful one; absent while checks succeed.
 # TYPE credwatch_watch_consecutive_check_failures gauge
 credwatch_watch_consecutive_check_failures{client_id="c-failing",name="failing",namespace="platform"} 3
@@ -114,7 +123,7 @@ func TestWatchesReportEveryCredentialOfATenantScan(t *testing.T) {
 		scan("elsewhere", cred("app-3", "k3", 1_700_000_000)),
 	)
 	store := scans.New()
-	store.Put(types.NamespacedName{Namespace: "platform", Name: "scanned"}, []v1alpha1.Credential{expiring, cred("app-2", "k2", 1_900_000_000)})
+	store.Put(types.NamespacedName{Namespace: "platform", Name: "scanned"}, scans.Found{Credentials: []v1alpha1.Credential{expiring, cred("app-2", "k2", 1_900_000_000)}})
 
 	want := `
 # HELP credwatch_credential_expiration_timestamp_seconds The date after which the credential expires, as a Unix timestamp.

@@ -18,6 +18,9 @@ type Found struct {
 	// Credentials are every credential of both, each with its application, by appId and then
 	// soonest expiry first.
 	Credentials []v1alpha1.Credential
+	// SAML holds the appIds whose service principal is set up for SAML single sign-on, whose
+	// long-lived secret and signing certificate are there by design.
+	SAML map[string]bool
 }
 
 // Fold gathers the objects of a tenant scan into a Found as they arrive, keeping of each no more
@@ -41,6 +44,12 @@ func (f *Fold) Add(o graph.Object) {
 		f.apps[o.AppID] = app{objectID: o.ObjectID, displayName: o.DisplayName}
 	} else {
 		f.found.ServicePrincipals++
+		if strings.EqualFold(o.SingleSignOnMode, SAML) {
+			if f.found.SAML == nil {
+				f.found.SAML = map[string]bool{}
+			}
+			f.found.SAML[o.AppID] = true
+		}
 	}
 	for _, c := range o.Credentials {
 		cred := Credential(c)
@@ -70,6 +79,9 @@ func (f *Fold) Found() Found {
 	})
 	return out
 }
+
+// SAML is the preferredSingleSignOnMode of a service principal set up for SAML single sign-on.
+const SAML = "saml"
 
 // Credential is c as status records it.
 func Credential(c graph.Credential) v1alpha1.Credential {

@@ -21,7 +21,7 @@ func TestFold(t *testing.T) {
 	objects := []graph.Object{
 		{Source: graph.ServicePrincipal, AppID: "a", ObjectID: "sp-a", DisplayName: "old name",
 			Credentials: []graph.Credential{secret("k3", graph.ServicePrincipal, soon)}},
-		{Source: graph.ServicePrincipal, AppID: "b", ObjectID: "sp-b", DisplayName: "theirs",
+		{Source: graph.ServicePrincipal, AppID: "b", ObjectID: "sp-b", DisplayName: "theirs", SingleSignOnMode: "saml",
 			Credentials: []graph.Credential{secret("k4", graph.ServicePrincipal, later)}},
 		{Source: graph.Application, AppID: "a", ObjectID: "app-a", DisplayName: "payments",
 			Credentials: []graph.Credential{secret("k1", graph.Application, later), secret("k2", graph.Application, soon)}},
@@ -37,7 +37,7 @@ func TestFold(t *testing.T) {
 		c.AppID, c.AppDisplayName, c.AppObjectID = appID, name, appObject
 		return c
 	}
-	wantFound := Found{Applications: 2, ServicePrincipals: 2, Credentials: []v1alpha1.Credential{
+	wantFound := Found{Applications: 2, ServicePrincipals: 2, SAML: map[string]bool{"b": true}, Credentials: []v1alpha1.Credential{
 		want("k2", "a", "payments", "app-a", v1alpha1.SourceApplication, soon),
 		want("k3", "a", "payments", "app-a", v1alpha1.SourceServicePrincipal, soon),
 		want("k1", "a", "payments", "app-a", v1alpha1.SourceApplication, later),

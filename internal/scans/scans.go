@@ -21,22 +21,33 @@ type Store struct {
 
 type scan struct {
 	creds  []v1alpha1.Credential
+	saml   map[string]bool
 	viewed time.Time
 }
 
 // New returns an empty Store.
 func New() *Store { return &Store{scans: map[types.NamespacedName]*scan{}} }
 
-// Put records the credentials a watch's scan found, replacing the last scan's; when they were
-// last evaluated carries over, since states are a matter of the clock, not of the scan.
-func (s *Store) Put(watch types.NamespacedName, creds []v1alpha1.Credential) {
+// Put records what a watch's scan found, replacing the last scan's; when they were last
+// evaluated carries over, since states are a matter of the clock, not of the scan.
+func (s *Store) Put(watch types.NamespacedName, found Found) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sc := s.scans[watch]; sc != nil {
-		sc.creds = creds
+		sc.creds, sc.saml = found.Credentials, found.SAML
 		return
 	}
-	s.scans[watch] = &scan{creds: creds}
+	s.scans[watch] = &scan{creds: found.Credentials, saml: found.SAML}
+}
+
+// SAML returns the appIds the watch's last scan found set up for SAML single sign-on.
+func (s *Store) SAML(watch types.NamespacedName) map[string]bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if sc := s.scans[watch]; sc != nil {
+		return sc.saml
+	}
+	return nil
 }
 
 // Viewed records that the watch's credentials were evaluated at t, and returns when they were

@@ -92,6 +92,9 @@ type Object struct {
 	Owners []Owner
 	// Tags are the object's tags, which $filter=tags/any(t:t eq '...') selects by.
 	Tags []string
+	// PreferredSingleSignOnMode is a service principal's (saml, oidc, password, notSupported);
+	// Graph returns null when it is unset.
+	PreferredSingleSignOnMode string
 }
 
 // Owner is an owner of an application: a user, or a service principal (which has no mail).

@@ -238,6 +238,8 @@ func render(set *entitySet, o Object, selected []string, withKey bool) object {
 			v = nullable(o.DisplayName)
 		case "tags":
 			v = append([]string{}, o.Tags...)
+		case "preferredSingleSignOnMode":
+			v = nullable(o.PreferredSingleSignOnMode)
 		case "accountEnabled":
 			v = true
 		case "servicePrincipalType":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,21 +28,25 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/budget"
 )
 
-// credentialFields is all a watch reads: $select keeps responses small and costs Graph one
-// resource unit less per request.
-var credentialFields = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
+// applicationFields and servicePrincipalFields are all a watch reads: $select keeps responses
+// small and costs Graph one resource unit less per request. A service principal's single-sign-on
+// mode tells a SAML one, whose long-lived secret and certificate are there by design.
+var (
+	applicationFields      = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
+	servicePrincipalFields = append(slices.Clip(applicationFields), "preferredSingleSignOnMode")
+)
 
 // applicationQuery and servicePrincipalQuery read an object's credentials and nothing else, alone
 // or in a batch.
 func applicationQuery() *applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration {
 	return &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetRequestConfiguration{
-		QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		QueryParameters: &applicationswithappid.ApplicationsWithAppIdRequestBuilderGetQueryParameters{Select: applicationFields},
 	}
 }
 
 func servicePrincipalQuery() *serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration {
 	return &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetRequestConfiguration{
-		QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: credentialFields},
+		QueryParameters: &serviceprincipalswithappid.ServicePrincipalsWithAppIdRequestBuilderGetQueryParameters{Select: servicePrincipalFields},
 	}
 }
 
@@ -189,8 +194,12 @@ func snapshot(appID string, app credentialHolder, appErr error, sp credentialHol
 
 // objectOf is what the operator keeps of an application or a service principal Graph returned.
 func objectOf(src graph.Source, appID string, o credentialHolder) graph.Object {
-	return graph.Object{Source: src, AppID: strings.ToLower(appID), ObjectID: deref(o.GetId()),
+	obj := graph.Object{Source: src, AppID: strings.ToLower(appID), ObjectID: deref(o.GetId()),
 		DisplayName: deref(o.GetDisplayName()), Credentials: convert(src, o)}
+	if sp, ok := o.(interface{ GetPreferredSingleSignOnMode() *string }); ok {
+		obj.SingleSignOnMode = deref(sp.GetPreferredSingleSignOnMode())
+	}
+	return obj
 }
 
 // ReadOwnerEmails returns the mail addresses of the owners of the application with object ID

@@ -46,12 +46,12 @@ func (c *Client) ReadCredentialLists(ctx context.Context, cred azcore.TokenCrede
 		g := listGroup{appIDs: appIDs[start:min(start+graph.MaxInList, len(appIDs))]}
 		filter := inFilter(g.appIDs)
 		appInfo, err := svc.Applications().ToGetRequestInformation(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
-			QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: credentialFields, Filter: &filter}})
+			QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: applicationFields, Filter: &filter}})
 		if err != nil {
 			return fail(err)
 		}
 		spInfo, err := svc.ServicePrincipals().ToGetRequestInformation(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
-			QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: credentialFields, Filter: &filter}})
+			QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: servicePrincipalFields, Filter: &filter}})
 		if err != nil {
 			return fail(err)
 		}

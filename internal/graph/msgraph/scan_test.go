@@ -71,7 +71,11 @@ func TestScanTenant(t *testing.T) {
 	for _, r := range fake.Requests() {
 		lists++
 		q, _ := url.ParseQuery(r.RawQuery)
-		if r.Status != 200 || q.Get("$top") != "999" || q.Get("$select") != "id,appId,displayName,passwordCredentials,keyCredentials" {
+		want := "id,appId,displayName,passwordCredentials,keyCredentials"
+		if strings.Contains(r.Path, "servicePrincipals") {
+			want += ",preferredSingleSignOnMode" // tells a SAML service principal
+		}
+		if r.Status != 200 || q.Get("$top") != "999" || q.Get("$select") != want {
 			t.Errorf("request %s?%s: status %d; want 999 objects a page, credential fields only", r.Path, r.RawQuery, r.Status)
 		}
 	}
