@@ -157,6 +157,28 @@ type TenantClient interface {
 	// Scan reads the objects filter (OData, empty for all) selects, and hands each to visit as it
 	// arrives, one call at a time: Graph's objects for a tenant of 100,000 are never held at once.
 	Scan(ctx context.Context, filter string, visit func(Object)) error
+	// ReadOwners reads the owners of the applications with these object IDs, in $batch
+	// requests of MaxBatchOwners, one result each in their order. It stops early when ctx ends:
+	// the reads not sent fail with its error.
+	ReadOwners(ctx context.Context, applicationIDs []string) []OwnersRead
+}
+
+// MaxBatchOwners is how many applications' owners one $batch reads: Graph takes 20 requests.
+const MaxBatchOwners = 20
+
+// Owner is an owner of an application: a user, or a service principal, which has no mailbox.
+type Owner struct {
+	ID, DisplayName string
+	// Mail is a user's mail address, empty for a user without a mailbox and for a service
+	// principal; UserPrincipalName is the user's sign-in name, which may not receive mail.
+	Mail, UserPrincipalName string
+	ServicePrincipal        bool
+}
+
+// OwnersRead is the outcome of reading one application's owners in a batch.
+type OwnersRead struct {
+	Owners []Owner
+	Err    error
 }
 
 // MaxInList is how many values Graph takes in one `in` clause of a $filter, by default.

@@ -119,7 +119,8 @@ func (a *App) RemovePassword(ctx context.Context, keyID string) error {
 
 // Tenant is one tenant's applications.
 type Tenant struct {
-	ScanFunc func(ctx context.Context, filter string, visit func(graph.Object)) error
+	ScanFunc       func(ctx context.Context, filter string, visit func(graph.Object)) error
+	ReadOwnersFunc func(ctx context.Context, applicationIDs []string) []graph.OwnersRead
 }
 
 var _ graph.TenantClient = &Tenant{}
@@ -130,6 +131,18 @@ func (t *Tenant) Scan(ctx context.Context, filter string, visit func(graph.Objec
 		return ErrUnexpected
 	}
 	return t.ScanFunc(ctx, filter, visit)
+}
+
+// ReadOwners calls ReadOwnersFunc; without one, every read fails with ErrUnexpected.
+func (t *Tenant) ReadOwners(ctx context.Context, applicationIDs []string) []graph.OwnersRead {
+	if t.ReadOwnersFunc == nil {
+		out := make([]graph.OwnersRead, len(applicationIDs))
+		for i := range out {
+			out[i].Err = ErrUnexpected
+		}
+		return out
+	}
+	return t.ReadOwnersFunc(ctx, applicationIDs)
 }
 
 // Cluster is one managed cluster.

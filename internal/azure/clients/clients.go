@@ -30,6 +30,7 @@ type Graph interface {
 	Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error)
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
+	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
 }
@@ -161,6 +162,21 @@ type tenant struct {
 
 func (t tenant) Scan(ctx context.Context, filter string, visit func(graph.Object)) error {
 	return t.graph.ScanTenant(ctx, t.cred, filter, visit)
+}
+
+func (t tenant) ReadOwners(ctx context.Context, applicationIDs []string) []graph.OwnersRead {
+	out := make([]graph.OwnersRead, 0, len(applicationIDs))
+	for start := 0; start < len(applicationIDs); start += graph.MaxBatchOwners {
+		ids := applicationIDs[start:min(start+graph.MaxBatchOwners, len(applicationIDs))]
+		if err := ctx.Err(); err != nil {
+			for range ids {
+				out = append(out, graph.OwnersRead{Err: err})
+			}
+			continue
+		}
+		out = append(out, t.graph.ReadOwnersBatch(ctx, t.cred, ids)...)
+	}
+	return out
 }
 
 type cluster struct {

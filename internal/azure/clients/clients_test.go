@@ -3,6 +3,7 @@ package clients
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -67,6 +68,11 @@ func (g fakeGraph) ReadOwnerEmails(_ context.Context, cred azcore.TokenCredentia
 	return nil, nil
 }
 
+func (g fakeGraph) ReadOwnersBatch(_ context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead {
+	g.note(cred, append([]string{"owners of"}, applicationIDs...)...)
+	return make([]graph.OwnersRead, len(applicationIDs))
+}
+
 func (g fakeGraph) AddPassword(_ context.Context, cred azcore.TokenCredential, applicationID, displayName string, _ time.Time) (graph.NewSecret, error) {
 	g.note(cred, "add", applicationID, displayName)
 	return graph.NewSecret{}, nil
@@ -125,12 +131,21 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
 	_ = tenant.Scan(ctx, "tags/any(t:t eq 'aks')", func(graph.Object) {})
-	if want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
-		"scan", "tags/any(t:t eq 'aks')"}; !slices.Equal(g.args, want) {
+	var apps []string
+	for i := range 21 {
+		apps = append(apps, fmt.Sprintf("obj-%d", i))
+	}
+	if got := tenant.ReadOwners(ctx, apps); len(got) != 21 {
+		t.Errorf("%d owner reads for 21 applications", len(got))
+	}
+	want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
+		"scan", "tags/any(t:t eq 'aks')", "owners of"}
+	want = append(append(append(want, apps[:20]...), "owners of"), apps[20]) // in batches of 20
+	if !slices.Equal(g.args, want) {
 		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)
 	}
-	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, operator}; !slices.Equal(g.creds, want) {
-		t.Errorf("Graph was called with the credentials %v, want the reader's seven times, then the operator's", g.creds)
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, operator, operator, operator}; !slices.Equal(g.creds, want) {
+		t.Errorf("Graph was called with the credentials %v, want the reader's seven times, then the operator's three", g.creds)
 	}
 
 	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}

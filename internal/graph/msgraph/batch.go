@@ -84,7 +84,7 @@ func registerBatchErrors() {
 
 // batchStatus is nil for a request of a batch that succeeded, or the azerr.Error it would have
 // failed with sent alone: Graph answers, throttles and fails each request of a batch on its own.
-func batchStatus(resp msgraphcore.BatchResponse, id string) error {
+func batchStatus(resp msgraphcore.BatchResponse, id, needs string) error {
 	item := resp.GetResponseById(id)
 	if item == nil || item.GetStatus() == nil {
 		return errors.New("the batch has no answer for it")
@@ -98,7 +98,7 @@ func batchStatus(resp msgraphcore.BatchResponse, id string) error {
 			}
 		}
 		ge.Err = fmt.Errorf("HTTP %d %s", status, ge.Code)
-		return ge.Needing(needsRead)
+		return ge.Needing(needs)
 	}
 	if item.GetBody() == nil {
 		// The SDK's decoder dereferences a missing body.
@@ -113,7 +113,7 @@ func batchItem[T interface {
 	credentialHolder
 	serialization.Parsable
 }](resp msgraphcore.BatchResponse, id, what, appID string, ctor serialization.ParsableFactory) (credentialHolder, error) {
-	if err := batchStatus(resp, id); err != nil {
+	if err := batchStatus(resp, id, needsRead); err != nil {
 		return nil, fmt.Errorf("reading %s %s: %w", what, appID, err)
 	}
 	obj, err := msgraphcore.GetBatchResponseById[T](resp, id, ctor)

@@ -98,14 +98,14 @@ func listedGroup(ctx context.Context, svc *msgraphsdk.GraphServiceClient, resp m
 		found[obj.AppID].Add(obj)
 	}
 	apps := svc.Applications()
-	err := listed(ctx, resp, g.app, "applications", models.CreateApplicationCollectionResponseFromDiscriminatorValue,
+	err := listed(ctx, resp, g.app, "applications", needsRead, models.CreateApplicationCollectionResponseFromDiscriminatorValue,
 		func(next string) (models.ApplicationCollectionResponseable, error) {
 			return apps.WithUrl(next).Get(ctx, nil)
 		},
 		func(o models.Applicationable) { add(graph.Application, o) })
 	if err == nil {
 		sps := svc.ServicePrincipals()
-		err = listed(ctx, resp, g.sp, "service principals", models.CreateServicePrincipalCollectionResponseFromDiscriminatorValue,
+		err = listed(ctx, resp, g.sp, "service principals", needsRead, models.CreateServicePrincipalCollectionResponseFromDiscriminatorValue,
 			func(next string) (models.ServicePrincipalCollectionResponseable, error) {
 				return sps.WithUrl(next).Get(ctx, nil)
 			},
@@ -136,13 +136,13 @@ func inFilter(appIDs []string) string {
 func listed[P interface {
 	page[T]
 	serialization.Parsable
-}, T any](ctx context.Context, resp msgraphcore.BatchResponse, id, what string, ctor serialization.ParsableFactory, next func(string) (P, error), visit func(T)) error {
-	if err := batchStatus(resp, id); err != nil {
+}, T any](ctx context.Context, resp msgraphcore.BatchResponse, id, what, needs string, ctor serialization.ParsableFactory, next func(string) (P, error), visit func(T)) error {
+	if err := batchStatus(resp, id, needs); err != nil {
 		return fmt.Errorf("listing %s: %w", what, err)
 	}
 	first, err := msgraphcore.GetBatchResponseById[P](resp, id, ctor)
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", what, classify(err, needsRead))
+		return fmt.Errorf("listing %s: %w", what, classify(err, needs))
 	}
-	return pages(ctx, what, needsRead, func() (P, error) { return first, nil }, next, visit)
+	return pages(ctx, what, needs, func() (P, error) { return first, nil }, next, visit)
 }
