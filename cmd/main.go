@@ -44,6 +44,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/compact"
+	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/budget"
@@ -75,11 +76,13 @@ type options struct {
 	namespace      string
 	slackAPIURL    string
 	graphBudget    int
-	imagePulls     bool
-	issuerChecks   bool
-	issuerAllowed  []string
-	pullThresholds pullauth.Thresholds
-	destinations   egress.Policy
+	// digestsPerMinute paces owner digests.
+	digestsPerMinute int
+	imagePulls       bool
+	issuerChecks     bool
+	issuerAllowed    []string
+	pullThresholds   pullauth.Thresholds
+	destinations     egress.Policy
 }
 
 // planWindow is how long a planned read waits for others to share its $batch: short beside a
@@ -102,6 +105,7 @@ func main() {
 	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	flag.StringVar(&o.defaultID, "default-identity", "", "ClusterAzureIdentity used by watches that name no spec.identityRef; empty, such watches are not checked (Ready False NoIdentity). The identity still decides what they may do, and which namespaces may use it.")
 	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
+	flag.IntVar(&o.digestsPerMinute, "digest-messages-per-minute", 30, "Owner digests and expiry messages of tenant scans sent in any minute, by all watches together: Exchange Online takes 30 a minute from one sender. 0 for no limit.")
 	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
 	flag.BoolVar(&o.issuerChecks, "service-account-issuer", true, "Check the API servers' service-account issuer for watches with a serviceAccountIssuer target (needs the canary ServiceAccount in --operator-namespace, and the rights the chart's serviceAccountIssuer.enabled grants).")
@@ -275,7 +279,9 @@ func run(o options) error {
 		Scans:             scanStore,
 		Fleets:            fleetStore,
 		// Ledgers are read one watch at a time, not cached: a cache would hold every ConfigMap.
-		Ledger: &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Ledger:     &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Owners:     digests.NewOwners(),
+		DigestPace: digests.NewPace(o.digestsPerMinute),
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err

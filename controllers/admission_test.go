@@ -150,6 +150,35 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"a fleet reports no findings itself"},
 		},
+		"owner digests of a tenant scan": {edit: func(s *v1alpha1.CredentialWatchSpec) {
+			s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", OwnerDigests: &v1alpha1.OwnerDigests{
+				Email:    v1alpha1.DigestEmail{SMTP: v1alpha1.SMTPServer{Host: "smtp.example.com", From: "credwatch@example.com"}},
+				Schedule: v1alpha1.DigestSchedule{Weekday: "Friday", Time: "17:30", TimeZone: "Europe/Berlin"}, Within: "45d", OptOutTag: "credwatch-no-digest",
+			}}}
+		}},
+		"owner digests with a fallback that is not an address": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", OwnerDigests: &v1alpha1.OwnerDigests{
+					Email: v1alpha1.DigestEmail{Fallback: []string{"platform team"}, SMTP: v1alpha1.SMTPServer{Host: "smtp.example.com", From: "credwatch@example.com"}}}}}
+			},
+			wantErr: []string{"spec.target.tenantScan.ownerDigests.email.fallback", "fallback must list mail addresses"},
+		},
+		"a daily digest on a weekday": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", OwnerDigests: &v1alpha1.OwnerDigests{
+					Email:    v1alpha1.DigestEmail{SMTP: v1alpha1.SMTPServer{Host: "smtp.example.com", From: "credwatch@example.com"}},
+					Schedule: v1alpha1.DigestSchedule{Every: v1alpha1.EveryDay, Weekday: "Monday"}}}}
+			},
+			wantErr: []string{"schedule.weekday is for every: Week"},
+		},
+		"a digest at 9am": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", OwnerDigests: &v1alpha1.OwnerDigests{
+					Email:    v1alpha1.DigestEmail{SMTP: v1alpha1.SMTPServer{Host: "smtp.example.com", From: "credwatch@example.com"}},
+					Schedule: v1alpha1.DigestSchedule{Time: "9am", TimeZone: "Central European Time"}}}}
+			},
+			wantErr: []string{"schedule.time must be HH:MM", "schedule.timeZone must be an IANA time zone name"},
+		},
 		"image pulls of a tenant scan": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}

@@ -17,6 +17,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/compose"
+	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -25,6 +26,8 @@ type ChannelSource interface {
 	For(ctx context.Context, obj *v1alpha1.CredentialWatch) (channels.Set, error)
 	// NotifiesOwners reports whether the watch's alerts mail the application's owners.
 	NotifiesOwners(obj *v1alpha1.CredentialWatch) bool
+	// Digests is the relay of a tenant scan's owner digests.
+	Digests(ctx context.Context, obj *v1alpha1.CredentialWatch, e *v1alpha1.DigestEmail) (*email.Channel, error)
 }
 
 // sendTimeout bounds one delivery, so that a dead SMTP relay delays a watch by seconds, not hours.

@@ -269,7 +269,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		}
 	case t.TenantScan != nil:
 		res.tenant = true
-		res.scan, err = r.scan(ctx, res.id, t.TenantScan.Filter)
+		res.scan, err = r.scan(ctx, res.id, t.TenantScan)
 		return res, err
 	case t.AKSFleet != nil:
 		if err := r.fleetAllowed(ctx, obj); err != nil {
@@ -343,12 +343,16 @@ func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Id
 	return cl, nil
 }
 
-func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, filter string) (scans.Found, error) {
+func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, target *v1alpha1.TenantScanTarget) (scans.Found, error) {
 	t, err := r.Azure.Tenant(id)
 	if err != nil {
 		return scans.Found{}, err
 	}
 	var fold scans.Fold
+	if d := target.OwnerDigests; d != nil {
+		fold.OptOutTag = d.OptOutTag
+	}
+	filter := target.Filter
 	err = t.Scan(ctx, filter, fold.Add)
 	var ae *azerr.Error
 	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {

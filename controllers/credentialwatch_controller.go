@@ -29,6 +29,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
@@ -97,8 +98,14 @@ type CredentialWatchReconciler struct {
 	FleetClusters int
 	// FleetWatches bounds the watches one fleet creates; zero means policy.MaxFleetWatches.
 	FleetWatches int
-	// Ledger keeps what fleets told their channels, in ConfigMaps the fleets own.
+	// Ledger keeps what fleets told their channels, and what tenant scans' owner digests told
+	// whom, in ConfigMaps the watches own.
 	Ledger *ledger.Store
+	// Owners keeps the owners of tenant scans' applications read this period.
+	Owners *digests.Owners
+	// DigestPace bounds the owner digests and messages sent a minute, by all watches together;
+	// nil for no bound.
+	DigestPace *digests.Pace
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
 	ImagePulls PullIncidents
@@ -143,6 +150,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.Scans.Forget(req.NamespacedName)
 			r.Fleets.Forget(req.NamespacedName)
+			r.Owners.Forget(req.NamespacedName)
 			r.heldClusters.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -244,6 +252,7 @@ func (r *CredentialWatchReconciler) steps() []step {
 	return []step{
 		{"check", r.reconcileCheck},
 		{"expiry", r.reconcileExpiry},
+		{"digests", r.reconcileDigests},
 		{"fleetWatches", r.reconcileFleetWatches},
 		{"rotation", r.reconcileRotation},
 		{"imagePulls", r.reconcileImagePulls},

@@ -23,6 +23,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -70,6 +71,7 @@ func newHarness(t *testing.T) *harness {
 		Azure:           clients.New(identities, graphAPI, nil),
 		Channels:        &channels.Builder{Secrets: k8s, Destinations: localPeers},
 		Scans:           scans.New(),
+		Owners:          digests.NewOwners(),
 		CheckTimeout:    time.Second,
 		Ledger:          &ledger.Store{Reader: k8s, Writer: k8s},
 	}

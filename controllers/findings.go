@@ -22,13 +22,11 @@ func (r *CredentialWatchReconciler) evaluateFindings(obj *v1alpha1.CredentialWat
 	}
 	var f policy.Findings
 	if obj.Spec.Target.TenantScan != nil {
-		key := client.ObjectKeyFromObject(obj)
-		all, ok := r.Scans.Get(key)
+		found, ok := r.Scans.Found(client.ObjectKeyFromObject(obj))
 		if !ok {
 			return time.Time{}
 		}
-		saml := r.Scans.SAML(key)
-		f = policy.FindingsOf(all, func(appID string) bool { return saml[appID] }, now, h, policy.MaxListedFindings)
+		f = policy.FindingsOf(found.Credentials, func(appID string) bool { return found.SAML[appID] }, now, h, policy.MaxListedFindings)
 	} else {
 		saml := st.ServicePrincipal != nil && strings.EqualFold(st.ServicePrincipal.SingleSignOnMode, scans.SAML)
 		f = policy.FindingsOf(st.Credentials, func(string) bool { return saml }, now, h, policy.MaxListedFindings)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
@@ -76,6 +77,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Azure:           clients.New(identities, planner.NewGraph(counted, clock.RealClock{}, planWindow), nil),
 		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader(), Destinations: localPeers},
 		Scans:           scanStore,
+		Owners:          digests.NewOwners(),
 		Fleets:          fleetStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

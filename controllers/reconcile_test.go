@@ -27,6 +27,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
 )
@@ -44,6 +45,9 @@ func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set,
 	return nil, nil
 }
 func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch) bool { return false }
+func (noChannels) Digests(context.Context, *v1alpha1.CredentialWatch, *v1alpha1.DigestEmail) (*email.Channel, error) {
+	return nil, errors.New("no channels")
+}
 
 const (
 	unitTenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
@@ -426,7 +430,10 @@ func (n *notifier) Send(_ context.Context, a notify.Alert) error {
 }
 
 // oneChannel is a watch's channels when it has the one given.
-type oneChannel struct{ n *notifier }
+type oneChannel struct {
+	noChannels
+	n *notifier
+}
 
 func (c oneChannel) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
 	return channels.Set{{ID: "test-1a2b", Notifier: c.n}}, nil
@@ -441,7 +448,7 @@ func TestUnitAlertsAreClaimedSentOnceAndRetried(t *testing.T) {
 	u := newUnit(t, nil, unitWatch(nil))
 	// Half a day past a whole day, so that EXPIRES IN changes hours away, not at the next second.
 	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(5*24*time.Hour + 12*time.Hour)))
-	u.r.Channels = oneChannel{n}
+	u.r.Channels = oneChannel{n: n}
 
 	w, res := u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed)

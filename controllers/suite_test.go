@@ -131,6 +131,12 @@ const scanTenant = "26d4064c-5b68-4158-8c2b-818d1fda473c"
 // hygieneTenant is the tenant TestTenantScanFindings fills with applications.
 const hygieneTenant = "5a0b7c3e-91d2-4e6f-a8b4-c2d0e6f19a37"
 
+// digestTenant is the tenant TestOwnerDigests fills with applications and owners.
+const digestTenant = "8c1d2e3f-4a5b-4c6d-9e7f-8a9b0c1d2e3f"
+
+// lateTenant is the tenant TestOwnerDigestsLate fills.
+const lateTenant = "9d2e3f40-5b6c-4d7e-8f90-a1b2c3d4e5f6"
+
 // testSubscription is the subscription of the suite's AKS clusters.
 const testSubscription = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
 
@@ -143,7 +149,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 			IdentitySpec: v1alpha1.IdentitySpec{
 				Operator: &v1alpha1.OperatorSignIn{},
 				Allow: v1alpha1.IdentityAllow{
-					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant},
+					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant},
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,

@@ -113,6 +113,11 @@ type TenantScanTarget struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\x00-\\x1f]')",message="filter must be one line of OData, without control characters"
 	// +optional
 	Filter string `json:"filter,omitempty"`
+	// OwnerDigests mails each application's owners about their own applications: one digest a
+	// period listing what needs attention, and a message at once when one of their credentials
+	// expires in between. It needs ReadOwners in the identity's allow.operations.
+	// +optional
+	OwnerDigests *OwnerDigests `json:"ownerDigests,omitempty"`
 }
 
 // AKSClusterTarget identifies an AKS managed cluster in Azure Resource Manager.
@@ -358,6 +363,10 @@ type CredentialWatchStatus struct {
 	// TenantScan counts what the last scan of a tenantScan target found.
 	// +optional
 	TenantScan *TenantScanStatus `json:"tenantScan,omitempty"`
+
+	// OwnerDigests is how the owner digests of a tenantScan target stand.
+	// +optional
+	OwnerDigests *DigestsStatus `json:"ownerDigests,omitempty"`
 
 	// Fleet is what the last check of an aksFleet target found.
 	// +optional

@@ -148,7 +148,9 @@ type Object struct {
 	DisplayName string
 	// SingleSignOnMode is a service principal's preferredSingleSignOnMode; empty on an application.
 	SingleSignOnMode string
-	Credentials      []Credential
+	// Tags are an application's tags, read by tenant scans only.
+	Tags        []string
+	Credentials []Credential
 }
 
 // TenantClient is every application and service principal of one tenant, as one identity sees

@@ -41,6 +41,8 @@ const (
 	// KindManagedIdentity: an AKS cluster of a fleet signs in with a managed identity now, and no
 	// longer depends on a service principal's secret.
 	KindManagedIdentity Kind = "ManagedIdentity"
+	// KindDigestsLate: a period of owner digests ended before they could all go out.
+	KindDigestsLate Kind = "DigestsLate"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -164,6 +166,8 @@ func (a Alert) Title() string {
 		return "The cluster's service-account issuer changed"
 	case KindManagedIdentity:
 		return fmt.Sprintf("AKS cluster %s signs in with a managed identity now, no longer with %s", a.clusterName(), sp)
+	case KindDigestsLate:
+		return fmt.Sprintf("Owner digests of tenant %s could not all go out before the next period began", a.TenantID)
 	}
 	return string(a.Kind)
 }

@@ -100,6 +100,14 @@ func RequeueAfter(now, nextCheck time.Time, moments ...time.Time) time.Duration 
 	return max(at.Sub(now), time.Second)
 }
 
+// Latest is the later of a and b.
+func Latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Earliest is the earliest of moments, ignoring zero ones, which mean never; zero when all are.
 func Earliest(moments ...time.Time) time.Time {
 	var at time.Time

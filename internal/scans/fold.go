@@ -21,11 +21,16 @@ type Found struct {
 	// SAML holds the appIds whose service principal is set up for SAML single sign-on, whose
 	// long-lived secret and signing certificate are there by design.
 	SAML map[string]bool
+	// OptedOut holds the appIds whose application carries the fold's OptOutTag.
+	OptedOut map[string]bool
 }
 
 // Fold gathers the objects of a tenant scan into a Found as they arrive, keeping of each no more
 // than its credentials and its application's names. Its zero value is ready to use.
 type Fold struct {
+	// OptOutTag, when set, is the application tag that opts an application out of owner digests.
+	OptOutTag string
+
 	found Found
 	// apps names each application seen, for the credentials of its service principal, which may
 	// be listed before it.
@@ -42,6 +47,12 @@ func (f *Fold) Add(o graph.Object) {
 			f.apps = map[string]app{}
 		}
 		f.apps[o.AppID] = app{objectID: o.ObjectID, displayName: o.DisplayName}
+		if f.OptOutTag != "" && slices.ContainsFunc(o.Tags, func(t string) bool { return strings.EqualFold(t, f.OptOutTag) }) {
+			if f.found.OptedOut == nil {
+				f.found.OptedOut = map[string]bool{}
+			}
+			f.found.OptedOut[o.AppID] = true
+		}
 	} else {
 		f.found.ServicePrincipals++
 		if strings.EqualFold(o.SingleSignOnMode, SAML) {

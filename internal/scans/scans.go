@@ -20,8 +20,7 @@ type Store struct {
 }
 
 type scan struct {
-	creds  []v1alpha1.Credential
-	saml   map[string]bool
+	found  Found
 	viewed time.Time
 }
 
@@ -34,20 +33,22 @@ func (s *Store) Put(watch types.NamespacedName, found Found) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sc := s.scans[watch]; sc != nil {
-		sc.creds, sc.saml = found.Credentials, found.SAML
+		sc.found = found
 		return
 	}
-	s.scans[watch] = &scan{creds: found.Credentials, saml: found.SAML}
+	s.scans[watch] = &scan{found: found}
 }
 
-// SAML returns the appIds the watch's last scan found set up for SAML single sign-on.
-func (s *Store) SAML(watch types.NamespacedName) map[string]bool {
+// Found returns what the watch's last scan found, and false when this process has not scanned
+// for it.
+func (s *Store) Found(watch types.NamespacedName) (Found, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if sc := s.scans[watch]; sc != nil {
-		return sc.saml
+	sc, ok := s.scans[watch]
+	if !ok {
+		return Found{}, false
 	}
-	return nil
+	return sc.found, true
 }
 
 // Viewed records that the watch's credentials were evaluated at t, and returns when they were
@@ -73,7 +74,7 @@ func (s *Store) Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool) {
 	if !ok {
 		return nil, false
 	}
-	return sc.creds, true
+	return sc.found.Credentials, true
 }
 
 // Forget drops a watch that is gone or no longer scans a tenant.

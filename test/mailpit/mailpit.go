@@ -174,20 +174,31 @@ func (m *Server) Messages(t *testing.T) []Message {
 	return out
 }
 
-// List returns every message mailpit received, newest first.
+// List returns every message mailpit received, newest first. Mailpit lists fifty a page.
 func (m *Server) List() ([]Message, error) {
-	var list struct{ Messages []struct{ ID string } }
-	if err := m.fetch("/messages", &list); err != nil {
-		return nil, err
-	}
-	out := make([]Message, len(list.Messages))
-	for i, s := range list.Messages {
-		if err := m.fetch("/message/"+s.ID, &out[i]); err != nil {
+	var out []Message
+	for {
+		var list struct {
+			Total    int
+			Messages []struct{ ID string }
+		}
+		if err := m.fetch(fmt.Sprintf("/messages?start=%d&limit=%d", len(out), listPage), &list); err != nil {
 			return nil, err
 		}
+		for _, s := range list.Messages {
+			var msg Message
+			if err := m.fetch("/message/"+s.ID, &msg); err != nil {
+				return nil, err
+			}
+			out = append(out, msg)
+		}
+		if len(list.Messages) == 0 || len(out) >= list.Total {
+			return out, nil
+		}
 	}
-	return out, nil
 }
+
+const listPage = 200
 
 func (m *Server) fetch(path string, into any) error {
 	resp, err := http.Get(m.api + path)

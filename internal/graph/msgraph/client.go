@@ -34,6 +34,8 @@ import (
 var (
 	applicationFields      = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
 	servicePrincipalFields = append(slices.Clip(applicationFields), "preferredSingleSignOnMode")
+	// A scan reads an application's tags too: one may opt it out of owner digests.
+	scanApplicationFields = append(slices.Clip(applicationFields), "tags")
 )
 
 // applicationQuery and servicePrincipalQuery read an object's credentials and nothing else, alone
@@ -198,6 +200,9 @@ func objectOf(src graph.Source, appID string, o credentialHolder) graph.Object {
 		DisplayName: deref(o.GetDisplayName()), Credentials: convert(src, o)}
 	if sp, ok := o.(interface{ GetPreferredSingleSignOnMode() *string }); ok {
 		obj.SingleSignOnMode = deref(sp.GetPreferredSingleSignOnMode())
+	}
+	if app, ok := o.(models.Applicationable); ok {
+		obj.Tags = app.GetTags()
 	}
 	return obj
 }

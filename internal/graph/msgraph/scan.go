@@ -59,7 +59,7 @@ func (c *Client) ScanTenant(ctx context.Context, cred azcore.TokenCredential, fi
 		return pages(ctx, "applications", needsList,
 			func() (models.ApplicationCollectionResponseable, error) {
 				return apps.Get(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
-					QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: applicationFields, Top: &top, Filter: filterParam}})
+					QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: scanApplicationFields, Top: &top, Filter: filterParam}})
 			},
 			func(next string) (models.ApplicationCollectionResponseable, error) {
 				return apps.WithUrl(next).Get(ctx, nil)

@@ -211,16 +211,35 @@ func (b *Builder) slack(r secretReader, s *v1alpha1.SlackAlerts, via reach) (not
 }
 
 func (b *Builder) email(r secretReader, e *v1alpha1.EmailAlerts, owners []string, via reach) (notify.Channel, error) {
-	o := email.Options{
-		Host:   e.SMTP.Host,
-		Port:   int(e.SMTP.Port),
-		TLS:    tlsModes[e.SMTP.TLS],
-		From:   e.SMTP.From,
-		To:     recipients(e.To, owners),
-		Dialer: via.dialer,
-	}
-	if len(o.To) == 0 {
+	to := recipients(e.To, owners)
+	if len(to) == 0 {
 		return nil, &ConfigError{"email: no recipients: to is empty and the application has no owner with a mail address"}
+	}
+	c, err := b.relay(r, e, to, via)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Digests is the relay of a tenant scan's owner digests, e: each owner, and the fallback, is
+// reached with SendTo. The relay is a destination the watch names, judged by the destination
+// policy as any other.
+func (b *Builder) Digests(ctx context.Context, obj *v1alpha1.CredentialWatch, e *v1alpha1.DigestEmail) (*email.Channel, error) {
+	r := secretReader{ctx: ctx, reader: b.Secrets, namespace: obj.Namespace}
+	return b.relay(r, &v1alpha1.EmailAlerts{SMTP: e.SMTP}, nil, b.reachFor(source{watch: true}))
+}
+
+// relay builds the email channel of e sending to to by default.
+func (b *Builder) relay(r secretReader, e *v1alpha1.EmailAlerts, to []string, via reach) (*email.Channel, error) {
+	o := email.Options{
+		Host:            e.SMTP.Host,
+		Port:            int(e.SMTP.Port),
+		TLS:             tlsModes[e.SMTP.TLS],
+		From:            e.SMTP.From,
+		To:              to,
+		RecipientsLater: len(to) == 0,
+		Dialer:          via.dialer,
 	}
 	if ref := e.SMTP.AuthSecretRef; ref != nil {
 		var err error

@@ -42,8 +42,10 @@ type Options struct {
 	Username, Password string
 	// From is the sender, "alerts@example.com" or "credwatch <alerts@example.com>".
 	From string
-	// To are the recipients; at least one.
+	// To are the recipients; at least one, unless RecipientsLater.
 	To []string
+	// RecipientsLater allows no To: every message then goes through SendTo, which names its own.
+	RecipientsLater bool
 	// RootCAs verify the relay's certificate; nil means the system roots.
 	RootCAs *x509.CertPool
 	// Timeout bounds connecting and each SMTP command; 0 means go-mail's default of 15 seconds.
@@ -98,7 +100,7 @@ func New(opts Options) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("email: invalid from address %q: %w", opts.From, err)
 	}
-	if len(opts.To) == 0 {
+	if len(opts.To) == 0 && !opts.RecipientsLater {
 		return nil, errors.New("email: no recipients")
 	}
 	to := make([]string, 0, len(opts.To))
@@ -115,6 +117,14 @@ func New(opts Options) (*Channel, error) {
 		to:   to,
 		tls:  &tls.Config{ServerName: opts.Host, RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 	}, nil
+}
+
+func parseAddress(s string) (string, error) {
+	addr, err := mail.ParseAddress(s)
+	if err != nil {
+		return "", err
+	}
+	return addr.String(), nil
 }
 
 func checkHost(host string) error {
@@ -138,7 +148,33 @@ func (c *Channel) Name() string { return notify.ChannelEmail }
 // AUTH are Permanent. One rejected recipient fails the whole message, as go-mail sends nothing
 // unless the server accepts every RCPT.
 func (c *Channel) Send(ctx context.Context, a notify.Alert) error {
-	msg, err := c.message(a)
+	if len(c.to) == 0 {
+		return &notify.DeliveryError{Permanent: true, Err: errors.New("email: no recipients")}
+	}
+	mail, err := AlertMail(a)
+	if err != nil {
+		return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("building the email: %w", err)}
+	}
+	return c.send(ctx, c.to, mail)
+}
+
+// SendTo delivers mail to the recipients to, instead of the channel's own, with Send's errors:
+// owner digests go to each owner alone through one relay. An address that does not parse is a
+// permanent failure.
+func (c *Channel) SendTo(ctx context.Context, to []string, mail Mail) error {
+	addrs := make([]string, 0, len(to))
+	for _, s := range to {
+		addr, err := parseAddress(s)
+		if err != nil {
+			return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("invalid to address %q: %w", s, err)}
+		}
+		addrs = append(addrs, addr)
+	}
+	return c.send(ctx, addrs, mail)
+}
+
+func (c *Channel) send(ctx context.Context, to []string, mail Mail) error {
+	msg, err := c.message(to, mail)
 	if err != nil {
 		return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("building the email: %w", err)}
 	}

@@ -84,7 +84,11 @@ func TestMessageHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := hostile()
-	m, err := c.message(a)
+	rendered, err := AlertMail(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.message(c.to, rendered)
 	if err != nil {
 		t.Fatal(err)
 	}

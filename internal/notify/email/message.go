@@ -46,25 +46,30 @@ func renderHTML(a notify.Alert) (string, error) {
 	return b.String(), err
 }
 
-func (c *Channel) message(a notify.Alert) (*gomail.Msg, error) {
+// AlertMail renders a as a message.
+func AlertMail(a notify.Alert) (Mail, error) {
 	html, err := renderHTML(a)
 	if err != nil {
-		return nil, err
+		return Mail{}, err
 	}
+	return Mail{Subject: a.Title(), Text: notify.Text(a), HTML: html, ID: a.ID}, nil
+}
+
+func (c *Channel) message(to []string, mail Mail) (*gomail.Msg, error) {
 	m := gomail.NewMsg()
 	m.FromMailAddress(c.from)
-	if err := m.To(c.to...); err != nil {
+	if err := m.To(to...); err != nil {
 		return nil, err
 	}
-	m.Subject(a.Title())
-	if a.ID != "" {
-		m.SetGenHeader(HeaderAlertID, a.ID)
-		m.SetMessageIDWithValue(messageID(a.ID, c.from.Address))
+	m.Subject(mail.Subject)
+	if mail.ID != "" {
+		m.SetGenHeader(HeaderAlertID, mail.ID)
+		m.SetMessageIDWithValue(messageID(mail.ID, c.from.Address))
 	}
 	// Precedence: bulk and X-Auto-Response-Suppress keep out-of-office replies away from the sender.
 	m.SetBulk()
-	m.SetBodyString(gomail.TypeTextPlain, notify.Text(a))
-	m.AddAlternativeString(gomail.TypeTextHTML, html)
+	m.SetBodyString(gomail.TypeTextPlain, mail.Text)
+	m.AddAlternativeString(gomail.TypeTextHTML, mail.HTML)
 	return m, nil
 }
 

@@ -1,0 +1,68 @@
+package compose_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify/compose"
+	"github.com/credwatch/credwatch/internal/notify/notifytest"
+	"github.com/credwatch/credwatch/internal/policy"
+)
+
+func TestDigest(t *testing.T) {
+	now := notifytest.At
+	day := 24 * time.Hour
+	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "tenant", UID: "uid-1"},
+		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}}}
+	cred := func(app, key string, src v1alpha1.CredentialSource, typ v1alpha1.CredentialType, end time.Duration, state v1alpha1.CredentialState) v1alpha1.Credential {
+		return v1alpha1.Credential{AppID: app, KeyID: key, Source: src, Type: typ, EndTime: metav1.NewTime(now.Add(end)), State: state}
+	}
+	apps := []policy.DigestApp{
+		{AppID: "app-b", DisplayName: "billing", Credentials: []v1alpha1.Credential{cred("app-b", "k2", v1alpha1.SourceServicePrincipal, v1alpha1.CredentialTypePassword, 3*day, v1alpha1.StateCritical)}},
+		{AppID: "app-a", DisplayName: "accounts", Credentials: []v1alpha1.Credential{
+			cred("app-a", "k1", v1alpha1.SourceApplication, v1alpha1.CredentialTypeCertificate, 20*day, v1alpha1.StateWarning),
+			cred("app-a", "k0", v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, -day, v1alpha1.StateExpired)},
+			Findings: []policy.Finding{{Kind: v1alpha1.FindingManySecrets, LiveSecrets: 3, Credential: v1alpha1.Credential{AppID: "app-a", AppDisplayName: "accounts"}}}},
+	}
+	period := compose.DigestPeriod{Start: now, Schedule: v1alpha1.DigestSchedule{Weekday: "Friday", Time: "17:30", TimeZone: "Europe/Berlin"}, OptOutTag: "no-digest"}
+	d := compose.Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	var order []string
+	for _, l := range d.Lines {
+		order = append(order, l.KeyID+"/"+l.State)
+	}
+	if strings.Join(order, " ") != "k0/Expired k2/Critical k1/Warning" {
+		t.Errorf("lines %v, want soonest end first across applications", order)
+	}
+	if c := d.Lines[1].Command; c != "az ad sp credential reset --id app-b --append" {
+		t.Errorf("a service principal's secret is renewed with %q", c)
+	}
+	if c := d.Lines[2].Command; c != "az ad app credential reset --id app-a --append --create-cert" {
+		t.Errorf("a certificate is renewed with %q", c)
+	}
+	if len(d.Findings) != 1 || !strings.Contains(d.Findings[0].Message, "holds 3 client secrets") {
+		t.Errorf("findings %+v", d.Findings)
+	}
+	if !strings.Contains(d.Why, "every Friday at 17:30 Europe/Berlin") || !strings.Contains(d.Why, "tagged no-digest") || !strings.Contains(d.Why, "platform/tenant") {
+		t.Errorf("why: %s", d.Why)
+	}
+	again := compose.Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	other := compose.Digest(w, "bob@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	if d.ID != again.ID || d.ID == other.ID {
+		t.Errorf("IDs %s, %s, %s: want one per recipient and period", d.ID, again.ID, other.ID)
+	}
+	if fb := compose.Digest(w, policy.Fallback, apps, period, policy.Hygiene{}); !strings.Contains(fb.Why, "no owner of these applications") {
+		t.Errorf("the fallback's why: %s", fb.Why)
+	}
+
+	var many []policy.DigestApp
+	for i := range compose.MaxDigestEntries + 10 {
+		many = append(many, policy.DigestApp{AppID: "app", Credentials: []v1alpha1.Credential{cred("app", string(rune('a'+i%26)), v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, day, v1alpha1.StateCritical)}})
+	}
+	if big := compose.Digest(w, "x@contoso.example", many, period, policy.Hygiene{}); len(big.Lines) != compose.MaxDigestEntries || big.Omitted != 10 {
+		t.Errorf("%d lines, %d omitted; want %d and 10", len(big.Lines), big.Omitted, compose.MaxDigestEntries)
+	}
+}

@@ -1,0 +1,279 @@
+package policy
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// DigestSchedule is when a tenant scan's owner digests go out, parsed.
+type DigestSchedule struct {
+	// Daily sends every day; otherwise once a week, on Weekday.
+	Daily        bool
+	Weekday      time.Weekday
+	Hour, Minute int
+	Location     *time.Location
+}
+
+var clockTime = regexp.MustCompile(`^([01][0-9]|2[0-3]):([0-5][0-9])$`)
+
+// DigestScheduleOf parses a schedule: absent fields are Mondays at 09:00 UTC.
+func DigestScheduleOf(s v1alpha1.DigestSchedule) (DigestSchedule, error) {
+	out := DigestSchedule{Daily: s.Every == v1alpha1.EveryDay, Weekday: time.Monday, Hour: 9, Location: time.UTC}
+	if s.Weekday != "" {
+		day, ok := weekdays[s.Weekday]
+		if !ok {
+			return DigestSchedule{}, fmt.Errorf("schedule.weekday %q: want Monday to Sunday", s.Weekday)
+		}
+		out.Weekday = day
+	}
+	if s.Time != "" {
+		m := clockTime.FindStringSubmatch(s.Time)
+		if m == nil {
+			return DigestSchedule{}, fmt.Errorf("schedule.time %q: want HH:MM, such as 09:00", s.Time)
+		}
+		out.Hour, _ = strconv.Atoi(m[1])
+		out.Minute, _ = strconv.Atoi(m[2])
+	}
+	if s.TimeZone != "" {
+		loc, err := time.LoadLocation(s.TimeZone)
+		if err != nil {
+			return DigestSchedule{}, fmt.Errorf("schedule.timeZone %q is not an IANA time zone such as Europe/Berlin or America/New_York", s.TimeZone)
+		}
+		out.Location = loc
+	}
+	return out, nil
+}
+
+// DigestPeriod is the period now falls in: from the last scheduled moment at or before now to the
+// next. Days are counted on the calendar of the schedule's time zone, so a period across a change
+// of daylight saving time is an hour longer or shorter, and the digests keep their hour.
+func DigestPeriod(s DigestSchedule, now time.Time) (start, next time.Time) {
+	local := now.In(s.Location)
+	start = time.Date(local.Year(), local.Month(), local.Day(), s.Hour, s.Minute, 0, 0, s.Location)
+	days := 1
+	if !s.Daily {
+		days = 7
+		start = start.AddDate(0, 0, -int((7+local.Weekday()-s.Weekday)%7))
+	}
+	if start.After(now) {
+		start = start.AddDate(0, 0, -days)
+	}
+	return start, start.AddDate(0, 0, days)
+}
+
+// DigestApp is one application as its owners' digests list it.
+type DigestApp struct {
+	AppID, ObjectID, DisplayName string
+	// Credentials need attention, with State set, soonest end first.
+	Credentials []v1alpha1.Credential
+	// Findings break the hygiene policy.
+	Findings []Finding
+}
+
+// DigestInputs are what a period's digests are made of.
+type DigestInputs struct {
+	// All are the tenant scan's credentials; SAML and OptedOut its appIds of each kind.
+	All            []v1alpha1.Credential
+	SAML, OptedOut map[string]bool
+	Thresholds     Thresholds
+	Hygiene        Hygiene
+	// Within is how close to the period's Start a credential's end is for it to be listed, and
+	// Since the start of the last period, after which an expired credential is still news: the
+	// period's digests list what its start called for, however late they go. States are as of Now.
+	Within            time.Duration
+	Since, Start, Now time.Time
+}
+
+// DigestApps are the applications with something to tell their owners, by appId: credentials
+// ending within in.Within of the period's start or expired since in.Since (renewed ones left
+// out: nothing needs doing), and hygiene findings. Applications opted out are left out.
+func DigestApps(in DigestInputs) []DigestApp {
+	apps := map[string]*DigestApp{}
+	get := func(c v1alpha1.Credential) *DigestApp {
+		a := apps[c.AppID]
+		if a == nil {
+			a = &DigestApp{AppID: c.AppID}
+			apps[c.AppID] = a
+		}
+		if c.AppObjectID != "" {
+			a.ObjectID = c.AppObjectID
+		}
+		if a.DisplayName == "" || c.Source == v1alpha1.SourceApplication {
+			a.DisplayName = c.AppDisplayName
+		}
+		return a
+	}
+	renewed := renewedSet(in.All)
+	for i, c := range in.All {
+		if renewed[i] || in.OptedOut[c.AppID] {
+			continue
+		}
+		end := c.EndTime.Time
+		if end.After(in.Since) && !end.After(in.Start.Add(in.Within)) {
+			c.State = StateAt(end, in.Now, in.Thresholds)
+			a := get(c)
+			a.Credentials = append(a.Credentials, c)
+		}
+	}
+	saml := func(appID string) bool { return in.SAML[appID] }
+	for _, f := range FindingsOf(in.All, saml, in.Start, in.Hygiene, math.MaxInt).Listed {
+		if in.OptedOut[f.Credential.AppID] {
+			continue
+		}
+		a := get(f.Credential)
+		a.Findings = append(a.Findings, f)
+	}
+	out := make([]DigestApp, 0, len(apps))
+	for _, a := range apps {
+		slices.SortStableFunc(a.Credentials, bySoonestEnd)
+		out = append(out, *a)
+	}
+	slices.SortFunc(out, func(a, b DigestApp) int { return strings.Compare(a.AppID, b.AppID) })
+	return out
+}
+
+func bySoonestEnd(a, b v1alpha1.Credential) int {
+	return cmp.Or(a.EndTime.Compare(b.EndTime.Time), strings.Compare(a.KeyID, b.KeyID))
+}
+
+// Fallback is the recipient of what reaches no owner: applications without an owner with a
+// mailbox, or registered in another tenant.
+const Fallback = ""
+
+// OwnerMails says where an application's digest lines go, by its object ID: the mail addresses
+// of its owners, and whether they are known yet.
+type OwnerMails func(objectID string) (mails []string, known bool)
+
+// DigestRecipients gives each recipient (an owner's address in lower case, or Fallback) the
+// indexes of the apps its digest lists, and the object IDs whose owners must be read first.
+func DigestRecipients(apps []DigestApp, owners OwnerMails) (map[string][]int, []string) {
+	out := map[string][]int{}
+	var unread []string
+	for i, a := range apps {
+		if a.ObjectID == "" {
+			out[Fallback] = append(out[Fallback], i)
+			continue
+		}
+		mails, known := owners(a.ObjectID)
+		if !known {
+			unread = append(unread, a.ObjectID)
+			continue
+		}
+		if len(mails) == 0 {
+			out[Fallback] = append(out[Fallback], i)
+		}
+		seen := map[string]bool{}
+		for _, m := range mails {
+			if k := strings.ToLower(strings.TrimSpace(m)); k != "" && !seen[k] {
+				seen[k] = true
+				out[k] = append(out[k], i)
+			}
+		}
+	}
+	return out, unread
+}
+
+// ExpiredBetween lists the credentials of all, renewed ones left out, that ended in (since, now]:
+// their owners hear of each at once rather than in the next digest. Applications opted out are
+// left out.
+func ExpiredBetween(all []v1alpha1.Credential, optedOut map[string]bool, since, now time.Time) []v1alpha1.Credential {
+	renewed := renewedSet(all)
+	var out []v1alpha1.Credential
+	for i, c := range all {
+		if end := c.EndTime.Time; !renewed[i] && !optedOut[c.AppID] && end.After(since) && !end.After(now) {
+			c.State = v1alpha1.StateExpired
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, bySoonestEnd)
+	return out
+}
+
+// The keys of a tenant scan's digest ledger: a ConfigMap's keys take letters, digits, '-', '_'
+// and '.', so an address is hashed.
+const (
+	digestKeyPrefix  = "d."
+	expiredKeyPrefix = "x."
+	overrunKeyPrefix = "o."
+)
+
+func periodLabel(start time.Time) string { return start.UTC().Format("20060102T1504") }
+
+// DigestKey is the ledger's key of recipient's digest of the period starting at start.
+func DigestKey(start time.Time, recipient string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(recipient)))
+	return digestKeyPrefix + periodLabel(start) + "." + hex.EncodeToString(sum[:12])
+}
+
+// ExpiredKey is the ledger's key of the message that c expired.
+func ExpiredKey(c v1alpha1.Credential) string {
+	sum := sha256.Sum256([]byte(string(c.Source) + "/" + c.KeyID))
+	return expiredKeyPrefix + hex.EncodeToString(sum[:12])
+}
+
+// OverrunKey is the ledger's key of the alert that the period starting at start ended before
+// its digests all went.
+func OverrunKey(start time.Time) string { return overrunKeyPrefix + periodLabel(start) }
+
+// Stale lists the ledger's keys that no longer matter at the period starting at start: digests
+// of other periods, overruns of periods before the last, and expiry messages of credentials not
+// in expired (the credentials that ended this period).
+func Stale(keys []string, start, last time.Time, expired []v1alpha1.Credential) []string {
+	keep := map[string]bool{OverrunKey(last): true, OverrunKey(start): true}
+	for _, c := range expired {
+		keep[ExpiredKey(c)] = true
+	}
+	current := digestKeyPrefix + periodLabel(start) + "."
+	var out []string
+	for _, k := range keys {
+		switch {
+		case keep[k], strings.HasPrefix(k, current):
+		case strings.HasPrefix(k, digestKeyPrefix), strings.HasPrefix(k, expiredKeyPrefix), strings.HasPrefix(k, overrunKeyPrefix):
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Delivery is a ledger entry's word on a message: sent (or claimed for sending), or failed
+// Failures times and next tried at Next.
+type Delivery struct {
+	Sent     bool
+	Failures int32
+	Next     time.Time
+}
+
+// String is the entry as the ledger keeps it.
+func (d Delivery) String() string {
+	if d.Sent {
+		return "sent"
+	}
+	return fmt.Sprintf("failed %d %d", d.Failures, d.Next.Unix())
+}
+
+// DeliveryOf reads an entry; one it cannot read counts as sent, so nothing goes twice.
+func DeliveryOf(entry string) Delivery {
+	var n int32
+	var next int64
+	if _, err := fmt.Sscanf(entry, "failed %d %d", &n, &next); err == nil {
+		return Delivery{Failures: n, Next: time.Unix(next, 0).UTC()}
+	}
+	return Delivery{Sent: true}
+}
+
+// Failed is the entry of a message that failed once more at now.
+func (d Delivery) Failed(now time.Time, retryAfter time.Duration) Delivery {
+	n := d.Failures + 1
+	return Delivery{Failures: n, Next: now.Add(DeliveryBackoff(n, retryAfter))}
+}
