@@ -280,7 +280,7 @@ func run(o options) error {
 		Fleets:            fleetStore,
 		// Ledgers are read one watch at a time, not cached: a cache would hold every ConfigMap.
 		Ledger:     &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-		Owners:     digests.NewOwners(),
+		Digests:    digests.NewStore(),
 		DigestPace: digests.NewPace(o.digestsPerMinute),
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {

@@ -119,7 +119,7 @@ func (h *harness) restart() {
 	old := h.r
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, DefaultIdentity: old.DefaultIdentity, ClusterID: old.ClusterID, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
-		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: scans.New(), Owners: digests.NewOwners(), DigestPace: old.DigestPace,
+		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: scans.New(), Digests: digests.NewStore(), DigestPace: old.DigestPace,
 		Ledger: old.Ledger,
 	}
 }

@@ -193,6 +193,7 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 		switch t := obj.Spec.Target; {
 		case t.TenantScan != nil:
 			r.Scans.Forget(client.ObjectKeyFromObject(obj))
+			r.Digests.Forget(client.ObjectKeyFromObject(obj))
 		case t.AKSFleet != nil:
 			r.Fleets.Forget(client.ObjectKeyFromObject(obj))
 			obj.Status.Fleet = nil

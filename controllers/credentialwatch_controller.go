@@ -101,8 +101,8 @@ type CredentialWatchReconciler struct {
 	// Ledger keeps what fleets told their channels, and what tenant scans' owner digests told
 	// whom, in ConfigMaps the watches own.
 	Ledger *ledger.Store
-	// Owners keeps the owners of tenant scans' applications read this period.
-	Owners *digests.Owners
+	// Digests keeps what tenant scans' owner digests know of this period: owners read, sent.
+	Digests *digests.Store
 	// DigestPace bounds the owner digests and messages sent a minute, by all watches together;
 	// nil for no bound.
 	DigestPace *digests.Pace
@@ -149,8 +149,8 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Scans.Forget(req.NamespacedName)
+			r.Digests.Forget(req.NamespacedName)
 			r.Fleets.Forget(req.NamespacedName)
-			r.Owners.Forget(req.NamespacedName)
 			r.heldClusters.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -158,6 +158,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
+		r.Digests.Forget(req.NamespacedName)
 		r.Fleets.Forget(req.NamespacedName)
 		if obj.Spec.Target.AKSFleet == nil {
 			obj.Status.Fleet = nil

@@ -71,7 +71,7 @@ func newHarness(t *testing.T) *harness {
 		Azure:           clients.New(identities, graphAPI, nil),
 		Channels:        &channels.Builder{Secrets: k8s, Destinations: localPeers},
 		Scans:           scans.New(),
-		Owners:          digests.NewOwners(),
+		Digests:         digests.NewStore(),
 		CheckTimeout:    time.Second,
 		Ledger:          &ledger.Store{Reader: k8s, Writer: k8s},
 	}

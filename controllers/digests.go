@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -27,13 +29,14 @@ import (
 // digestOwnerReads bounds the applications whose owners one reconcile reads: fifty batches.
 const digestOwnerReads = 1000
 
-// digestsAgain is how soon a tenant scan comes back for the owners or messages one reconcile left.
-const digestsAgain = 10 * time.Second
+// digestsAgain is how soon a tenant scan comes back for the owners or messages one reconcile
+// left: at once, since the limiter and the pace set the rate, not the queue.
+const digestsAgain = time.Second
 
 // digestSendsPerReconcile and digestSendBudget bound what one reconcile sends, and for how long
 // it holds its worker: the rest go at the next.
 const (
-	digestSendsPerReconcile = 30
+	digestSendsPerReconcile = 100
 	digestSendBudget        = time.Minute
 	// digestFailuresInARow stops a reconcile's sending: the relay is down, not one mailbox.
 	digestFailuresInARow = 3
@@ -48,33 +51,45 @@ const (
 	digestOwnersRefusedMessage = "the owners of its applications cannot be read, so no digest goes out"
 )
 
+// digestOwnersDeadline is how long into a period the digests wait for owners that cannot be
+// read: after it, those applications' lines go to the fallback and the rest to their owners.
+const digestOwnersDeadline = 2 * time.Hour
+
+// digestNoticesPerPeriod bounds the expiry messages one recipient gets in a period: anyone may
+// create an application, name someone its owner, and give it secrets that expire one by one.
+const digestNoticesPerPeriod = 5
+
 // digestRun is one reconcile's work on a tenant scan's owner digests.
 type digestRun struct {
-	obj    *v1alpha1.CredentialWatch
-	spec   *v1alpha1.OwnerDigests
-	found  scans.Found
-	now    time.Time
-	key    client.ObjectKey
-	st     *v1alpha1.DigestsStatus
-	period policy.DigestSchedule
-	start  time.Time
-	last   time.Time
-	// owners looks up the owners read this period.
+	obj   *v1alpha1.CredentialWatch
+	spec  *v1alpha1.OwnerDigests
+	found scans.Found
+	now   time.Time
+	key   client.ObjectKey
+	st    *v1alpha1.DigestsStatus
+	// prevMessage is what status said held the digests up before this reconcile.
+	prevMessage string
+	start, last time.Time
+	// owners looks up the owners read this period, as the identity lets them be mailed.
 	owners policy.OwnerMails
 	book   *ledger.Book
 	relay  *email.Channel
 	next   time.Time
 }
 
-// message is one mail a digest run may send: its ledger key, recipients and content.
+// message is one mail a digest run may send: its ledger keys, recipients and content.
 type message struct {
-	key  string
-	to   []string
-	mail func() (email.Mail, error)
+	// keys are the ledger's entries it settles: a digest's, or each expired credential's.
+	keys []string
+	// recipient is the owner's address, or policy.Fallback; to is where it goes.
+	recipient string
+	to        []string
+	notice    bool
+	mail      func() (email.Mail, error)
 }
 
 // reconcileDigests mails each application's owners of a tenant scan, once a period, one digest
-// of what needs attention, and a message at once when a credential of theirs expires in between.
+// of what needs attention, and a message at once when credentials of theirs expire in between.
 // What went to whom is in the watch's ledger (ConfigMaps it owns), claimed before sending and
 // marked failed, with its next attempt, when a send fails: a restart or a new leader sends
 // nothing twice, and a failing mailbox holds up no other.
@@ -84,7 +99,7 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 	t := obj.Spec.Target.TenantScan
 	if t == nil || t.OwnerDigests == nil {
 		obj.Status.OwnerDigests = nil
-		r.Owners.Forget(key)
+		r.Digests.Forget(key)
 		return time.Time{}, nil
 	}
 	found, ok := r.Scans.Found(key)
@@ -92,13 +107,13 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 		return time.Time{}, nil // what there is to tell comes with the scan
 	}
 	run := &digestRun{obj: obj, spec: t.OwnerDigests, found: found, now: w.now, key: key}
-	var err error
-	if run.period, err = policy.DigestScheduleOf(run.spec.Schedule); err != nil {
+	schedule, err := policy.DigestScheduleOf(run.spec.Schedule)
+	if err != nil {
 		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, "ownerDigests."+err.Error(), w.now)
 		return time.Time{}, nil
 	}
-	run.start, run.next = policy.DigestPeriod(run.period, w.now)
-	run.last, _ = policy.DigestPeriod(run.period, run.start.Add(-time.Second))
+	run.start, run.next = policy.DigestPeriod(schedule, w.now)
+	run.last, _ = policy.DigestPeriod(schedule, run.start.Add(-time.Second))
 	if run.relay, err = r.Channels.Digests(ctx, obj, &run.spec.Email); err != nil {
 		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(err.Error()), w.now)
 		return w.now.Add(misconfiguredRecheck), nil
@@ -110,12 +125,16 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 	if err := r.sendLate(ctx, run, late); err != nil {
 		return time.Time{}, err
 	}
-	run.owners = r.Owners.Lookup(key, run.start)
+	g, err := r.grantOnce(ctx, w)
+	if err != nil {
+		return time.Time{}, nil // the check says why; nobody is mailed meanwhile
+	}
 	expired, apps := run.plan(w.settings)
-	if err := r.readOwners(ctx, w, run, expired, apps); err != nil {
+	run.bindOwners(r, g, expired, apps)
+	if err := r.readOwners(ctx, g, run, expired, apps); err != nil {
 		return time.Time{}, err
 	}
-	if err := r.sendDigests(ctx, run, expired, apps); err != nil {
+	if err := r.sendDigests(ctx, run, expired, apps, w.settings.hygiene); err != nil {
 		return time.Time{}, err
 	}
 	return run.next, nil
@@ -136,34 +155,36 @@ func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch,
 }
 
 // rollOver starts the status of a new period, and returns the last period's status when its
-// digests did not all go out.
+// digests did not all go out. A schedule that changed starts afresh, as a new watch does: the
+// period under way gets no digest, so that editing the schedule sends nothing again.
 func (run *digestRun) rollOver() *v1alpha1.DigestsStatus {
+	schedule := compose.ScheduleText(run.spec.Schedule)
 	st := run.obj.Status.OwnerDigests
-	if st == nil {
-		st = &v1alpha1.DigestsStatus{Since: metav1.NewTime(run.now.Truncate(time.Second)), Period: metav1.NewTime(run.start)}
+	if st == nil || st.Schedule != schedule {
+		st = &v1alpha1.DigestsStatus{Since: metav1.NewTime(run.now.Truncate(time.Second)), Period: metav1.NewTime(run.start), Schedule: schedule}
 	}
 	var late *v1alpha1.DigestsStatus
 	if !st.Period.Equal(&metav1.Time{Time: run.start}) {
 		if !st.Period.Before(&st.Since) && (st.Sent < st.Recipients || st.OwnersUnread > 0) {
 			late = st.DeepCopy()
 		}
-		st = &v1alpha1.DigestsStatus{Since: st.Since, Period: metav1.NewTime(run.start)}
+		st = &v1alpha1.DigestsStatus{Since: st.Since, Period: metav1.NewTime(run.start), Schedule: schedule}
 	}
 	st.NextPeriod = metav1.NewTime(run.next)
+	run.prevMessage, st.Message = st.Message, ""
 	run.obj.Status.OwnerDigests = st
 	run.st = st
 	return late
 }
 
 // due reports whether the period's digests go out: not those of a period under way when the
-// watch first had ownerDigests.
+// watch first had ownerDigests, or its schedule last changed.
 func (run *digestRun) due() bool { return !run.start.Before(run.st.Since.Time) }
 
 // plan lists the credentials that expired this period, and the applications the period's digests
 // list; none once every digest went.
 func (run *digestRun) plan(s settings) ([]v1alpha1.Credential, []policy.DigestApp) {
-	since := policy.Latest(run.start, run.st.Since.Time)
-	expired := policy.ExpiredBetween(run.found.Credentials, run.found.OptedOut, since, run.now)
+	expired := policy.ExpiredBetween(run.found.Credentials, run.found.OptedOut, run.noticeSince(), run.now)
 	if !run.due() || (run.st.Recipients > 0 && run.st.Sent == run.st.Recipients) {
 		return expired, nil
 	}
@@ -175,6 +196,38 @@ func (run *digestRun) plan(s settings) ([]v1alpha1.Credential, []policy.DigestAp
 	}
 	return expired, policy.DigestApps(policy.DigestInputs{All: run.found.Credentials, SAML: run.found.SAML, OptedOut: run.found.OptedOut,
 		Thresholds: s.thresholds, Hygiene: s.hygiene, Within: within, Since: run.last, Start: run.start, Now: run.now})
+}
+
+// noticeSince is when the credentials whose expiry is news began to expire: the period's start,
+// or when the digests were set up.
+func (run *digestRun) noticeSince() time.Time { return policy.Latest(run.start, run.st.Since.Time) }
+
+// bindOwners sets how the run looks owners up: as read this period, except that the owners of an
+// application the identity may not read owners of are never mailed (its lines go to the
+// fallback), nor, past the period's deadline, owners that could not be read.
+func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g grant, expired []v1alpha1.Credential, apps []policy.DigestApp) {
+	tenant := run.obj.Spec.Target.TenantID()
+	denied := map[string]bool{}
+	judge := func(appID, objectID string) {
+		if _, seen := denied[objectID]; !seen && objectID != "" {
+			denied[objectID] = g.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant, AppID: appID}) != nil
+		}
+	}
+	for _, a := range apps {
+		judge(a.AppID, a.ObjectID)
+	}
+	for _, c := range expired {
+		judge(c.AppID, c.AppObjectID)
+	}
+	lookup := r.Digests.Lookup(run.key, run.start)
+	late := !run.now.Before(run.start.Add(digestOwnersDeadline))
+	run.owners = func(objectID string) ([]string, bool) {
+		if denied[objectID] {
+			return nil, true
+		}
+		mails, known := lookup(objectID)
+		return mails, known || late
+	}
 }
 
 // unread lists the object IDs whose owners the messages need and this period has not read.
@@ -192,25 +245,16 @@ func (run *digestRun) unread(expired []v1alpha1.Credential, apps []policy.Digest
 }
 
 // readOwners reads the owners the messages need, a thousand applications a reconcile at most,
-// through the watch's identity, which must allow ReadOwners in the tenant.
-func (r *CredentialWatchReconciler) readOwners(ctx context.Context, w *watchState, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
+// through the watch's identity.
+func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g grant, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
 	unread := run.unread(expired, apps)
 	run.st.OwnersUnread = int32(len(unread))
 	if len(unread) == 0 {
 		return nil
 	}
-	g, err := r.grantOnce(ctx, w)
+	id, err := r.signIns().identity(ctx, g.id, run.obj.Spec.Target.TenantID())
 	if err != nil {
 		return nil // the check says why
-	}
-	tenant := run.obj.Spec.Target.TenantID()
-	if err := g.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant}); err != nil {
-		run.refuse(r, digestOwnersRefusedMessage+": "+err.Error())
-		return nil
-	}
-	id, err := r.signIns().identity(ctx, g.id, tenant)
-	if err != nil {
-		return nil
 	}
 	tc, err := r.Azure.Tenant(id)
 	if err != nil {
@@ -221,18 +265,23 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, w *watchStat
 	for i, read := range tc.ReadOwners(ctx, batch) {
 		switch kind := azerr.KindOf(read.Err); {
 		case read.Err == nil:
-			r.Owners.Put(run.key, run.start, batch[i], mailsOf(read.Owners))
+			r.Digests.Put(run.key, run.start, batch[i], mailsOf(read.Owners))
 		case kind == azerr.KindNotFound:
-			r.Owners.Put(run.key, run.start, batch[i], nil) // gone since the scan: the fallback hears
+			r.Digests.Put(run.key, run.start, batch[i], nil) // gone since the scan: the fallback hears
 		default:
 			failed = read.Err
 		}
 	}
 	run.st.OwnersUnread = int32(len(run.unread(expired, apps)))
-	if failed != nil {
+	switch {
+	case failed != nil:
+		// Throttled or refused: back off, as Graph asks, rather than come back at once.
 		run.refuse(r, "reading the owners of its applications failed, retried with backoff: "+oneLine(failed.Error()))
-	}
-	if run.st.OwnersUnread > 0 {
+		var ae *azerr.Error
+		if errors.As(failed, &ae) && ae.RetryAfter > 0 {
+			run.next = policy.Earliest(run.next, run.now.Add(max(ae.RetryAfter, time.Minute)))
+		}
+	case run.st.OwnersUnread > 0:
 		run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))
 	}
 	return nil
@@ -240,12 +289,12 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, w *watchStat
 
 // refuse says in status, condition and one event what holds the digests up.
 func (run *digestRun) refuse(r *CredentialWatchReconciler, msg string) {
-	if run.st.Message != msg {
+	if run.prevMessage != msg {
 		r.Recorder.Event(run.obj, corev1.EventTypeWarning, eventOwnersUnread, msg)
 	}
 	run.st.Message = msg
 	setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, "Owner digests: "+msg, run.now)
-	run.next = policy.Earliest(run.next, run.now.Add(misconfiguredRecheck))
+	run.next = policy.Earliest(run.next, run.now.Add(time.Minute))
 }
 
 // mailsOf are the addresses of the owners with a mailbox: a service principal has none, and a
@@ -260,39 +309,17 @@ func mailsOf(owners []graph.Owner) []string {
 	return out
 }
 
-// messages are what may go this reconcile: a message for each expired credential whose owners are
-// known, then, once every owner is read, a digest for each recipient.
-func (run *digestRun) messages(w *v1alpha1.CredentialWatch, expired []v1alpha1.Credential, apps []policy.DigestApp, h policy.Hygiene) (out []message, nowhere int) {
-	fallback := recipientsOf(run.spec.Email.Fallback)
-	for _, c := range expired {
-		to := fallback
-		if c.AppObjectID != "" {
-			mails, known := run.owners(c.AppObjectID)
-			if !known {
-				continue
-			}
-			if len(mails) > 0 {
-				to = mails
-			}
-		}
-		if len(to) == 0 {
-			nowhere++
-			continue
-		}
-		out = append(out, message{key: policy.ExpiredKey(c), to: to, mail: func() (email.Mail, error) {
-			return email.AlertMail(compose.ExpiredNotice(w, c, run.now))
-		}})
-	}
+// messages are what may go this reconcile: one message to each recipient of the credentials that
+// expired and were not told of, then, once every owner is read, a digest for each recipient.
+func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.Credential, apps []policy.DigestApp, h policy.Hygiene) (out []message, nowhere int, built bool) {
+	period := compose.DigestPeriod{Start: run.start, Schedule: run.spec.Schedule, OptOutTag: run.spec.OptOutTag}
+	out, nowhere = run.notices(r, expired, period)
 	rcpt, unread := policy.DigestRecipients(apps, run.owners)
 	if len(unread) > 0 || len(apps) == 0 {
-		return out, nowhere
+		return out, nowhere, false
 	}
-	period := compose.DigestPeriod{Start: run.start, Schedule: run.spec.Schedule, OptOutTag: run.spec.OptOutTag}
-	names := make([]string, 0, len(rcpt))
-	for name := range rcpt {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	fallback := recipientsOf(run.spec.Email.Fallback)
+	names := slices.Sorted(maps.Keys(rcpt))
 	run.st.Recipients = 0
 	for _, name := range names {
 		to := []string{name}
@@ -307,8 +334,55 @@ func (run *digestRun) messages(w *v1alpha1.CredentialWatch, expired []v1alpha1.C
 		for _, i := range rcpt[name] {
 			listed = append(listed, apps[i])
 		}
-		out = append(out, message{key: policy.DigestKey(run.start, name), to: to, mail: func() (email.Mail, error) {
-			return email.DigestMail(compose.Digest(w, name, listed, period, h))
+		out = append(out, message{keys: []string{policy.DigestKey(run.start, name)}, recipient: name, to: to, mail: func() (email.Mail, error) {
+			return email.DigestMail(compose.Digest(run.obj, name, listed, period, h))
+		}})
+	}
+	return out, nowhere, true
+}
+
+// notices groups the expired credentials not told of yet by recipient: one message each, within
+// the period's allowance of expiry messages a recipient may get.
+func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.Credential, period compose.DigestPeriod) ([]message, int) {
+	fallback := recipientsOf(run.spec.Email.Fallback)
+	byRecipient := map[string][]v1alpha1.Credential{}
+	nowhere := 0
+	for _, c := range expired {
+		if entry, ok := run.book.Get(policy.ExpiredKey(c)); (ok && policy.DeliveryOf(entry).Sent) || r.Digests.Sent(run.key, run.start, policy.ExpiredKey(c)) {
+			continue
+		}
+		mails, known := []string(nil), true
+		if c.AppObjectID != "" {
+			mails, known = run.owners(c.AppObjectID)
+		}
+		switch {
+		case !known:
+		case len(mails) > 0:
+			for _, m := range mails {
+				byRecipient[strings.ToLower(m)] = append(byRecipient[strings.ToLower(m)], c)
+			}
+		case len(fallback) > 0:
+			byRecipient[policy.Fallback] = append(byRecipient[policy.Fallback], c)
+		default:
+			nowhere++
+		}
+	}
+	var out []message
+	for _, name := range slices.Sorted(maps.Keys(byRecipient)) {
+		if r.Digests.Notices(run.key, run.start, name) >= digestNoticesPerPeriod {
+			continue // the next digest lists them
+		}
+		creds := byRecipient[name]
+		to := []string{name}
+		if name == policy.Fallback {
+			to = fallback
+		}
+		keys := make([]string, 0, len(creds))
+		for _, c := range creds {
+			keys = append(keys, policy.ExpiredKey(c))
+		}
+		out = append(out, message{keys: keys, recipient: name, to: to, notice: true, mail: func() (email.Mail, error) {
+			return email.DigestMail(compose.ExpiredDigest(run.obj, name, creds, period))
 		}})
 	}
 	return out, nowhere
@@ -326,17 +400,12 @@ func recipientsOf(to []string) []string {
 
 // sendDigests sends what is due, within the pace and the reconcile's budget, and counts the
 // period's digests in status.
-func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
-	msgs, nowhere := run.messages(run.obj, expired, apps, r.hygieneOf(run.obj))
+func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp, h policy.Hygiene) error {
+	msgs, nowhere, built := run.messages(r, expired, apps, h)
 	var due []message
 	for _, m := range msgs {
-		if entry, ok := run.book.Get(m.key); ok {
-			if d := policy.DeliveryOf(entry); d.Sent || run.now.Before(d.Next) {
-				if !d.Sent {
-					run.next = policy.Earliest(run.next, d.Next)
-				}
-				continue
-			}
+		if run.settled(r, m) {
+			continue
 		}
 		due = append(due, m)
 	}
@@ -344,54 +413,72 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 	if err != nil {
 		return err
 	}
-	run.count(msgs, expired)
+	run.count(expired, built)
 	if sent.digests+sent.notices > 0 {
 		r.Recorder.Eventf(run.obj, corev1.EventTypeNormal, eventDigestsSent, "Sent %d owner digests (%d of %d this period) and %d expiry messages",
 			sent.digests, run.st.Sent, run.st.Recipients, sent.notices)
+	}
+	if nowhere > 0 {
+		run.st.Message = fmt.Sprintf("%d %s", nowhere, digestNoRecipientMessage)
 	}
 	switch {
 	case run.st.Failing > 0:
 		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed,
 			fmt.Sprintf("Owner digests: %d of %d sent this period, %d failing and retried with backoff: %s", run.st.Sent, run.st.Recipients, run.st.Failing, sent.lastError), run.now)
-	case run.st.OwnersUnread == 0 && run.st.Message == "" || run.st.Message == digestNoRecipientMessage:
-		msg := fmt.Sprintf("Owner digests: %d of %d sent for the period that began %s; the next period begins %s",
+	case run.st.Message == "" || strings.HasSuffix(run.st.Message, digestNoRecipientMessage):
+		msg := fmt.Sprintf("Owner digests: %d of %d sent for the period that began %s; the next begins %s",
 			run.st.Sent, run.st.Recipients, run.start.UTC().Format(time.RFC3339), run.next.UTC().Format(time.RFC3339))
 		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered, msg, run.now)
-	}
-	if nowhere > 0 {
-		run.st.Message = fmt.Sprintf("%d %s", nowhere, digestNoRecipientMessage)
 	}
 	return nil
 }
 
-// hygieneOf is the watch's hygiene policy; its spec was parsed before the steps ran.
-func (r *CredentialWatchReconciler) hygieneOf(obj *v1alpha1.CredentialWatch) policy.Hygiene {
-	h, _ := policy.HygieneOf(obj.Spec.Hygiene)
-	return h
+// settled reports whether m needs no sending now: the ledger or this process says it went, or it
+// failed and waits for its next attempt.
+func (run *digestRun) settled(r *CredentialWatchReconciler, m message) bool {
+	waiting := false
+	for _, k := range m.keys {
+		if r.Digests.Sent(run.key, run.start, k) {
+			return true
+		}
+		if entry, ok := run.book.Get(k); ok {
+			d := policy.DeliveryOf(entry)
+			if d.Sent && !m.notice {
+				return true
+			}
+			if !d.Sent && run.now.Before(d.Next) {
+				run.next = policy.Earliest(run.next, d.Next)
+				waiting = true
+			}
+		}
+	}
+	return waiting
 }
 
 // count sets the period's counts from the ledger: digests sent and failing, expiry messages sent.
-func (run *digestRun) count(msgs []message, expired []v1alpha1.Credential) {
+// The recipients are counted only when the digests were planned this reconcile.
+func (run *digestRun) count(expired []v1alpha1.Credential, built bool) {
 	notices := map[string]bool{}
 	for _, c := range expired {
 		notices[policy.ExpiredKey(c)] = true
 	}
-	run.st.Sent, run.st.Failing, run.st.ExpiredNotices = 0, 0, 0
-	for _, m := range msgs {
-		entry, ok := run.book.Get(m.key)
-		if !ok {
-			continue
-		}
-		d := policy.DeliveryOf(entry)
+	prefix := policy.DigestKeyPrefix(run.start)
+	var sent, failing, told int32
+	run.book.Entries(func(k, v string) {
+		d := policy.DeliveryOf(v)
 		switch {
-		case notices[m.key] && d.Sent:
-			run.st.ExpiredNotices++
-		case notices[m.key]:
+		case notices[k] && d.Sent:
+			told++
+		case !strings.HasPrefix(k, prefix):
 		case d.Sent:
-			run.st.Sent++
+			sent++
 		default:
-			run.st.Failing++
+			failing++
 		}
+	})
+	run.st.Sent, run.st.Failing, run.st.ExpiredNotices = sent, failing, told
+	if !built && run.st.Recipients < sent+failing {
+		run.st.Recipients = sent + failing
 	}
 }
 
@@ -401,52 +488,28 @@ type sentCounts struct {
 }
 
 // deliverDigests claims the messages the pace lets go, with the ledger's stale entries dropped in
-// the same write, sends them, and marks those that fail with their next attempt.
+// the same write, sends those whose claims were written, and marks those that fail with their
+// next attempt.
 func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *digestRun, due []message) (sentCounts, error) {
 	var counts sentCounts
-	changes := map[string]*string{}
-	var keys []string
-	run.book.Entries(func(k, _ string) { keys = append(keys, k) })
-	for _, k := range policy.Stale(keys, run.start, run.last, policy.ExpiredBetween(run.found.Credentials, nil, policy.Latest(run.start, run.st.Since.Time), run.now)) {
-		changes[k] = nil
-	}
-	var batch []message
-	var reserved []time.Time
-	for _, m := range due {
-		if len(batch) == digestSendsPerReconcile {
-			run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))
-			break
-		}
-		ok, when := r.DigestPace.Take(run.now)
-		if !ok {
-			run.next = policy.Earliest(run.next, when)
-			break
-		}
-		reserved = append(reserved, run.now)
-		batch = append(batch, m)
-		sent := policy.Delivery{Sent: true}.String()
-		changes[m.key] = &sent
-	}
+	batch, changes, previous := run.claims(r, due)
 	if len(changes) == 0 {
 		return counts, nil
 	}
-	previous := map[string]policy.Delivery{}
-	for _, m := range batch {
-		if entry, ok := run.book.Get(m.key); ok {
-			previous[m.key] = policy.DeliveryOf(entry)
-		}
-	}
-	if _, err := r.Ledger.Write(ctx, run.book, changes); err != nil {
-		for _, at := range reserved {
-			r.DigestPace.Return(at)
-		}
-		return counts, fmt.Errorf("claiming owner digests in the watch's ledger before sending them: %w", err)
+	written, claimErr := r.Ledger.Write(ctx, run.book, changes)
+	claimed := map[string]bool{}
+	for _, k := range written {
+		claimed[k] = true
 	}
 	failures := map[string]*string{}
 	budget, cancel := context.WithTimeout(ctx, digestSendBudget)
 	defer cancel()
 	inARow := 0
 	for _, m := range batch {
+		if !allClaimed(m.keys, claimed) {
+			r.DigestPace.Return(run.now) // another writer holds the ledger: sent by none this time
+			continue
+		}
 		var err error
 		if inARow >= digestFailuresInARow || budget.Err() != nil {
 			err = errors.New("not tried: the relay failed the messages before it, or the reconcile's time for sending ran out")
@@ -455,7 +518,11 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 		}
 		if err == nil {
 			inARow = 0
-			if strings.HasPrefix(m.key, "x.") {
+			for _, k := range m.keys {
+				r.Digests.MarkSent(run.key, run.start, k)
+			}
+			if m.notice {
+				r.Digests.Notice(run.key, run.start, m.recipient)
 				counts.notices++
 			} else {
 				counts.digests++
@@ -463,11 +530,13 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 			continue
 		}
 		inARow++
-		counts.lastError = oneLine(err.Error())
-		d := previous[m.key].Failed(run.now, notify.RetryAfterOf(err))
-		v := d.String()
-		failures[m.key] = &v
-		run.next = policy.Earliest(run.next, d.Next)
+		counts.lastError = redactAddresses(oneLine(err.Error()))
+		for _, k := range m.keys {
+			d := previous[k].Failed(run.now, notify.RetryAfterOf(err))
+			v := d.String()
+			failures[k] = &v
+			run.next = policy.Earliest(run.next, d.Next)
+		}
 	}
 	if len(failures) > 0 {
 		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "%d owner messages failed, each retried with backoff: %s", len(failures), counts.lastError)
@@ -475,8 +544,59 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 			return counts, fmt.Errorf("marking failed owner digests for another attempt: %w", err)
 		}
 	}
+	if claimErr != nil {
+		return counts, fmt.Errorf("claiming owner digests in the watch's ledger before sending them: %w", claimErr)
+	}
 	return counts, nil
 }
+
+// claims picks the messages of due the pace and the reconcile let go, and the ledger's changes
+// that claim them and drop its stale entries; previous are their entries before.
+func (run *digestRun) claims(r *CredentialWatchReconciler, due []message) ([]message, map[string]*string, map[string]policy.Delivery) {
+	changes := map[string]*string{}
+	var keys []string
+	run.book.Entries(func(k, _ string) { keys = append(keys, k) })
+	for _, k := range policy.Stale(keys, run.start, run.last, policy.ExpiredBetween(run.found.Credentials, nil, run.noticeSince(), run.now)) {
+		changes[k] = nil
+	}
+	var batch []message
+	previous := map[string]policy.Delivery{}
+	sent := policy.Delivery{Sent: true}.String()
+	for _, m := range due {
+		if len(batch) == digestSendsPerReconcile {
+			run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))
+			break
+		}
+		if ok, when := r.DigestPace.Take(run.now); !ok {
+			run.next = policy.Earliest(run.next, when)
+			break
+		}
+		batch = append(batch, m)
+		for _, k := range m.keys {
+			changes[k] = &sent
+			if entry, ok := run.book.Get(k); ok {
+				previous[k] = policy.DeliveryOf(entry)
+			}
+		}
+	}
+	return batch, changes, previous
+}
+
+func allClaimed(keys []string, claimed map[string]bool) bool {
+	for _, k := range keys {
+		if !claimed[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// mailAddress is anything that looks like a mail address, in a relay's reply quoted into an error.
+var mailAddress = regexp.MustCompile(`[^\s<>"'@,;:()]+@[^\s<>"'@,;:()]+`)
+
+// redactAddresses takes owners' addresses out of an error before it reaches events and status,
+// which whoever may read the watch's namespace reads: a relay's 550 names the mailbox it refused.
+func redactAddresses(s string) string { return mailAddress.ReplaceAllString(s, "<address>") }
 
 // sendMessage renders and sends m; claimed, it is sent even while the operator stops.
 func (r *CredentialWatchReconciler) sendMessage(budget, ctx context.Context, relay *email.Channel, m message) error {
@@ -507,10 +627,10 @@ func (r *CredentialWatchReconciler) sendLate(ctx context.Context, run *digestRun
 	if _, err := r.Ledger.Write(ctx, run.book, map[string]*string{key: &sent}); err != nil {
 		return fmt.Errorf("claiming the late-digests alert in the watch's ledger: %w", err)
 	}
-	err := r.sendMessage(ctx, ctx, run.relay, message{key: key, to: to, mail: func() (email.Mail, error) { return email.AlertMail(msg) }})
+	err := r.sendMessage(ctx, ctx, run.relay, message{keys: []string{key}, to: to, mail: func() (email.Mail, error) { return email.AlertMail(msg) }})
 	if err != nil {
 		// One alert, tried once: the period it is about is over, and its events say the same.
-		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "The alert that the last period's digests were late failed: %v", err)
+		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "The alert that the last period's digests were late failed: %s", redactAddresses(err.Error()))
 	}
 	return nil
 }

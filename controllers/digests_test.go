@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -145,7 +146,9 @@ func newDigestFixture(t *testing.T, period time.Time) digestFixture {
 		}
 	}
 	f.expires = f.apps[1]
-	f.expires.Passwords = []fakegraph.PasswordCredential{{SecretText: "eXp~secret", Start: period.Add(-300 * day), End: period.Add(2 * day)}}
+	// Two secrets that expire together: their owner hears of both in one message.
+	f.expires.Passwords = []fakegraph.PasswordCredential{{SecretText: "eXp~secret", Start: period.Add(-300 * day), End: period.Add(2 * day)},
+		{SecretText: "eXp~second", Start: period.Add(-300 * day), End: period.Add(2 * day)}}
 	fake.PutApplication(digestTenant, f.expires)
 	f.want[f.expires.Owners[0].Mail] = append(f.want[f.expires.Owners[0].Mail], f.expires.AppID)
 	for k := range f.want {
@@ -232,6 +235,13 @@ func TestOwnerDigests(t *testing.T) {
 	if st.Recipients != int32(len(f.want)) || st.Sent != st.Recipients || st.Failing != 0 || st.OwnersUnread != 0 {
 		t.Fatalf("status %+v; want %d recipients, all sent", st, len(f.want))
 	}
+	// Once all went, the counts stay put.
+	for range 2 {
+		h.step(time.Minute)
+		if w, _ = h.reconcile(); *w.Status.OwnerDigests != *st {
+			t.Errorf("status moved to %+v from %+v", *w.Status.OwnerDigests, *st)
+		}
+	}
 	got := received(t, m, "credwatch: ")
 	for rcpt, apps := range f.want {
 		if len(got[rcpt]) != 1 {
@@ -269,11 +279,22 @@ func TestOwnerDigests(t *testing.T) {
 	if len(msgs) != before+1 {
 		t.Fatalf("%d messages after the expiry, want one more than %d", len(msgs), before)
 	}
-	if n := msgs[0]; !strings.Contains(n.Subject, "expired") || n.To[0].Address != f.expires.Owners[0].Mail || !strings.Contains(n.Text, f.expires.AppID) {
+	if n := msgs[0]; n.Subject != "credwatch: 2 credentials of your applications expired" || n.To[0].Address != f.expires.Owners[0].Mail || !strings.Contains(n.Text, f.expires.AppID) {
 		t.Errorf("expiry message %q to %v", n.Subject, n.To)
 	}
-	if w.Status.OwnerDigests.ExpiredNotices != 1 {
-		t.Errorf("expiredNotices %d, want 1", w.Status.OwnerDigests.ExpiredNotices)
+	if w.Status.OwnerDigests.ExpiredNotices != 2 {
+		t.Errorf("expiredNotices %d, want 2", w.Status.OwnerDigests.ExpiredNotices)
+	}
+
+	// A schedule edited starts afresh: the period under way gets no digest again.
+	w.Spec.Target.TenantScan.OwnerDigests.Schedule = v1alpha1.DigestSchedule{Weekday: "Friday"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	before = len(m.Messages(t))
+	w, _ = h.reconcile()
+	if st := w.Status.OwnerDigests; len(m.Messages(t)) != before || !st.Since.Time.Equal(h.clock.Now()) || st.Schedule != "every Friday at 09:00 UTC" {
+		t.Errorf("after the schedule changed: %d more messages, status %+v; want none, and the digests set up anew", len(m.Messages(t))-before, st)
 	}
 }
 
@@ -343,4 +364,65 @@ func filterEvents(all []string, reason string) []string {
 		}
 	}
 	return out
+}
+
+// TestOwnerDigestsNeedReadOwnersForEachApplication: an identity that may read the owners of one
+// application only mails that application's owners; the others' lines go to the fallback.
+func TestOwnerDigestsNeedReadOwnersForEachApplication(t *testing.T) {
+	needsAPIServer(t)
+	m := mailpit.Start(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	parsed, _ := policy.DigestScheduleOf(v1alpha1.DigestSchedule{Every: v1alpha1.EveryDay})
+	_, period := policy.DigestPeriod(parsed, t0)
+	fake.AddClient(lateTenant, operatorClientID, operatorSecret)
+	var apps []string
+	for i := range 2 {
+		app := fakegraph.Object{AppID: uuid.NewString(), DisplayName: fmt.Sprintf("narrow-%d", i),
+			Owners:    []fakegraph.Owner{{ID: uuid.NewString(), Mail: fmt.Sprintf("narrow-owner-%d@contoso.example", i)}},
+			Passwords: []fakegraph.PasswordCredential{{SecretText: "nRw~secret", Start: period.Add(-300 * day), End: period.Add(10 * day)}}}
+		fake.PutApplication(lateTenant, app)
+		apps = append(apps, app.AppID)
+	}
+	id := operatorIdentity()
+	id.Name = "digest-narrow"
+	id.Spec.Allow.Tenants = []string{lateTenant}
+	id.Spec.Allow.Applications = []string{apps[0]}
+	if err := createSignedIn(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	h.create("", func(s *v1alpha1.CredentialWatchSpec) {
+		s.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name}
+		s.Target.TenantScan = &v1alpha1.TenantScanTarget{TenantID: lateTenant, Filter: "startswith(displayName,'narrow-')", OwnerDigests: &v1alpha1.OwnerDigests{
+			Email:    v1alpha1.DigestEmail{Fallback: []string{digestFallback}, SMTP: v1alpha1.SMTPServer{Host: "127.0.0.1", Port: int32(m.SMTPPort), TLS: v1alpha1.SMTPNoTLS, From: "credwatch@contoso.example"}},
+			Schedule: v1alpha1.DigestSchedule{Every: v1alpha1.EveryDay},
+		}}
+		s.CheckInterval = "7d"
+	})
+	h.reconcile()
+	h.step(period.Sub(t0) + time.Second)
+	fake.ResetRequests()
+	h.reconcile()
+	got := received(t, m, "credwatch: ")
+	if len(got) != 2 || len(got["narrow-owner-0@contoso.example"]) != 1 || len(got[digestFallback]) != 1 || len(got["narrow-owner-1@contoso.example"]) != 0 {
+		t.Errorf("digests %v; want one to the allowed application's owner and one to the fallback", got)
+	}
+	for _, r := range fake.Requests() {
+		if strings.HasSuffix(r.Path, "/owners") && !strings.Contains(r.Path, "/applications/") {
+			t.Errorf("read %s", r.Path)
+		}
+	}
+	owned, _ := fake.Application(lateTenant, apps[1])
+	for _, r := range fake.Requests() {
+		if strings.Contains(r.Path, owned.ID) {
+			t.Errorf("read the owners of an application the identity does not cover: %s", r.Path)
+		}
+	}
+}
+
+func TestRedactAddresses(t *testing.T) {
+	got := redactAddresses(`sending email through 127.0.0.1:25: 550 5.1.1 <bob.smith@contoso.example>: Recipient address rejected; also "alice@contoso.example", ok`)
+	if strings.Contains(got, "@") || strings.Count(got, "<address>") != 2 {
+		t.Errorf("redacted: %s", got)
+	}
 }

@@ -77,7 +77,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Azure:           clients.New(identities, planner.NewGraph(counted, clock.RealClock{}, planWindow), nil),
 		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader(), Destinations: localPeers},
 		Scans:           scanStore,
-		Owners:          digests.NewOwners(),
+		Digests:         digests.NewStore(),
 		Fleets:          fleetStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ type OwnerDigests struct {
 
 	// OptOutTag is an application tag that keeps the application out of every digest and
 	// expiry message, such as credwatch-no-digest.
-	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._:=/+-]+$')",message="optOutTag must be one word of letters, digits and . _ : = / + -, such as credwatch-no-digest: it is quoted in every digest"
 	// +optional
 	OptOutTag string `json:"optOutTag,omitempty"`
 }
@@ -83,6 +84,9 @@ type DigestsStatus struct {
 	Since metav1.Time `json:"since"`
 	// Period is when the current period began: its digests went out, or go out, from then.
 	Period metav1.Time `json:"period"`
+	// Schedule is the schedule the periods follow, as people say it; when it changes, the period
+	// under way gets no digest, as when the digests were first set up.
+	Schedule string `json:"schedule"`
 	// NextPeriod is when the next begins.
 	NextPeriod metav1.Time `json:"nextPeriod"`
 	// Recipients is how many owners (and the fallback) the period's digests go to; 0 until the

@@ -10,30 +10,42 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Owners holds the owners' mail addresses each watch read, by application object ID, for one
-// period: owners change, so each period reads them again. Safe for concurrent use.
-type Owners struct {
+// Store holds, for each watch and its current period, the owners' mail addresses read, by
+// application object ID (owners change, so each period reads them again), the messages this
+// process sent, and the expiry messages each recipient had. The ledger is what keeps a message
+// from going twice across restarts; what this process sent is kept here too, so that a ledger
+// edited by whoever may write ConfigMaps in the watch's namespace cannot make it send again.
+// Safe for concurrent use.
+type Store struct {
 	mu      sync.Mutex
 	watches map[types.NamespacedName]*period
 }
 
 type period struct {
-	start time.Time
-	mails map[string][]string
+	start   time.Time
+	mails   map[string][]string
+	sent    map[string]bool
+	notices map[string]int
 }
 
-// NewOwners returns an empty Owners.
-func NewOwners() *Owners { return &Owners{watches: map[types.NamespacedName]*period{}} }
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{watches: map[types.NamespacedName]*period{}} }
+
+// at is the watch's period starting at start, a new one when the watch moved on. o.mu is held.
+func (o *Store) at(watch types.NamespacedName, start time.Time) *period {
+	p := o.watches[watch]
+	if p == nil || !p.start.Equal(start) {
+		p = &period{start: start, mails: map[string][]string{}, sent: map[string]bool{}, notices: map[string]int{}}
+		o.watches[watch] = p
+	}
+	return p
+}
 
 // Lookup returns the watch's owners read in the period starting at start, as
 // policy.OwnerMails: an earlier period's are dropped.
-func (o *Owners) Lookup(watch types.NamespacedName, start time.Time) func(objectID string) ([]string, bool) {
+func (o *Store) Lookup(watch types.NamespacedName, start time.Time) func(objectID string) ([]string, bool) {
 	o.mu.Lock()
-	p := o.watches[watch]
-	if p == nil || !p.start.Equal(start) {
-		p = &period{start: start, mails: map[string][]string{}}
-		o.watches[watch] = p
-	}
+	p := o.at(watch, start)
 	o.mu.Unlock()
 	return func(objectID string) ([]string, bool) {
 		o.mu.Lock()
@@ -45,7 +57,7 @@ func (o *Owners) Lookup(watch types.NamespacedName, start time.Time) func(object
 
 // Put records the mail addresses of an application's owners, read in the period starting at
 // start; nothing when the watch has moved on to another period meanwhile.
-func (o *Owners) Put(watch types.NamespacedName, start time.Time, objectID string, mails []string) {
+func (o *Store) Put(watch types.NamespacedName, start time.Time, objectID string, mails []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p := o.watches[watch]; p != nil && p.start.Equal(start) {
@@ -53,8 +65,41 @@ func (o *Owners) Put(watch types.NamespacedName, start time.Time, objectID strin
 	}
 }
 
-// Forget drops a watch that is gone or sends no digest. A nil Owners holds nothing to drop.
-func (o *Owners) Forget(watch types.NamespacedName) {
+// Sent reports whether this process sent the message of ledger key in the watch's period.
+func (o *Store) Sent(watch types.NamespacedName, start time.Time, key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.at(watch, start).sent[key]
+}
+
+// MarkSent records that this process sent the message of ledger key in the watch's period.
+func (o *Store) MarkSent(watch types.NamespacedName, start time.Time, key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.at(watch, start).sent[key] = true
+}
+
+// Notice counts an expiry message to recipient in the watch's period, and returns how many it
+// had before.
+func (o *Store) Notice(watch types.NamespacedName, start time.Time, recipient string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.at(watch, start)
+	n := p.notices[recipient]
+	p.notices[recipient] = n + 1
+	return n
+}
+
+// Notices is how many expiry messages recipient had in the watch's period.
+func (o *Store) Notices(watch types.NamespacedName, start time.Time, recipient string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.at(watch, start).notices[recipient]
+}
+
+// Forget drops a watch that is gone, sends no digest, or changed what it may read. A nil Store
+// holds nothing to drop.
+func (o *Store) Forget(watch types.NamespacedName) {
 	if o == nil {
 		return
 	}

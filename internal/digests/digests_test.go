@@ -35,7 +35,7 @@ func TestPaceAllowsPerMinuteInAnyMinute(t *testing.T) {
 }
 
 func TestOwnersArePerPeriod(t *testing.T) {
-	o := NewOwners()
+	o := NewStore()
 	w := types.NamespacedName{Namespace: "platform", Name: "tenant"}
 	week1, week2 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	lookup := o.Lookup(w, week1)
@@ -53,5 +53,16 @@ func TestOwnersArePerPeriod(t *testing.T) {
 	o.Put(w, week1, "obj-a", nil) // a read of the last period ending late
 	if _, ok := lookup("obj-a"); ok {
 		t.Error("a read of the last period counted in this one")
+	}
+	o.MarkSent(w, week2, "d.key")
+	if !o.Sent(w, week2, "d.key") || o.Sent(w, week2, "d.other") {
+		t.Error("sent keys are not kept")
+	}
+	if o.Notice(w, week2, "a@contoso.example") != 0 || o.Notice(w, week2, "a@contoso.example") != 1 || o.Notices(w, week2, "a@contoso.example") != 2 {
+		t.Error("notices are not counted")
+	}
+	o.Forget(w)
+	if o.Sent(w, week2, "d.key") {
+		t.Error("a forgotten watch's sends are kept")
 	}
 }

@@ -24,6 +24,9 @@ type Digest struct {
 	Omitted int
 	// Why says why the recipient gets this, and how an application leaves it.
 	Why string
+	// Expired marks the message sent at once when credentials expire between digests: its
+	// lines are those credentials.
+	Expired bool
 }
 
 // DigestLine is one credential of a digest.
@@ -45,6 +48,9 @@ type DigestFinding struct {
 
 // Subject is the digest's subject line.
 func (d Digest) Subject() string {
+	if d.Expired {
+		return "credwatch: " + plural(len(d.Lines), "credential of your applications expired", "credentials of your applications expired")
+	}
 	creds := plural(len(d.Lines), "credential of your applications needs", "credentials of your applications need") + " attention"
 	findings := plural(len(d.Findings), "hygiene finding", "hygiene findings")
 	switch {

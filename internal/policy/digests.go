@@ -212,8 +212,11 @@ func periodLabel(start time.Time) string { return start.UTC().Format("20060102T1
 // DigestKey is the ledger's key of recipient's digest of the period starting at start.
 func DigestKey(start time.Time, recipient string) string {
 	sum := sha256.Sum256([]byte(strings.ToLower(recipient)))
-	return digestKeyPrefix + periodLabel(start) + "." + hex.EncodeToString(sum[:12])
+	return DigestKeyPrefix(start) + hex.EncodeToString(sum[:12])
 }
+
+// DigestKeyPrefix begins the ledger's keys of the digests of the period starting at start.
+func DigestKeyPrefix(start time.Time) string { return digestKeyPrefix + periodLabel(start) + "." }
 
 // ExpiredKey is the ledger's key of the message that c expired.
 func ExpiredKey(c v1alpha1.Credential) string {
@@ -233,7 +236,7 @@ func Stale(keys []string, start, last time.Time, expired []v1alpha1.Credential) 
 	for _, c := range expired {
 		keep[ExpiredKey(c)] = true
 	}
-	current := digestKeyPrefix + periodLabel(start) + "."
+	current := DigestKeyPrefix(start)
 	var out []string
 	for _, k := range keys {
 		switch {

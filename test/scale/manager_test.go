@@ -438,7 +438,7 @@ func createIdentity(b *testing.B, k8s crclient.Client, ns string) {
 	id := &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: benchIdentity}}
 	id.Spec.Operator = &v1alpha1.OperatorSignIn{}
 	id.Spec.Allow = v1alpha1.IdentityAllow{Tenants: []string{tenant}, Applications: []string{v1alpha1.AllApplications},
-		Operations: []v1alpha1.Operation{v1alpha1.OperationTenantScan}}
+		Operations: []v1alpha1.Operation{v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners}}
 	id.Spec.Conditions = []v1alpha1.NamespaceCondition{{Namespaces: []string{ns}}}
 	ctx := context.Background()
 	if err := k8s.Create(ctx, id); err != nil {
@@ -460,11 +460,11 @@ type operator struct {
 	logs *bytes.Buffer
 }
 
-func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fakeazure.Azure, ns string) *operator {
+func startOperator(b *testing.B, bin, kubeconfig, metricsAddr string, azure *fakeazure.Azure, ns string, flags ...string) *operator {
 	op := &operator{logs: &bytes.Buffer{}, exited: make(chan error, 1), done: make(chan struct{})}
-	op.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false",
+	op.cmd = exec.Command(bin, append(append([]string{"--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--health-probe-bind-address", freeAddr(b), "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-		"--operator-namespace", ns, "--default-identity", benchIdentity}, azure.Flags()...)...)
+		"--operator-namespace", ns, "--default-identity", benchIdentity}, azure.Flags()...), flags...)...)
 	dir := os.Getenv("CREDWATCH_BENCH_PROFILE")
 	pprofAddr := freeAddr(b)
 	if dir != "" {

@@ -45,18 +45,23 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []policy.DigestA
 		findings = findings[:room]
 	}
 	d.Lines, d.Findings = lines, findings
-	d.Why = fmt.Sprintf("You get this because you own these applications in Entra ID tenant %s. It comes %s; an application tagged %s is left out. "+
-		"Sent by credwatch for CredentialWatch %s/%s.", d.Tenant, period.every(), period.OptOutTag, w.Namespace, w.Name)
-	if period.OptOutTag == "" {
-		d.Why = fmt.Sprintf("You get this because you own these applications in Entra ID tenant %s. It comes %s. Sent by credwatch for CredentialWatch %s/%s.",
-			d.Tenant, period.every(), w.Namespace, w.Name)
-	}
-	if recipient == policy.Fallback {
-		d.Why = fmt.Sprintf("You get this because no owner of these applications in Entra ID tenant %s has a mailbox credwatch can write to: "+
-			"add one (az ad app owner add --id <appId> --owner-object-id <user>). It comes %s. Sent by credwatch for CredentialWatch %s/%s.",
-			d.Tenant, period.every(), w.Namespace, w.Name)
-	}
+	d.Why = whyDigest(w, recipient, period)
 	return d
+}
+
+// whyDigest says why recipient gets w's messages, when they come, and how an application leaves.
+func whyDigest(w *v1alpha1.CredentialWatch, recipient string, period DigestPeriod) string {
+	tenant, every := w.Spec.Target.TenantID(), ScheduleText(period.Schedule)
+	if recipient == policy.Fallback {
+		return fmt.Sprintf("You get this because no owner of these applications in Entra ID tenant %s has a mailbox credwatch can write to: "+
+			"add one (az ad app owner add --id <appId> --owner-object-id <user>). Digests come %s. Sent by credwatch for CredentialWatch %s/%s.",
+			tenant, every, w.Namespace, w.Name)
+	}
+	why := fmt.Sprintf("You get this because you own these applications in Entra ID tenant %s. Digests come %s", tenant, every)
+	if period.OptOutTag != "" {
+		why += "; an application tagged " + period.OptOutTag + " is left out"
+	}
+	return why + fmt.Sprintf(". Sent by credwatch for CredentialWatch %s/%s.", w.Namespace, w.Name)
 }
 
 func digestCommand(appID string, c v1alpha1.Credential) string {
@@ -83,9 +88,8 @@ type DigestPeriod struct {
 	OptOutTag string
 }
 
-// every says when digests come, as people say it.
-func (p DigestPeriod) every() string {
-	s := p.Schedule
+// ScheduleText says when digests come, as people say it.
+func ScheduleText(s v1alpha1.DigestSchedule) string {
 	at, zone := s.Time, s.TimeZone
 	if at == "" {
 		at = "09:00"
@@ -103,17 +107,21 @@ func (p DigestPeriod) every() string {
 	return fmt.Sprintf("every %s at %s %s", day, at, zone)
 }
 
-// ExpiredNotice is the message that c, a credential of w's tenant, expired: its owners hear at
-// once rather than in the next digest.
-func ExpiredNotice(w *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time.Time) notify.Alert {
-	return notify.Alert{
-		ID:   notify.AlertID(string(w.UID), string(c.Source)+"/"+c.KeyID, "expired-notice"),
-		Kind: notify.KindExpired, Severity: notify.SeverityCritical,
-		Namespace: w.Namespace, Name: w.Name, DisplayName: c.AppDisplayName, AppID: c.AppID, TenantID: w.Spec.Target.TenantID(),
-		Credential: &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source), DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time},
-		Fix:        "Whatever signs in with it fails now. Renew it (" + digestCommand(c.AppID, c) + "), move its users to the new one, then remove it.",
-		At:         now,
+// ExpiredDigest is the message to recipient that creds, credentials of its applications in w's
+// tenant, expired since the last digest: it hears at once rather than in the next.
+func ExpiredDigest(w *v1alpha1.CredentialWatch, recipient string, creds []v1alpha1.Credential, period DigestPeriod) notify.Digest {
+	keys := make([]string, 0, len(creds))
+	lines := make([]notify.DigestLine, 0, len(creds))
+	for _, c := range creds {
+		keys = append(keys, string(c.Source)+"/"+c.KeyID)
+		lines = append(lines, notify.DigestLine{Application: c.AppDisplayName, AppID: c.AppID, Object: string(c.Source), Type: string(c.Type),
+			KeyID: c.KeyID, Hint: c.Hint, DisplayName: c.DisplayName, State: string(v1alpha1.StateExpired), End: c.EndTime.Time, Command: digestCommand(c.AppID, c)})
 	}
+	sortLines(lines)
+	sum := sha256.Sum256([]byte(string(w.UID) + "/" + recipient + "/expired/" + strings.Join(keys, ",")))
+	d := notify.Digest{ID: "expired-" + hex.EncodeToString(sum[:8]), Tenant: w.Spec.Target.TenantID(), Period: period.Start, Lines: lines, Expired: true}
+	d.Why = whyDigest(w, recipient, period) + " Whatever signs in with these fails now: renew each, move its users to the new one, then remove it."
+	return d
 }
 
 // DigestsLate is the alert to the fallback that the period starting at start ended with sent of

@@ -166,7 +166,8 @@ func (c *Channel) SendTo(ctx context.Context, to []string, mail Mail) error {
 	for _, s := range to {
 		addr, err := parseAddress(s)
 		if err != nil {
-			return &notify.DeliveryError{Permanent: true, Err: fmt.Errorf("invalid to address %q: %w", s, err)}
+			// The address is an owner's, and this error may reach events: it is not quoted.
+			return &notify.DeliveryError{Permanent: true, Err: errors.New("a recipient's address does not parse")}
 		}
 		addrs = append(addrs, addr)
 	}
