@@ -427,7 +427,7 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 			fmt.Sprintf("Owner digests: %d of %d sent this period, %d failing and retried with backoff: %s", run.st.Sent, run.st.Recipients, run.st.Failing, sent.lastError), run.now)
 	case run.st.Message == "" || strings.HasSuffix(run.st.Message, digestNoRecipientMessage):
 		msg := fmt.Sprintf("Owner digests: %d of %d sent for the period that began %s; the next begins %s",
-			run.st.Sent, run.st.Recipients, run.start.UTC().Format(time.RFC3339), run.next.UTC().Format(time.RFC3339))
+			run.st.Sent, run.st.Recipients, run.start.UTC().Format(time.RFC3339), run.st.NextPeriod.UTC().Format(time.RFC3339))
 		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered, msg, run.now)
 	}
 	return nil

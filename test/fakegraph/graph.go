@@ -394,12 +394,18 @@ func (s *Server) lookupLocked(set *entitySet, tok issuedToken, byAppID, byID str
 	if byAppID != "" {
 		return m[strings.ToLower(byAppID)]
 	}
-	for _, st := range m {
-		if strings.EqualFold(st.obj.ID, byID) {
-			return st
-		}
+	if t.byID == nil {
+		t.byID = map[bool]map[string]*stored{}
 	}
-	return nil
+	index := t.byID[set.sps]
+	if index == nil {
+		index = make(map[string]*stored, len(m))
+		for _, st := range m {
+			index[strings.ToLower(st.obj.ID)] = st
+		}
+		t.byID[set.sps] = index
+	}
+	return index[strings.ToLower(byID)]
 }
 
 // notFound answers as Graph does for an object that does not exist.

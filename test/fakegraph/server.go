@@ -47,7 +47,11 @@ type tenant struct {
 	sps  map[string]*stored
 	// listed is each map in Graph's list order, built when a list needs it and dropped when an
 	// object comes or goes: sorting 100,000 objects for every page would be most of a benchmark.
-	listed  map[bool][]*stored         // by whether it is sps
+	listed map[bool][]*stored // by whether it is sps
+	// byID indexes each map by lower object ID, built when a lookup by ID needs it and dropped
+	// when an object comes, goes or is replaced: owners are read by object ID, tens of thousands
+	// at a time.
+	byID    map[bool]map[string]*stored
 	clients map[string]map[string]bool // lower client ID -> secrets
 	// certs and federated are the certificates and federated credentials of lower client IDs.
 	certs     map[string][]*x509.Certificate
@@ -213,6 +217,7 @@ func (s *Server) putLocked(t *tenant, m map[string]*stored, o Object) {
 	}
 	key := strings.ToLower(o.AppID)
 	old := m[key]
+	t.byID = nil
 	if o.ID == "" {
 		if old != nil {
 			o.ID = old.obj.ID
@@ -285,7 +290,7 @@ func (s *Server) DeleteApplication(tenantID, appID string) {
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
 		delete(t.apps, strings.ToLower(appID))
-		t.listed = nil
+		t.listed, t.byID = nil, nil
 	}
 }
 
@@ -295,7 +300,7 @@ func (s *Server) DeleteServicePrincipal(tenantID, appID string) {
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
 		delete(t.sps, strings.ToLower(appID))
-		t.listed = nil
+		t.listed, t.byID = nil, nil
 	}
 }
 
