@@ -140,20 +140,6 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 	return run.next, nil
 }
 
-// ledgerRefused reports a ledger that cannot be read: a ConfigMap of its name the watch does not
-// own, or the API server failing.
-func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch, err error, now time.Time) (time.Time, error) {
-	var foreign *ledger.ForeignError
-	if !errors.As(err, &foreign) {
-		return time.Time{}, err
-	}
-	if c := condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
-		r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
-	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
-	return now.Add(misconfiguredRecheck), nil
-}
-
 // rollOver starts the status of a new period, and returns the last period's status when its
 // digests did not all go out. A schedule that changed starts afresh, as a new watch does: the
 // period under way gets no digest, so that editing the schedule sends nothing again.

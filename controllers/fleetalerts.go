@@ -55,16 +55,8 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		return time.Time{}, nil
 	}
 	book, err := r.Ledger.Load(ctx, ledgerOwner(obj))
-	var foreign *ledger.ForeignError
-	if errors.As(err, &foreign) {
-		if c := condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
-			r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
-		}
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
-		return now.Add(misconfiguredRecheck), nil
-	}
 	if err != nil {
-		return time.Time{}, err
+		return r.ledgerRefused(obj, err, now)
 	}
 	plan := policy.PlanFleetAlerts(policy.FleetAlertInputs{Channels: set.IDs(), Views: w.fleet.views, Found: shown.Clusters, Known: found.Clusters, Complete: shown.Complete,
 		AllComplete: len(found.Unread) == 0 && found.Complete != nil, Ledger: book.Get, Entries: book.Entries, Now: now})
@@ -170,6 +162,20 @@ func (r *CredentialWatchReconciler) sendFleetAlerts(ctx, budget context.Context,
 		return fmt.Errorf("claiming messages on %s in the fleet's ledger before sending them: %w", ch.ID, claimErr)
 	}
 	return nil
+}
+
+// ledgerRefused reports a ledger that cannot be read: a ConfigMap of its name the watch does not
+// own, or the API server failing.
+func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch, err error, now time.Time) (time.Time, error) {
+	var foreign *ledger.ForeignError
+	if !errors.As(err, &foreign) {
+		return time.Time{}, err
+	}
+	if c := condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
+		r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
+	}
+	setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
+	return now.Add(misconfiguredRecheck), nil
 }
 
 func ledgerOwner(obj *v1alpha1.CredentialWatch) ledger.Owner {
