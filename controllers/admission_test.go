@@ -167,7 +167,7 @@ func TestAdmission(t *testing.T) {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", OwnerDigests: &v1alpha1.OwnerDigests{
 					Email:     v1alpha1.DigestEmail{SMTP: v1alpha1.SMTPServer{Host: "smtp.example.com", From: "credwatch@example.com"}},
-					OptOutTag: "Your password expired, log in at https://evil.example"}}}
+					OptOutTag: "https://evil.example/reset"}}}
 			},
 			wantErr: []string{"optOutTag must be one word"},
 		},

@@ -149,7 +149,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Scans.Forget(req.NamespacedName)
-			r.Digests.Forget(req.NamespacedName)
+			r.Digests.Delete(req.NamespacedName)
 			r.Fleets.Forget(req.NamespacedName)
 			r.heldClusters.Delete(req.NamespacedName)
 		}

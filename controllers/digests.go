@@ -43,21 +43,17 @@ const (
 )
 
 const (
-	eventDigestsSent           = "DigestsSent"
-	eventDigestDeliveryFailed  = "DigestDeliveryFailed"
-	eventDigestsLate           = "DigestsLate"
-	eventOwnersUnread          = "OwnersUnread"
-	digestNoRecipientMessage   = "applications have no owner with a mailbox and ownerDigests.email.fallback is empty: their lines go nowhere"
-	digestOwnersRefusedMessage = "the owners of its applications cannot be read, so no digest goes out"
+	eventDigestsSent          = "DigestsSent"
+	eventDigestDeliveryFailed = "DigestDeliveryFailed"
+	eventDigestsLate          = "DigestsLate"
+	eventOwnersUnread         = "OwnersUnread"
+	digestNoRecipientMessage  = "applications have no owner with a mailbox and ownerDigests.email.fallback is empty: their lines go nowhere"
+	digestDeniedMessage       = "applications' owners the identity may not read (ReadOwners in allow.operations, the application in allow.applications): their lines go to the fallback"
 )
 
 // digestOwnersDeadline is how long into a period the digests wait for owners that cannot be
 // read: after it, those applications' lines go to the fallback and the rest to their owners.
 const digestOwnersDeadline = 2 * time.Hour
-
-// digestNoticesPerPeriod bounds the expiry messages one recipient gets in a period: anyone may
-// create an application, name someone its owner, and give it secrets that expire one by one.
-const digestNoticesPerPeriod = 5
 
 // digestRun is one reconcile's work on a tenant scan's owner digests.
 type digestRun struct {
@@ -75,6 +71,8 @@ type digestRun struct {
 	book   *ledger.Book
 	relay  *email.Channel
 	next   time.Time
+	// denied counts the applications whose owners the identity may not read.
+	denied int
 }
 
 // message is one mail a digest run may send: its ledger keys, recipients and content.
@@ -146,8 +144,13 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 func (run *digestRun) rollOver() *v1alpha1.DigestsStatus {
 	schedule := compose.ScheduleText(run.spec.Schedule)
 	st := run.obj.Status.OwnerDigests
-	if st == nil || st.Schedule != schedule {
+	switch {
+	case st == nil:
 		st = &v1alpha1.DigestsStatus{Since: metav1.NewTime(run.now.Truncate(time.Second)), Period: metav1.NewTime(run.start), Schedule: schedule}
+	case st.Schedule != schedule:
+		// Nor does a period that begins before the one the old schedule had next.
+		since := metav1.NewTime(policy.Latest(run.now.Truncate(time.Second), st.NextPeriod.Time))
+		st = &v1alpha1.DigestsStatus{Since: since, Period: metav1.NewTime(run.start), Schedule: schedule}
 	}
 	var late *v1alpha1.DigestsStatus
 	if !st.Period.Equal(&metav1.Time{Time: run.start}) {
@@ -206,13 +209,20 @@ func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g grant, expired 
 		judge(c.AppID, c.AppObjectID)
 	}
 	lookup := r.Digests.Lookup(run.key, run.start)
-	late := !run.now.Before(run.start.Add(digestOwnersDeadline))
+	past := !run.now.Before(run.start.Add(digestOwnersDeadline))
 	run.owners = func(objectID string) ([]string, bool) {
 		if denied[objectID] {
 			return nil, true
 		}
 		mails, known := lookup(objectID)
-		return mails, known || late
+		// Owners that could not be read by the deadline go to the fallback; owners not read yet
+		// (a restart) are read.
+		return mails, known || (past && !r.Digests.FailedSince(run.key, run.start, objectID).IsZero())
+	}
+	for _, d := range denied {
+		if d {
+			run.denied++
+		}
 	}
 }
 
@@ -255,6 +265,7 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g grant, run
 		case kind == azerr.KindNotFound:
 			r.Digests.Put(run.key, run.start, batch[i], nil) // gone since the scan: the fallback hears
 		default:
+			r.Digests.Failed(run.key, run.start, batch[i], run.now)
 			failed = read.Err
 		}
 	}
@@ -262,11 +273,13 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g grant, run
 	switch {
 	case failed != nil:
 		// Throttled or refused: back off, as Graph asks, rather than come back at once.
-		run.refuse(r, "reading the owners of its applications failed, retried with backoff: "+oneLine(failed.Error()))
+		run.refuse(r, "reading the owners of its applications failed, retried with backoff: "+redactAddresses(oneLine(failed.Error())))
+		wait := time.Minute
 		var ae *azerr.Error
-		if errors.As(failed, &ae) && ae.RetryAfter > 0 {
-			run.next = policy.Earliest(run.next, run.now.Add(max(ae.RetryAfter, time.Minute)))
+		if errors.As(failed, &ae) {
+			wait = max(wait, ae.RetryAfter)
 		}
+		run.next = policy.Earliest(run.st.NextPeriod.Time, run.now.Add(wait))
 	case run.st.OwnersUnread > 0:
 		run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))
 	}
@@ -307,6 +320,7 @@ func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.
 	fallback := recipientsOf(run.spec.Email.Fallback)
 	names := slices.Sorted(maps.Keys(rcpt))
 	run.st.Recipients = 0
+	lastDigests := policy.LastDigests(run.book.Entries)
 	for _, name := range names {
 		to := []string{name}
 		if name == policy.Fallback {
@@ -316,6 +330,21 @@ func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.
 			}
 		}
 		run.st.Recipients++
+		if run.book != nil {
+			if entry, ok := run.book.Get(policy.DigestKey(run.start, name)); ok && policy.DeliveryOf(entry).Sent {
+				continue // counted from the ledger
+			}
+		}
+		if last, ok := lastDigests[policy.RecipientHash(name)]; ok && run.now.Before(last.Add(policy.DigestGap)) {
+			run.next = policy.Earliest(run.next, last.Add(policy.DigestGap))
+			continue // a digest of another period, or of the schedule before an edit, went lately
+		}
+		if ok, when := r.Digests.DigestDue(run.obj.Spec.Target.TenantID(), name, run.now); !ok {
+			// This address had a digest of this tenant within DigestGap: a schedule edited to
+			// come sooner, or another watch of the tenant. It waits.
+			run.next = policy.Earliest(run.next, when)
+			continue
+		}
 		listed := make([]policy.DigestApp, 0, len(rcpt[name]))
 		for _, i := range rcpt[name] {
 			listed = append(listed, apps[i])
@@ -327,16 +356,14 @@ func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.
 	return out, nowhere, true
 }
 
-// notices groups the expired credentials not told of yet by recipient: one message each, within
-// the period's allowance of expiry messages a recipient may get.
+// notices groups the expired credentials by recipient, each told of each once: one message a
+// recipient, within the expiry messages an address may get in a day.
 func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.Credential, period compose.DigestPeriod) ([]message, int) {
 	fallback := recipientsOf(run.spec.Email.Fallback)
 	byRecipient := map[string][]v1alpha1.Credential{}
 	nowhere := 0
 	for _, c := range expired {
-		if entry, ok := run.book.Get(policy.ExpiredKey(c)); (ok && policy.DeliveryOf(entry).Sent) || r.Digests.Sent(run.key, run.start, policy.ExpiredKey(c)) {
-			continue
-		}
+		var names []string
 		mails, known := []string(nil), true
 		if c.AppObjectID != "" {
 			mails, known = run.owners(c.AppObjectID)
@@ -345,18 +372,27 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 		case !known:
 		case len(mails) > 0:
 			for _, m := range mails {
-				byRecipient[strings.ToLower(m)] = append(byRecipient[strings.ToLower(m)], c)
+				names = append(names, strings.ToLower(m))
 			}
 		case len(fallback) > 0:
-			byRecipient[policy.Fallback] = append(byRecipient[policy.Fallback], c)
+			names = []string{policy.Fallback}
 		default:
 			nowhere++
 		}
+		for _, name := range names {
+			k := policy.ExpiredKey(c, name)
+			if entry, ok := run.book.Get(k); (ok && policy.DeliveryOf(entry).Sent) || r.Digests.Sent(run.key, run.obj.UID, run.start, k) {
+				continue
+			}
+			byRecipient[name] = append(byRecipient[name], c)
+		}
 	}
+	tenant := run.obj.Spec.Target.TenantID()
 	var out []message
 	for _, name := range slices.Sorted(maps.Keys(byRecipient)) {
-		if r.Digests.Notices(run.key, run.start, name) >= digestNoticesPerPeriod {
-			continue // the next digest lists them
+		if ok, when := r.Digests.NoticeDue(tenant, name, run.now); !ok {
+			run.next = policy.Earliest(run.next, when) // the next digest lists them, if it comes first
+			continue
 		}
 		creds := byRecipient[name]
 		to := []string{name}
@@ -365,7 +401,7 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 		}
 		keys := make([]string, 0, len(creds))
 		for _, c := range creds {
-			keys = append(keys, policy.ExpiredKey(c))
+			keys = append(keys, policy.ExpiredKey(c, name))
 		}
 		out = append(out, message{keys: keys, recipient: name, to: to, notice: true, mail: func() (email.Mail, error) {
 			return email.DigestMail(compose.ExpiredDigest(run.obj, name, creds, period))
@@ -404,14 +440,21 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 		r.Recorder.Eventf(run.obj, corev1.EventTypeNormal, eventDigestsSent, "Sent %d owner digests (%d of %d this period) and %d expiry messages",
 			sent.digests, run.st.Sent, run.st.Recipients, sent.notices)
 	}
+	var notes []string
+	if run.denied > 0 {
+		notes = append(notes, fmt.Sprintf("%d %s", run.denied, digestDeniedMessage))
+	}
 	if nowhere > 0 {
-		run.st.Message = fmt.Sprintf("%d %s", nowhere, digestNoRecipientMessage)
+		notes = append(notes, fmt.Sprintf("%d %s", nowhere, digestNoRecipientMessage))
+	}
+	if len(notes) > 0 && run.st.Message == "" {
+		run.st.Message = strings.Join(notes, "; ")
 	}
 	switch {
 	case run.st.Failing > 0:
 		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed,
 			fmt.Sprintf("Owner digests: %d of %d sent this period, %d failing and retried with backoff: %s", run.st.Sent, run.st.Recipients, run.st.Failing, sent.lastError), run.now)
-	case run.st.Message == "" || strings.HasSuffix(run.st.Message, digestNoRecipientMessage):
+	case run.st.Message == "" || len(notes) > 0 && run.st.Message == strings.Join(notes, "; "):
 		msg := fmt.Sprintf("Owner digests: %d of %d sent for the period that began %s; the next begins %s",
 			run.st.Sent, run.st.Recipients, run.start.UTC().Format(time.RFC3339), run.st.NextPeriod.UTC().Format(time.RFC3339))
 		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered, msg, run.now)
@@ -424,7 +467,7 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 func (run *digestRun) settled(r *CredentialWatchReconciler, m message) bool {
 	waiting := false
 	for _, k := range m.keys {
-		if r.Digests.Sent(run.key, run.start, k) {
+		if r.Digests.Sent(run.key, run.obj.UID, run.start, k) {
 			return true
 		}
 		if entry, ok := run.book.Get(k); ok {
@@ -446,15 +489,20 @@ func (run *digestRun) settled(r *CredentialWatchReconciler, m message) bool {
 func (run *digestRun) count(expired []v1alpha1.Credential, built bool) {
 	notices := map[string]bool{}
 	for _, c := range expired {
-		notices[policy.ExpiredKey(c)] = true
+		notices[policy.ExpiredKeyPrefix(c)] = true
 	}
 	prefix := policy.DigestKeyPrefix(run.start)
 	var sent, failing, told int32
 	run.book.Entries(func(k, v string) {
 		d := policy.DeliveryOf(v)
+		credential := ""
+		if i := strings.LastIndexByte(k, '.'); i > 0 {
+			credential = k[:i+1]
+		}
 		switch {
-		case notices[k] && d.Sent:
+		case notices[credential] && d.Sent:
 			told++
+		case notices[credential]:
 		case !strings.HasPrefix(k, prefix):
 		case d.Sent:
 			sent++
@@ -494,6 +542,15 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 	for _, m := range batch {
 		if !allClaimed(m.keys, claimed) {
 			r.DigestPace.Return(run.now) // another writer holds the ledger: sent by none this time
+			for _, k := range m.keys {
+				if claimed[k] { // its claim went into a shard that was written: take it back
+					failures[k] = nil
+					if d, ok := previous[k]; ok {
+						v := d.String()
+						failures[k] = &v
+					}
+				}
+			}
 			continue
 		}
 		var err error
@@ -505,12 +562,13 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 		if err == nil {
 			inARow = 0
 			for _, k := range m.keys {
-				r.Digests.MarkSent(run.key, run.start, k)
+				r.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
 			}
 			if m.notice {
-				r.Digests.Notice(run.key, run.start, m.recipient)
+				r.Digests.Noticed(run.obj.Spec.Target.TenantID(), m.recipient, run.now)
 				counts.notices++
 			} else {
+				r.Digests.Digested(run.obj.Spec.Target.TenantID(), m.recipient, run.now)
 				counts.digests++
 			}
 			continue
@@ -524,8 +582,10 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 			run.next = policy.Earliest(run.next, d.Next)
 		}
 	}
+	if counts.lastError != "" {
+		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "Owner messages failed, each retried with backoff: %s", counts.lastError)
+	}
 	if len(failures) > 0 {
-		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "%d owner messages failed, each retried with backoff: %s", len(failures), counts.lastError)
 		if _, err := r.Ledger.Write(ctx, run.book, failures); err != nil {
 			return counts, fmt.Errorf("marking failed owner digests for another attempt: %w", err)
 		}
@@ -542,12 +602,12 @@ func (run *digestRun) claims(r *CredentialWatchReconciler, due []message) ([]mes
 	changes := map[string]*string{}
 	var keys []string
 	run.book.Entries(func(k, _ string) { keys = append(keys, k) })
-	for _, k := range policy.Stale(keys, run.start, run.last, policy.ExpiredBetween(run.found.Credentials, nil, run.noticeSince(), run.now)) {
+	for _, k := range policy.Stale(keys, run.book.Get, run.start, run.last, run.now, policy.ExpiredBetween(run.found.Credentials, nil, run.noticeSince(), run.now)) {
 		changes[k] = nil
 	}
 	var batch []message
 	previous := map[string]policy.Delivery{}
-	sent := policy.Delivery{Sent: true}.String()
+	sent := policy.Delivery{Sent: true, At: run.now}.String()
 	for _, m := range due {
 		if len(batch) == digestSendsPerReconcile {
 			run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))

@@ -286,15 +286,20 @@ func TestOwnerDigests(t *testing.T) {
 		t.Errorf("expiredNotices %d, want 2", w.Status.OwnerDigests.ExpiredNotices)
 	}
 
-	// A schedule edited starts afresh: the period under way gets no digest again.
-	w.Spec.Target.TenantScan.OwnerDigests.Schedule = v1alpha1.DigestSchedule{Weekday: "Friday"}
+	// A schedule edited to come sooner starts afresh: no period before the one the old schedule
+	// had next gets a digest.
+	oldNext := w.Status.OwnerDigests.NextPeriod
+	soon := h.clock.Now().Add(time.Hour).UTC().Format("15:04")
+	w.Spec.Target.TenantScan.OwnerDigests.Schedule = v1alpha1.DigestSchedule{Every: v1alpha1.EveryDay, Time: soon}
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
 	before = len(m.Messages(t))
+	h.reconcile()
+	h.step(time.Hour)
 	w, _ = h.reconcile()
-	if st := w.Status.OwnerDigests; len(m.Messages(t)) != before || !st.Since.Time.Equal(h.clock.Now()) || st.Schedule != "every Friday at 09:00 UTC" {
-		t.Errorf("after the schedule changed: %d more messages, status %+v; want none, and the digests set up anew", len(m.Messages(t))-before, st)
+	if st := w.Status.OwnerDigests; !st.Since.Equal(&oldNext) || st.Schedule != "every day at "+soon+" UTC" || len(m.Messages(t)) != before {
+		t.Errorf("after the schedule changed: status %+v and %d more messages; want no digest before %v", st, len(m.Messages(t))-before, oldNext)
 	}
 }
 
@@ -354,6 +359,30 @@ func TestOwnerDigestsLate(t *testing.T) {
 		t.Errorf("the next period: %+v", st)
 	}
 	assertEvents(t, filterEvents(h.all, eventDigestsLate), "Warning "+eventDigestsLate)
+
+	// Turning the digests off and on again, to come an hour later, sends nobody a second digest
+	// within twenty hours of the last: not this process, nor, from the ledger, a restarted one.
+	before := len(m.Messages(t))
+	spec := w.Spec.Target.TenantScan.OwnerDigests.DeepCopy()
+	w.Spec.Target.TenantScan.OwnerDigests = nil
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = h.reconcile()
+	spec.Schedule.Time = h.clock.Now().Add(time.Hour).UTC().Format("15:04")
+	w.Spec.Target.TenantScan.OwnerDigests = spec
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	h.step(time.Hour)
+	h.restart()
+	for range 3 {
+		w, _ = h.reconcile()
+	}
+	if st := w.Status.OwnerDigests; len(m.Messages(t)) != before || st.Sent != 0 || st.Recipients != 3 {
+		t.Errorf("digests set up again: %d more messages, status %+v; want none within twenty hours of the last", len(m.Messages(t))-before, st)
+	}
 }
 
 func filterEvents(all []string, reason string) []string {

@@ -22,7 +22,7 @@ type OwnerDigests struct {
 	// OptOutTag is an application tag that keeps the application out of every digest and
 	// expiry message, such as credwatch-no-digest.
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._:=/+-]+$')",message="optOutTag must be one word of letters, digits and . _ : = / + -, such as credwatch-no-digest: it is quoted in every digest"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._=+-]+$')",message="optOutTag must be one word of letters, digits and . _ = + -, such as credwatch-no-digest: it is quoted in every digest"
 	// +optional
 	OptOutTag string `json:"optOutTag,omitempty"`
 }

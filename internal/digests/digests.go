@@ -4,48 +4,69 @@
 package digests
 
 import (
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// Store holds, for each watch and its current period, the owners' mail addresses read, by
-// application object ID (owners change, so each period reads them again), the messages this
-// process sent, and the expiry messages each recipient had. The ledger is what keeps a message
-// from going twice across restarts; what this process sent is kept here too, so that a ledger
-// edited by whoever may write ConfigMaps in the watch's namespace cannot make it send again.
-// Safe for concurrent use.
+// Store holds what owner digests know between reconciles: for each watch and its current period,
+// the owners' mail addresses read, by application object ID (owners change, so each period reads
+// them again) and the reads that failed; for each watch by UID, the messages this process sent
+// in the period; and, for the whole operator, when each address of each tenant last had a digest
+// and its expiry messages. The ledger is what keeps a message from going twice across restarts;
+// the rest is a second guard that no spec edit clears, so that neither an edited ledger nor a
+// watch whose schedule, spec or very existence changes can make this process mail someone
+// again and again. Safe for concurrent use.
 type Store struct {
-	mu      sync.Mutex
-	watches map[types.NamespacedName]*period
+	mu     sync.Mutex
+	owners map[types.NamespacedName]*ownersPeriod
+	sent   map[types.UID]*sentPeriod
+	uids   map[types.NamespacedName]types.UID
+	// recent is when each tenant's address last had a digest, and its expiry messages.
+	recent  map[string]time.Time
+	notices map[string][]time.Time
 }
 
-type period struct {
-	start   time.Time
-	mails   map[string][]string
-	sent    map[string]bool
-	notices map[string]int
+type ownersPeriod struct {
+	start  time.Time
+	mails  map[string][]string
+	failed map[string]time.Time
 }
+
+type sentPeriod struct {
+	start time.Time
+	keys  map[string]bool
+}
+
+// NoticesPerDay bounds the expiry messages one address of one tenant gets in any 24 hours: anyone
+// may create an application, name someone its owner, and give it secrets that expire one by one.
+const NoticesPerDay = 5
 
 // NewStore returns an empty Store.
-func NewStore() *Store { return &Store{watches: map[types.NamespacedName]*period{}} }
+func NewStore() *Store {
+	return &Store{owners: map[types.NamespacedName]*ownersPeriod{}, sent: map[types.UID]*sentPeriod{},
+		uids: map[types.NamespacedName]types.UID{}, recent: map[string]time.Time{}, notices: map[string][]time.Time{}}
+}
 
-// at is the watch's period starting at start, a new one when the watch moved on. o.mu is held.
-func (o *Store) at(watch types.NamespacedName, start time.Time) *period {
-	p := o.watches[watch]
+// ownersAt is the watch's period starting at start, a new one when the watch moved on. o.mu is held.
+func (o *Store) ownersAt(watch types.NamespacedName, start time.Time) *ownersPeriod {
+	p := o.owners[watch]
 	if p == nil || !p.start.Equal(start) {
-		p = &period{start: start, mails: map[string][]string{}, sent: map[string]bool{}, notices: map[string]int{}}
-		o.watches[watch] = p
+		p = &ownersPeriod{start: start, mails: map[string][]string{}, failed: map[string]time.Time{}}
+		o.owners[watch] = p
 	}
 	return p
 }
 
-// Lookup returns the watch's owners read in the period starting at start, as
-// policy.OwnerMails: an earlier period's are dropped.
+// Lookup returns the watch's owners read in the period starting at start: an earlier period's
+// are dropped.
 func (o *Store) Lookup(watch types.NamespacedName, start time.Time) func(objectID string) ([]string, bool) {
 	o.mu.Lock()
-	p := o.at(watch, start)
+	p := o.ownersAt(watch, start)
 	o.mu.Unlock()
 	return func(objectID string) ([]string, bool) {
 		o.mu.Lock()
@@ -60,52 +81,132 @@ func (o *Store) Lookup(watch types.NamespacedName, start time.Time) func(objectI
 func (o *Store) Put(watch types.NamespacedName, start time.Time, objectID string, mails []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if p := o.watches[watch]; p != nil && p.start.Equal(start) {
+	if p := o.owners[watch]; p != nil && p.start.Equal(start) {
 		p.mails[objectID] = mails
+		delete(p.failed, objectID)
 	}
 }
 
-// Sent reports whether this process sent the message of ledger key in the watch's period.
-func (o *Store) Sent(watch types.NamespacedName, start time.Time, key string) bool {
+// Failed records that reading an application's owners failed at at, and returns when it first
+// failed this period.
+func (o *Store) Failed(watch types.NamespacedName, start time.Time, objectID string, at time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.at(watch, start).sent[key]
+	p := o.ownersAt(watch, start)
+	if first, ok := p.failed[objectID]; ok {
+		return first
+	}
+	p.failed[objectID] = at
+	return at
+}
+
+// FailedSince is when reading an application's owners first failed this period, zero if it has not.
+func (o *Store) FailedSince(watch types.NamespacedName, start time.Time, objectID string) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ownersAt(watch, start).failed[objectID]
+}
+
+func (o *Store) sentAt(watch types.NamespacedName, uid types.UID, start time.Time) *sentPeriod {
+	o.uids[watch] = uid
+	p := o.sent[uid]
+	if p == nil || !p.start.Equal(start) {
+		p = &sentPeriod{start: start, keys: map[string]bool{}}
+		o.sent[uid] = p
+	}
+	return p
+}
+
+// Sent reports whether this process sent the message of ledger key in the watch's period.
+func (o *Store) Sent(watch types.NamespacedName, uid types.UID, start time.Time, key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sentAt(watch, uid, start).keys[key]
 }
 
 // MarkSent records that this process sent the message of ledger key in the watch's period.
-func (o *Store) MarkSent(watch types.NamespacedName, start time.Time, key string) {
+func (o *Store) MarkSent(watch types.NamespacedName, uid types.UID, start time.Time, key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.at(watch, start).sent[key] = true
+	o.sentAt(watch, uid, start).keys[key] = true
 }
 
-// Notice counts an expiry message to recipient in the watch's period, and returns how many it
-// had before.
-func (o *Store) Notice(watch types.NamespacedName, start time.Time, recipient string) int {
+func recipientKey(tenant, address string) string {
+	return strings.ToLower(tenant) + "\x00" + strings.ToLower(address)
+}
+
+// DigestDue reports whether address of tenant may have a digest at now, and otherwise when.
+func (o *Store) DigestDue(tenant, address string, now time.Time) (bool, time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	p := o.at(watch, start)
-	n := p.notices[recipient]
-	p.notices[recipient] = n + 1
-	return n
+	if last, ok := o.recent[recipientKey(tenant, address)]; ok && now.Before(last.Add(policy.DigestGap)) {
+		return false, last.Add(policy.DigestGap)
+	}
+	return true, now
 }
 
-// Notices is how many expiry messages recipient had in the watch's period.
-func (o *Store) Notices(watch types.NamespacedName, start time.Time, recipient string) int {
+// Digested records a digest to address of tenant at now.
+func (o *Store) Digested(tenant, address string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.at(watch, start).notices[recipient]
+	o.recent[recipientKey(tenant, address)] = now
+	if len(o.recent)%1024 == 0 { // drop what no longer holds anything back, now and then
+		for k, t := range o.recent {
+			if now.Sub(t) >= policy.DigestGap {
+				delete(o.recent, k)
+			}
+		}
+	}
 }
 
-// Forget drops a watch that is gone, sends no digest, or changed what it may read. A nil Store
-// holds nothing to drop.
+// NoticeDue reports whether address of tenant may have an expiry message at now, and otherwise when.
+func (o *Store) NoticeDue(tenant, address string, now time.Time) (bool, time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := recipientKey(tenant, address)
+	kept := o.notices[k][:0]
+	for _, t := range o.notices[k] {
+		if now.Sub(t) < 24*time.Hour {
+			kept = append(kept, t)
+		}
+	}
+	o.notices[k] = kept
+	if len(kept) >= NoticesPerDay {
+		return false, kept[0].Add(24 * time.Hour)
+	}
+	return true, now
+}
+
+// Noticed records an expiry message to address of tenant at now.
+func (o *Store) Noticed(tenant, address string, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := recipientKey(tenant, address)
+	o.notices[k] = append(o.notices[k], now)
+}
+
+// Forget drops the owners a watch read: its spec or identity changed, and what it may read with
+// them. What it sent stays. A nil Store holds nothing to drop.
 func (o *Store) Forget(watch types.NamespacedName) {
 	if o == nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.watches, watch)
+	delete(o.owners, watch)
+}
+
+// Delete drops all a deleted watch's: its owners and what it sent. The tenant's addresses keep
+// their last digests and messages.
+func (o *Store) Delete(watch types.NamespacedName) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.owners, watch)
+	delete(o.sent, o.uids[watch])
+	delete(o.uids, watch)
 }
 
 // Pace lets at most PerMinute messages go in any minute, for all watches together: Exchange

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
 func TestPaceAllowsPerMinuteInAnyMinute(t *testing.T) {
@@ -54,15 +56,50 @@ func TestOwnersArePerPeriod(t *testing.T) {
 	if _, ok := lookup("obj-a"); ok {
 		t.Error("a read of the last period counted in this one")
 	}
-	o.MarkSent(w, week2, "d.key")
-	if !o.Sent(w, week2, "d.key") || o.Sent(w, week2, "d.other") {
+	o.MarkSent(w, "uid-1", week2, "d.key")
+	if !o.Sent(w, "uid-1", week2, "d.key") || o.Sent(w, "uid-1", week2, "d.other") {
 		t.Error("sent keys are not kept")
 	}
-	if o.Notice(w, week2, "a@contoso.example") != 0 || o.Notice(w, week2, "a@contoso.example") != 1 || o.Notices(w, week2, "a@contoso.example") != 2 {
-		t.Error("notices are not counted")
-	}
 	o.Forget(w)
-	if o.Sent(w, week2, "d.key") {
-		t.Error("a forgotten watch's sends are kept")
+	if !o.Sent(w, "uid-1", week2, "d.key") {
+		t.Error("a spec change forgot what was sent")
+	}
+	o.Delete(w)
+	if o.Sent(w, "uid-1", week2, "d.key") {
+		t.Error("a deleted watch's sends are kept")
+	}
+	if first := o.Failed(w, week2, "obj-b", week2.Add(time.Hour)); !first.Equal(week2.Add(time.Hour)) || !o.Failed(w, week2, "obj-b", week2.Add(2*time.Hour)).Equal(first) {
+		t.Error("the first failure is not kept")
+	}
+	o.Put(w, week2, "obj-b", nil)
+	if !o.FailedSince(w, week2, "obj-b").IsZero() {
+		t.Error("a read that worked still counts as failed")
+	}
+}
+
+func TestStoreHoldsBackAnAddressAcrossWatches(t *testing.T) {
+	o := NewStore()
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	if ok, _ := o.DigestDue("tenant-a", "Bob@contoso.example", now); !ok {
+		t.Fatal("a first digest held back")
+	}
+	o.Digested("tenant-a", "Bob@contoso.example", now)
+	if ok, when := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(time.Hour)); ok || !when.Equal(now.Add(policy.DigestGap)) {
+		t.Errorf("a second digest an hour later: %v, %v", ok, when)
+	}
+	if ok, _ := o.DigestDue("tenant-b", "bob@contoso.example", now.Add(time.Hour)); !ok {
+		t.Error("another tenant's digest held back")
+	}
+	if ok, _ := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(policy.DigestGap)); !ok {
+		t.Error("held back past the gap")
+	}
+	for i := range NoticesPerDay {
+		if ok, _ := o.NoticeDue("tenant-a", "bob@contoso.example", now.Add(time.Duration(i)*time.Minute)); !ok {
+			t.Fatalf("notice %d held back", i)
+		}
+		o.Noticed("tenant-a", "bob@contoso.example", now.Add(time.Duration(i)*time.Minute))
+	}
+	if ok, when := o.NoticeDue("tenant-a", "bob@contoso.example", now.Add(time.Hour)); ok || !when.Equal(now.Add(24*time.Hour)) {
+		t.Errorf("a sixth notice within a day: %v, %v", ok, when)
 	}
 }

@@ -218,29 +218,53 @@ func DigestKey(start time.Time, recipient string) string {
 // DigestKeyPrefix begins the ledger's keys of the digests of the period starting at start.
 func DigestKeyPrefix(start time.Time) string { return digestKeyPrefix + periodLabel(start) + "." }
 
-// ExpiredKey is the ledger's key of the message that c expired.
-func ExpiredKey(c v1alpha1.Credential) string {
+// ExpiredKey is the ledger's key of the message to recipient that c expired: one each, since
+// each recipient's message goes, or fails, on its own.
+func ExpiredKey(c v1alpha1.Credential, recipient string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(recipient)))
+	return ExpiredKeyPrefix(c) + hex.EncodeToString(sum[:8])
+}
+
+// ExpiredKeyPrefix begins the ledger's keys of the messages that c expired.
+func ExpiredKeyPrefix(c v1alpha1.Credential) string {
 	sum := sha256.Sum256([]byte(string(c.Source) + "/" + c.KeyID))
-	return expiredKeyPrefix + hex.EncodeToString(sum[:12])
+	return expiredKeyPrefix + hex.EncodeToString(sum[:8]) + "."
 }
 
 // OverrunKey is the ledger's key of the alert that the period starting at start ended before
 // its digests all went.
 func OverrunKey(start time.Time) string { return overrunKeyPrefix + periodLabel(start) }
 
-// Stale lists the ledger's keys that no longer matter at the period starting at start: digests
-// of other periods, overruns of periods before the last, and expiry messages of credentials not
-// in expired (the credentials that ended this period).
-func Stale(keys []string, start, last time.Time, expired []v1alpha1.Credential) []string {
+// DigestGap is the least time between two digests to one address of one tenant, whatever the
+// schedule, the watch or a restart: a daily schedule keeps it, one edited to come sooner does not.
+const DigestGap = 20 * time.Hour
+
+// Stale lists the ledger's keys that no longer matter at now, in the period starting at start:
+// digests of other periods sent more than DigestGap ago (those sent since hold the next back),
+// overruns of periods before the last, and expiry messages of credentials not in expired (those
+// that ended this period). get reads an entry.
+func Stale(keys []string, get func(string) (string, bool), start, last, now time.Time, expired []v1alpha1.Credential) []string {
 	keep := map[string]bool{OverrunKey(last): true, OverrunKey(start): true}
 	for _, c := range expired {
-		keep[ExpiredKey(c)] = true
+		keep[ExpiredKeyPrefix(c)] = true
 	}
 	current := DigestKeyPrefix(start)
+	recent := func(k string) bool {
+		v, _ := get(k)
+		d := DeliveryOf(v)
+		return d.Sent && now.Before(d.At.Add(DigestGap))
+	}
 	var out []string
 	for _, k := range keys {
+		credential := ""
+		if strings.HasPrefix(k, expiredKeyPrefix) {
+			if i := strings.LastIndexByte(k, '.'); i > 0 {
+				credential = k[:i+1]
+			}
+		}
 		switch {
-		case keep[k], strings.HasPrefix(k, current):
+		case keep[k], keep[credential], strings.HasPrefix(k, current):
+		case strings.HasPrefix(k, digestKeyPrefix) && recent(k):
 		case strings.HasPrefix(k, digestKeyPrefix), strings.HasPrefix(k, expiredKeyPrefix), strings.HasPrefix(k, overrunKeyPrefix):
 			out = append(out, k)
 		}
@@ -249,10 +273,35 @@ func Stale(keys []string, start, last time.Time, expired []v1alpha1.Credential) 
 	return out
 }
 
+// LastDigests is when each recipient, by its key's hash, last had a digest, from the ledger's
+// digest entries of any period.
+func LastDigests(entries func(func(key, value string))) map[string]time.Time {
+	out := map[string]time.Time{}
+	entries(func(k, v string) {
+		if !strings.HasPrefix(k, digestKeyPrefix) {
+			return
+		}
+		d := DeliveryOf(v)
+		hash := k[strings.LastIndexByte(k, '.')+1:]
+		if d.Sent && d.At.After(out[hash]) {
+			out[hash] = d.At
+		}
+	})
+	return out
+}
+
+// RecipientHash is the part of a digest's key that names its recipient.
+func RecipientHash(recipient string) string {
+	k := DigestKey(time.Time{}, recipient)
+	return k[strings.LastIndexByte(k, '.')+1:]
+}
+
 // Delivery is a ledger entry's word on a message: sent (or claimed for sending), or failed
 // Failures times and next tried at Next.
 type Delivery struct {
-	Sent     bool
+	Sent bool
+	// At is when a message was claimed for sending; zero when the entry does not say.
+	At       time.Time
 	Failures int32
 	Next     time.Time
 }
@@ -260,7 +309,10 @@ type Delivery struct {
 // String is the entry as the ledger keeps it.
 func (d Delivery) String() string {
 	if d.Sent {
-		return "sent"
+		if d.At.IsZero() {
+			return "sent"
+		}
+		return fmt.Sprintf("sent %d", d.At.Unix())
 	}
 	return fmt.Sprintf("failed %d %d", d.Failures, d.Next.Unix())
 }
@@ -268,9 +320,12 @@ func (d Delivery) String() string {
 // DeliveryOf reads an entry; one it cannot read counts as sent, so nothing goes twice.
 func DeliveryOf(entry string) Delivery {
 	var n int32
-	var next int64
-	if _, err := fmt.Sscanf(entry, "failed %d %d", &n, &next); err == nil {
-		return Delivery{Failures: n, Next: time.Unix(next, 0).UTC()}
+	var at int64
+	if _, err := fmt.Sscanf(entry, "failed %d %d", &n, &at); err == nil {
+		return Delivery{Failures: n, Next: time.Unix(at, 0).UTC()}
+	}
+	if _, err := fmt.Sscanf(entry, "sent %d", &at); err == nil {
+		return Delivery{Sent: true, At: time.Unix(at, 0).UTC()}
 	}
 	return Delivery{Sent: true}
 }

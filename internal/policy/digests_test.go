@@ -108,8 +108,12 @@ func TestDigestApps(t *testing.T) {
 func TestDigestLedger(t *testing.T) {
 	start, last := now, now.Add(-7*day)
 	cred := scanned("b", "gone", v1alpha1.CredentialTypePassword, -400*day, -3*day)
-	keys := []string{DigestKey(start, "Alice@contoso.example"), DigestKey(last, "alice@contoso.example"), ExpiredKey(cred),
-		ExpiredKey(scanned("b", "older", v1alpha1.CredentialTypePassword, -400*day, -9*day)), OverrunKey(last), OverrunKey(last.Add(-7 * day)), "someone-else"}
+	keys := []string{DigestKey(start, "Alice@contoso.example"), DigestKey(last, "alice@contoso.example"), ExpiredKey(cred, "alice@contoso.example"),
+		ExpiredKey(scanned("b", "older", v1alpha1.CredentialTypePassword, -400*day, -9*day), "alice@contoso.example"), OverrunKey(last), OverrunKey(last.Add(-7 * day)), "someone-else",
+		ExpiredKey(cred, "bob@contoso.example")}
+	if ExpiredKey(cred, "alice@contoso.example") == ExpiredKey(cred, "bob@contoso.example") {
+		t.Error("two recipients of one expiry share a key")
+	}
 	if DigestKey(start, "Alice@contoso.example") != DigestKey(start, "alice@contoso.example") {
 		t.Error("an address's case changes its key")
 	}
@@ -118,9 +122,28 @@ func TestDigestLedger(t *testing.T) {
 			t.Errorf("key %q is not a ConfigMap key", k)
 		}
 	}
-	stale := Stale(keys, start, last, []v1alpha1.Credential{cred})
+	values := map[string]string{keys[1]: Delivery{Sent: true, At: now.Add(-DigestGap)}.String()}
+	get := func(k string) (string, bool) { v, ok := values[k]; return v, ok }
+	stale := Stale(keys, get, start, last, now, []v1alpha1.Credential{cred})
 	if want := []string{keys[1], keys[3], keys[5]}; !reflect.DeepEqual(stale, sorted(want)) {
 		t.Errorf("stale %q, want %q", stale, sorted(want))
+	}
+
+	// A digest of the last period sent within DigestGap is kept: it holds the next back.
+	values[keys[1]] = Delivery{Sent: true, At: now.Add(-time.Hour)}.String()
+	if stale := Stale(keys, get, start, last, now, []v1alpha1.Credential{cred}); slices.Contains(stale, keys[1]) {
+		t.Error("a digest sent an hour ago is stale")
+	}
+	lastDigests := LastDigests(func(f func(k, v string)) {
+		for k, v := range values {
+			f(k, v)
+		}
+	})
+	if at := lastDigests[RecipientHash("ALICE@contoso.example")]; !at.Equal(now.Add(-time.Hour)) {
+		t.Errorf("alice's last digest %v", at)
+	}
+	if s := (Delivery{Sent: true, At: now}); DeliveryOf(s.String()) != s {
+		t.Errorf("%+v reads back as %+v", s, DeliveryOf(s.String()))
 	}
 
 	d := Delivery{}.Failed(now, 0)
