@@ -55,6 +55,10 @@ const (
 // read: after it, those applications' lines go to the fallback and the rest to their owners.
 const digestOwnersDeadline = 2 * time.Hour
 
+// digestReadsFailFor is how long an application's owners must have failed to be read before,
+// past the deadline, its lines go to the fallback: one throttled batch after a restart is not it.
+const digestReadsFailFor = 15 * time.Minute
+
 // digestRun is one reconcile's work on a tenant scan's owner digests.
 type digestRun struct {
 	obj   *v1alpha1.CredentialWatch
@@ -148,8 +152,11 @@ func (run *digestRun) rollOver() *v1alpha1.DigestsStatus {
 	case st == nil:
 		st = &v1alpha1.DigestsStatus{Since: metav1.NewTime(run.now.Truncate(time.Second)), Period: metav1.NewTime(run.start), Schedule: schedule}
 	case st.Schedule != schedule:
-		// Nor does a period that begins before the one the old schedule had next.
-		since := metav1.NewTime(policy.Latest(run.now.Truncate(time.Second), st.NextPeriod.Time))
+		// Nor does a period that begins more than half a period before the one the old schedule
+		// had next: an edit to come an hour earlier keeps its next digest, one to come sooner
+		// does not (and the twenty hours between two digests hold either way).
+		half := run.next.Sub(run.start) / 2
+		since := metav1.NewTime(policy.Latest(run.now.Truncate(time.Second), st.NextPeriod.Add(-half)))
 		st = &v1alpha1.DigestsStatus{Since: since, Period: metav1.NewTime(run.start), Schedule: schedule}
 	}
 	var late *v1alpha1.DigestsStatus
@@ -217,7 +224,8 @@ func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g grant, expired 
 		mails, known := lookup(objectID)
 		// Owners that could not be read by the deadline go to the fallback; owners not read yet
 		// (a restart) are read.
-		return mails, known || (past && !r.Digests.FailedSince(run.key, run.start, objectID).IsZero())
+		first := r.Digests.FailedSince(run.key, run.start, objectID)
+		return mails, known || (past && !first.IsZero() && run.now.Sub(first) >= digestReadsFailFor)
 	}
 	for _, d := range denied {
 		if d {
@@ -329,22 +337,21 @@ func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.
 				continue
 			}
 		}
-		run.st.Recipients++
-		if run.book != nil {
-			if entry, ok := run.book.Get(policy.DigestKey(run.start, name)); ok && policy.DeliveryOf(entry).Sent {
-				continue // counted from the ledger
-			}
+		if entry, ok := run.book.Get(policy.DigestKey(run.start, name)); ok && policy.DeliveryOf(entry).Sent {
+			run.st.Recipients++
+			continue // counted from the ledger
 		}
+		// An address that had a digest of this tenant within DigestGap (another period's, a
+		// schedule before an edit, another watch's) waits, and is not counted: it is not late.
 		if last, ok := lastDigests[policy.RecipientHash(name)]; ok && run.now.Before(last.Add(policy.DigestGap)) {
 			run.next = policy.Earliest(run.next, last.Add(policy.DigestGap))
-			continue // a digest of another period, or of the schedule before an edit, went lately
+			continue
 		}
-		if ok, when := r.Digests.DigestDue(run.obj.Spec.Target.TenantID(), name, run.now); !ok {
-			// This address had a digest of this tenant within DigestGap: a schedule edited to
-			// come sooner, or another watch of the tenant. It waits.
+		if ok, when := r.Digests.DigestDue(run.obj.Spec.Target.TenantID(), run.gateKey(name), run.now); !ok {
 			run.next = policy.Earliest(run.next, when)
 			continue
 		}
+		run.st.Recipients++
 		listed := make([]policy.DigestApp, 0, len(rcpt[name]))
 		for _, i := range rcpt[name] {
 			listed = append(listed, apps[i])
@@ -390,7 +397,7 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 	tenant := run.obj.Spec.Target.TenantID()
 	var out []message
 	for _, name := range slices.Sorted(maps.Keys(byRecipient)) {
-		if ok, when := r.Digests.NoticeDue(tenant, name, run.now); !ok {
+		if ok, when := r.Digests.NoticeDue(tenant, run.gateKey(name), run.now); !ok {
 			run.next = policy.Earliest(run.next, when) // the next digest lists them, if it comes first
 			continue
 		}
@@ -408,6 +415,20 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 		}})
 	}
 	return out, nowhere
+}
+
+// gateKey is the address the operator-wide limits count a recipient under: the fallback is the
+// watch's own list of addresses, which two watches of one tenant need not share.
+func (run *digestRun) gateKey(recipient string) string {
+	if recipient != policy.Fallback {
+		return recipient
+	}
+	to := recipientsOf(run.spec.Email.Fallback)
+	for i := range to {
+		to[i] = strings.ToLower(to[i])
+	}
+	slices.Sort(to)
+	return strings.Join(to, ",")
 }
 
 func recipientsOf(to []string) []string {
@@ -565,10 +586,10 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 				r.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
 			}
 			if m.notice {
-				r.Digests.Noticed(run.obj.Spec.Target.TenantID(), m.recipient, run.now)
+				r.Digests.Noticed(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
 				counts.notices++
 			} else {
-				r.Digests.Digested(run.obj.Spec.Target.TenantID(), m.recipient, run.now)
+				r.Digests.Digested(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
 				counts.digests++
 			}
 			continue

@@ -298,8 +298,9 @@ func TestOwnerDigests(t *testing.T) {
 	h.reconcile()
 	h.step(time.Hour)
 	w, _ = h.reconcile()
-	if st := w.Status.OwnerDigests; !st.Since.Equal(&oldNext) || st.Schedule != "every day at "+soon+" UTC" || len(m.Messages(t)) != before {
-		t.Errorf("after the schedule changed: status %+v and %d more messages; want no digest before %v", st, len(m.Messages(t))-before, oldNext)
+	// Half a day before the old schedule's next, a daily schedule's period may begin.
+	if st := w.Status.OwnerDigests; !st.Since.Time.Equal(oldNext.Add(-12*time.Hour)) || st.Schedule != "every day at "+soon+" UTC" || len(m.Messages(t)) != before {
+		t.Errorf("after the schedule changed: status %+v and %d more messages; want no digest before %v", st, len(m.Messages(t))-before, oldNext.Add(-12*time.Hour))
 	}
 }
 
@@ -380,7 +381,7 @@ func TestOwnerDigestsLate(t *testing.T) {
 	for range 3 {
 		w, _ = h.reconcile()
 	}
-	if st := w.Status.OwnerDigests; len(m.Messages(t)) != before || st.Sent != 0 || st.Recipients != 3 {
+	if st := w.Status.OwnerDigests; len(m.Messages(t)) != before || st.Sent != 0 || st.Recipients != 0 {
 		t.Errorf("digests set up again: %d more messages, status %+v; want none within twenty hours of the last", len(m.Messages(t))-before, st)
 	}
 }
