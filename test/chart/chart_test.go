@@ -28,12 +28,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
+	"github.com/credwatch/credwatch/internal/pullauth"
 	"github.com/credwatch/credwatch/internal/scans"
 )
 
@@ -604,6 +606,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg.MustRegister(cwmetrics.NewImagePulls(onePullIncident{}, clock.RealClock{}))
 	// A counter shows in a scrape once it has counted something.
 	req, _ := http.NewRequest(http.MethodGet, "https://graph.example/v1.0", nil)
 	resp, err := g.RoundTripper(answer200{}).RoundTrip(req)
@@ -625,6 +628,19 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// onePullIncident is a tracker holding one registry refusing the cluster's pulls.
+type onePullIncident struct{}
+
+func (onePullIncident) Incidents(time.Time) []pullauth.Incident {
+	return []pullauth.Incident{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide, Failing: []string{"node-1", "node-2", "node-3"}}}
+}
+
+func (onePullIncident) Refusals() map[string]map[v1alpha1.PullScope]uint64 {
+	return map[string]map[v1alpha1.PullScope]uint64{"myacr.azurecr.io": {v1alpha1.PullScopeClusterWide: 3}}
+}
+
+func (onePullIncident) Ignored() map[pullauth.Reason]uint64 { return nil }
 
 type answer200 struct{}
 
