@@ -158,20 +158,7 @@ var textFormat = expfmt.NewFormat(expfmt.TypeTextPlain)
 // status or state a watch is in, not one per possible value: zeros would double the series.
 func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	t := &textWriter{w: bw}
-
-	t.family("credwatch_credential_expiration_timestamp_seconds",
-		"The date after which the credential expires, as a Unix timestamp.")
-	for i := range list {
-		cw := list[i]
-		for _, cr := range w.credentials(cw) {
-			id := cw.AppID()
-			if cr.AppID != "" {
-				id = cr.AppID
-			}
-			t.sample(cr.EndTime.Unix(), "client_id", id, "key_id", cr.KeyID, "name", cw.Name, "namespace", cw.Namespace,
-				"source", string(cr.Source), "type", string(cr.Type))
-		}
-	}
+	w.writeCredentials(t, list)
 
 	t.family("credwatch_watch_ready_status",
 		"The Ready condition of a CredentialWatch: 1, labelled with the condition's status (True, False, Unknown).")
@@ -235,6 +222,22 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	for i := range list {
 		if cw := list[i]; cw.Status.Rotation != nil {
 			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "step", string(cw.Status.Rotation.Step))
+		}
+	}
+}
+
+// writeCredentials writes when each credential of each watch expires.
+func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWatch) {
+	t.family("credwatch_credential_expiration_timestamp_seconds",
+		"The date after which the credential expires, as a Unix timestamp.")
+	for _, cw := range list {
+		for _, cr := range w.credentials(cw) {
+			id := cw.AppID()
+			if cr.AppID != "" {
+				id = cr.AppID
+			}
+			t.sample(cr.EndTime.Unix(), "client_id", id, "key_id", cr.KeyID, "name", cw.Name, "namespace", cw.Namespace,
+				"source", string(cr.Source), "type", string(cr.Type))
 		}
 	}
 }

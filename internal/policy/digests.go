@@ -135,14 +135,15 @@ func DigestApps(in DigestInputs) []DigestApp {
 	}
 	out := make([]DigestApp, 0, len(apps))
 	for _, a := range apps {
-		slices.SortStableFunc(a.Credentials, bySoonestEnd)
+		slices.SortStableFunc(a.Credentials, BySoonestEnd)
 		out = append(out, *a)
 	}
 	slices.SortFunc(out, func(a, b DigestApp) int { return strings.Compare(a.AppID, b.AppID) })
 	return out
 }
 
-func bySoonestEnd(a, b v1alpha1.Credential) int {
+// BySoonestEnd orders credentials by their end, then keyId: the order status and messages list them in.
+func BySoonestEnd(a, b v1alpha1.Credential) int {
 	return cmp.Or(a.EndTime.Compare(b.EndTime.Time), strings.Compare(a.KeyID, b.KeyID))
 }
 
@@ -195,7 +196,7 @@ func ExpiredBetween(all []v1alpha1.Credential, optedOut map[string]bool, since, 
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, bySoonestEnd)
+	slices.SortStableFunc(out, BySoonestEnd)
 	return out
 }
 

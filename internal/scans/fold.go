@@ -9,6 +9,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // Found is what a tenant scan found, as status and metrics need it.
@@ -86,7 +87,7 @@ func (f *Fold) Found() Found {
 		if c := strings.Compare(a.AppID, b.AppID); c != 0 {
 			return c
 		}
-		return bySoonestEnd(a, b)
+		return policy.BySoonestEnd(a, b)
 	})
 	return out
 }
@@ -119,13 +120,6 @@ func Credentials(snap graph.Snapshot) []v1alpha1.Credential {
 	for _, c := range snap.Credentials {
 		out = append(out, Credential(c))
 	}
-	slices.SortStableFunc(out, bySoonestEnd)
+	slices.SortStableFunc(out, policy.BySoonestEnd)
 	return out
-}
-
-func bySoonestEnd(a, b v1alpha1.Credential) int {
-	if c := a.EndTime.Compare(b.EndTime.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(a.KeyID, b.KeyID)
 }
