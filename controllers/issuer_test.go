@@ -2,15 +2,8 @@ package controllers
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,147 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/saissuer"
+	"github.com/credwatch/credwatch/test/controlplane"
 )
-
-// controlPlane is a second cluster for the issuer tests: one etcd and two kube-apiservers that
-// share it, their serving certificate and their client CA, each with its own service-account keys,
-// as the servers of a control plane in the middle of an upgrade.
-type controlPlane struct {
-	t      *testing.T
-	env    *envtest.Environment
-	b      *envtest.APIServer
-	cfg    *rest.Config
-	issuer string
-	keys   string // directory of the key files
-}
-
-const canaryNamespace = "credwatch-system"
-
-// newControlPlane starts the etcd and the first API server, which signs and verifies with key k1.
-func newControlPlane(t *testing.T) *controlPlane {
-	t.Helper()
-	cp := &controlPlane{t: t, keys: t.TempDir()}
-	for _, k := range []string{"k1", "k2"} {
-		cp.writeKey(k)
-	}
-	cp.env = &envtest.Environment{}
-	// A directory of its own, which a restart keeps: the serving certificate stays the same.
-	cp.env.ControlPlane.GetAPIServer().CertDir = t.TempDir()
-	cp.env.ControlPlane.GetAPIServer().Configure().
-		Set("service-account-signing-key-file", cp.key("k1")).
-		Set("service-account-key-file", cp.key("k1"))
-	var err error
-	if cp.cfg, err = cp.env.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cp.b != nil {
-			_ = cp.b.Stop()
-		}
-		_ = cp.env.Stop()
-	})
-	a := cp.env.ControlPlane.APIServer
-	cp.issuer = a.SecureServing.URL("https", "/").String()
-	c, err := client.New(cp.cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: canaryNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: saissuer.CanaryServiceAccount, Namespace: canaryNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	return cp
-}
-
-func (cp *controlPlane) key(name string) string { return filepath.Join(cp.keys, name+".key") }
-
-func (cp *controlPlane) writeKey(name string) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		cp.t.Fatal(err)
-	}
-	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}
-	if err := os.WriteFile(cp.key(name), pem.EncodeToMemory(block), 0o600); err != nil {
-		cp.t.Fatal(err)
-	}
-}
-
-func (cp *controlPlane) endpointA() string {
-	return strings.TrimSuffix(cp.env.ControlPlane.APIServer.SecureServing.URL("https", "/").String(), "/")
-}
-
-func (cp *controlPlane) endpointB() string {
-	return strings.TrimSuffix(cp.b.SecureServing.URL("https", "/").String(), "/")
-}
-
-// restartA restarts the first API server signing with sign and verifying with verify.
-func (cp *controlPlane) restartA(sign string, verify ...string) {
-	cp.t.Helper()
-	a := cp.env.ControlPlane.APIServer
-	if err := a.Stop(); err != nil {
-		cp.t.Fatal(err)
-	}
-	cp.configure(a, sign, verify)
-	if err := a.Start(); err != nil {
-		cp.t.Fatal(err)
-	}
-}
-
-// startB starts, or restarts on the same port, the second API server, signing with sign and
-// verifying with verify, with the first one's issuer, serving certificate and client CA.
-func (cp *controlPlane) startB(sign string, verify ...string) {
-	cp.t.Helper()
-	a := cp.env.ControlPlane.APIServer
-	dir := cp.t.TempDir()
-	for _, f := range []string{"apiserver.crt", "apiserver.key"} {
-		data, err := os.ReadFile(filepath.Join(a.CertDir, f))
-		if err != nil {
-			cp.t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
-			cp.t.Fatal(err)
-		}
-	}
-	b := &envtest.APIServer{EtcdURL: a.EtcdURL, CertDir: dir, Path: a.Path}
-	b.Authn = a.Authn
-	b.Address = "127.0.0.1"
-	if cp.b != nil {
-		if err := cp.b.Stop(); err != nil {
-			cp.t.Fatal(err)
-		}
-		port, _ := portOf(cp.endpointB())
-		b.Port = strconv.Itoa(port)
-	}
-	cp.configure(b, sign, verify)
-	if err := b.Start(); err != nil {
-		cp.t.Fatal(err)
-	}
-	cp.b = b
-}
-
-func (cp *controlPlane) configure(s *envtest.APIServer, sign string, verify []string) {
-	var files []string
-	for _, v := range verify {
-		files = append(files, cp.key(v))
-	}
-	s.Configure().Set("service-account-signing-key-file", cp.key(sign)).Set("service-account-key-file", files...).
-		Set("service-account-issuer", cp.issuer)
-}
-
-func portOf(endpoint string) (int, error) {
-	_, port, _ := strings.Cut(strings.TrimPrefix(endpoint, "https://"), ":")
-	return strconv.Atoi(port)
-}
 
 // The failure upgrades hit: two API servers that sign with different keys and do not serve each
 // other's. The watch flags it within one check, alerts once, and clears on the next check once
@@ -166,31 +24,31 @@ func portOf(endpoint string) (int, error) {
 // it) never alarms.
 func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	needsAPIServer(t)
-	cp := newControlPlane(t)
-	cp.startB("k2", "k2")
+	cp := controlplane.Start(t)
+	cp.StartB("k2", "k2")
 
 	h := newHarness(t)
 	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
-		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{cp.endpointA(), cp.endpointB()}}
+		spec.Target.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerTarget{Endpoints: []string{cp.EndpointA(), cp.EndpointB()}}
 		spec.CheckInterval = "10m"
 	})
 	rc := newReceiver(t, nil)
 	h.withWebhook(rc)
 	// The second API server is not in the kubernetes Service of this test's control plane: the
 	// admin names it, as --issuer-endpoints does.
-	h.r.Issuer = &saissuer.Prober{Config: cp.cfg, Namespace: canaryNamespace, Allowed: []string{cp.endpointA(), cp.endpointB()}}
+	h.r.Issuer = &saissuer.Prober{Config: cp.Config, Namespace: controlplane.CanaryNamespace, Allowed: []string{cp.EndpointA(), cp.EndpointB()}}
 
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSigningKeyNotShared)
 	msg := condition(w, v1alpha1.ConditionSigningKeyDrift).Message
-	for _, want := range []string{cp.endpointA() + " signs with key", "which " + cp.endpointB() + " does not serve", "rejected by"} {
+	for _, want := range []string{cp.EndpointA() + " signs with key", "which " + cp.EndpointB() + " does not serve", "rejected by"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("drift message %q does not say %q", msg, want)
 		}
 	}
 	st := w.Status.ServiceAccountIssuer
-	if st == nil || st.Issuer != cp.issuer || len(st.Endpoints) != 2 || st.Endpoints[0].SigningKeyID == st.Endpoints[1].SigningKeyID ||
+	if st == nil || st.Issuer != cp.Issuer || len(st.Endpoints) != 2 || st.Endpoints[0].SigningKeyID == st.Endpoints[1].SigningKeyID ||
 		st.Endpoints[1].Problem == "" {
 		t.Fatalf("status.serviceAccountIssuer = %+v", st)
 	}
@@ -203,12 +61,12 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 
 	// The second server restarted to sign with the first one's key, and to verify both. Tokens it
 	// signed with k2 are still valid for an hour, and the first server rejects them: not over yet.
-	cp.startB("k1", "k1", "k2")
+	cp.StartB("k1", "k1", "k2")
 	h.step(10 * time.Minute)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSignedTokensStillRejected)
 	msg = condition(w, v1alpha1.ConditionSigningKeyDrift).Message
-	if !strings.Contains(msg, "tokens signed with key") || !strings.Contains(msg, "are rejected by "+cp.endpointA()+" until") {
+	if !strings.Contains(msg, "tokens signed with key") || !strings.Contains(msg, "are rejected by "+cp.EndpointA()+" until") {
 		t.Errorf("aftermath message %q does not name the key, the server rejecting it and when it clears", msg)
 	}
 	if next := w.Status.NextCheckTime; next == nil || next.Sub(h.clock.Now()) > time.Hour {
@@ -222,7 +80,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
 
 	// Healthy: the second server restarted with the first one's key only.
-	cp.startB("k1", "k1")
+	cp.StartB("k1", "k1")
 	h.step(7 * time.Hour)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
@@ -236,9 +94,9 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		what  string
 		apply func()
 	}{
-		{"k2 served by the first server only", func() { cp.restartA("k1", "k1", "k2") }},
-		{"k2 served by both", func() { cp.startB("k1", "k1", "k2") }},
-		{"the second server signs with k2", func() { cp.startB("k2", "k1", "k2") }},
+		{"k2 served by the first server only", func() { cp.RestartA("k1", "k1", "k2") }},
+		{"k2 served by both", func() { cp.StartB("k1", "k1", "k2") }},
+		{"the second server signs with k2", func() { cp.StartB("k2", "k1", "k2") }},
 	} {
 		step.apply()
 		h.step(7 * time.Hour)
@@ -255,8 +113,8 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 
 	// Retiring k1 ten minutes after the first server last signed with it is too early: tokens it
 	// signed are valid for an hour. An hour on, its absence is right.
-	cp.restartA("k2", "k2")
-	cp.startB("k2", "k2")
+	cp.RestartA("k2", "k2")
+	cp.StartB("k2", "k2")
 	h.step(10 * time.Minute)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonKeyRemovedEarly)
@@ -265,13 +123,13 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
 
 	// A new issuer URL on both servers: no drift, but federated credentials must follow.
-	cp.issuer = "https://issuer.example.com/cluster-1"
-	cp.restartA("k2", "k2")
-	cp.startB("k2", "k2")
+	cp.Issuer = "https://issuer.example.com/cluster-1"
+	cp.RestartA("k2", "k2")
+	cp.StartB("k2", "k2")
 	h.takeEvents()
 	h.step(10 * time.Minute)
 	w, _ = h.reconcile()
-	if st := w.Status.ServiceAccountIssuer; st == nil || st.Issuer != cp.issuer || st.PreviousIssuer == "" || st.IssuerChangeTime == nil {
+	if st := w.Status.ServiceAccountIssuer; st == nil || st.Issuer != cp.Issuer || st.PreviousIssuer == "" || st.IssuerChangeTime == nil {
 		t.Errorf("status.serviceAccountIssuer = %+v, want the new issuer and the old", st)
 	}
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
