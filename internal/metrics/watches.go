@@ -224,22 +224,65 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "step", string(cw.Status.Rotation.Step))
 		}
 	}
+
+	// A rotation waits by design (a maintenance window, the grace period, Entra's replication), so
+	// time at a step says nothing: failures at it do.
+	t.family("credwatch_watch_rotation_step_failures",
+		"Failed attempts at the current step of the rotation in progress, labelled with the step; absent when no rotation is in progress.")
+	for i := range list {
+		if cw := list[i]; cw.Status.Rotation != nil {
+			t.sample(int64(cw.Status.Rotation.Failures), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "step", string(cw.Status.Rotation.Step))
+		}
+	}
 }
 
-// writeCredentials writes when each credential of each watch expires.
+// writeCredentials writes when each credential of each watch expires, and which of them a newer
+// one renews: an alert on expiry has to leave those out, or a secret renewed with
+// `az ad app credential reset --append` would page until the old one is deleted.
 func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	t.family("credwatch_credential_expiration_timestamp_seconds",
 		"The date after which the credential expires, as a Unix timestamp.")
+	// The credentials as read the first time: a scan may replace them in between.
+	type renewal struct {
+		creds []v1alpha1.Credential
+		set   map[int]bool
+	}
+	renewed := map[*v1alpha1.CredentialWatch]renewal{}
 	for _, cw := range list {
-		for _, cr := range w.credentials(cw) {
-			id := cw.AppID()
-			if cr.AppID != "" {
-				id = cr.AppID
-			}
-			t.sample(cr.EndTime.Unix(), "client_id", id, "key_id", cr.KeyID, "name", cw.Name, "namespace", cw.Namespace,
-				"source", string(cr.Source), "type", string(cr.Type))
+		creds := w.credentials(cw)
+		for _, cr := range creds {
+			credentialSample(t, cr.EndTime.Unix(), cw, cr)
+		}
+		if set := policy.Renewed(creds); len(set) > 0 {
+			renewed[cw] = renewal{creds, set}
 		}
 	}
+	if len(renewed) == 0 {
+		return
+	}
+	t.family("credwatch_credential_superseded",
+		"1 for a credential that a newer one of its kind on the same object renews (starting and ending later, as `az ad app credential reset --append` leaves the old one beside it); absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.")
+	for _, cw := range list {
+		r, ok := renewed[cw]
+		if !ok {
+			continue
+		}
+		for i, cr := range r.creds {
+			if r.set[i] {
+				credentialSample(t, 1, cw, cr)
+			}
+		}
+	}
+}
+
+// credentialSample writes a series of one credential of a watch.
+func credentialSample(t *textWriter, value int64, cw *v1alpha1.CredentialWatch, cr v1alpha1.Credential) {
+	id := cw.AppID()
+	if cr.AppID != "" {
+		id = cr.AppID
+	}
+	t.sample(value, "client_id", id, "key_id", cr.KeyID, "name", cw.Name, "namespace", cw.Namespace,
+		"source", string(cr.Source), "type", string(cr.Type))
 }
 
 // credentials are a watch's credentials: for a tenant scan this process ran, all it found.

@@ -45,7 +45,7 @@ func drifting(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
 func rotated(w *v1alpha1.CredentialWatch) *v1alpha1.CredentialWatch {
 	w.Status.State = v1alpha1.StateWarning
 	w.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(time.Unix(1_700_000_000, 0)), KeyID: "k0"}
-	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring}
+	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring, Failures: 2}
 	return w
 }
 
@@ -87,6 +87,9 @@ credwatch_watch_last_rotation_timestamp_seconds{client_id="c-ok",name="ok",names
 # HELP credwatch_watch_rotation_in_progress 1 while a rotation is in progress, labelled with its step; absent otherwise.
 # TYPE credwatch_watch_rotation_in_progress gauge
 credwatch_watch_rotation_in_progress{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 1
+# HELP credwatch_watch_rotation_step_failures Failed attempts at the current step of the rotation in progress, labelled with the step; absent when no rotation is in progress.
+# TYPE credwatch_watch_rotation_step_failures gauge
+credwatch_watch_rotation_step_failures{client_id="c-ok",name="ok",namespace="platform",step="Retiring"} 2
 # HELP credwatch_watch_signing_key_drift 1 while the API servers disagree on the service-account token keys, labelled with how (SigningKeyNotShared, CanaryRejected, IssuersDiffer, KeyRemovedEarly); absent otherwise.
 # TYPE credwatch_watch_signing_key_drift gauge
 credwatch_watch_signing_key_drift{name="failing",namespace="platform",reason="CanaryRejected"} 1
@@ -135,6 +138,40 @@ credwatch_credential_expiration_timestamp_seconds{client_id="app-3",key_id="k3",
 	got := scrape(t, NewWatches(c, store, nil), emptyRegistry())
 	if normalize(t, got, "credwatch_credential_expiration_timestamp_seconds") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestWatchesMarkRenewedCredentials: a secret renewed with --append is marked, on a watch and per
+// application of a tenant scan, so that alerts can leave it out; its renewal and others are not.
+func TestWatchesMarkRenewedCredentials(t *testing.T) {
+	secret := func(app, key string, start, end int64) v1alpha1.Credential {
+		s := metav1.NewTime(time.Unix(start, 0))
+		return v1alpha1.Credential{AppID: app, KeyID: key, Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication,
+			StartTime: &s, EndTime: metav1.NewTime(time.Unix(end, 0))}
+	}
+	sp := watch("sp", []v1alpha1.Credential{secret("", "old", 1_700_000_000, 1_800_000_000), secret("", "new", 1_790_000_000, 1_830_000_000)}, metav1.ConditionTrue, 0)
+	scan := &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Name: "scan", Namespace: "platform"},
+		Spec:       v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "t"}}},
+	}
+	store := scans.New()
+	store.Put(types.NamespacedName{Namespace: "platform", Name: "scan"}, scans.Found{Credentials: []v1alpha1.Credential{
+		secret("app-1", "a-old", 1_700_000_000, 1_800_000_000), secret("app-1", "a-new", 1_790_000_000, 1_830_000_000),
+		// Another application's later secret renews nothing of app-1.
+		secret("app-2", "b", 1_795_000_000, 1_900_000_000),
+	}})
+	want := `
+# HELP credwatch_credential_superseded 1 for a credential that a newer one of its kind on the same object renews (starting and ending later, as ` + "`az ad app credential reset --append`" + ` leaves the old one beside it); absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.
+# TYPE credwatch_credential_superseded gauge
+credwatch_credential_superseded{client_id="app-1",key_id="a-old",name="scan",namespace="platform",source="Application",type="Password"} 1
+credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespace="platform",source="Application",type="Password"} 1
+`
+	got := scrape(t, NewWatches(listOf(sp, scan), store, nil), emptyRegistry())
+	if normalize(t, got, "credwatch_credential_superseded") != normalize(t, want) {
+		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
+	}
+	if got := scrape(t, NewWatches(listOf(watch("one", []v1alpha1.Credential{secret("", "k", 1, 2)}, metav1.ConditionTrue, 0)), scans.New(), nil), emptyRegistry()); strings.Contains(got, "superseded") {
+		t.Errorf("a watch with nothing renewed shows the family:\n%s", got)
 	}
 }
 

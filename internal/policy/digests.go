@@ -113,7 +113,7 @@ func DigestApps(in DigestInputs) []DigestApp {
 		}
 		return a
 	}
-	renewed := renewedSet(in.All)
+	renewed := Renewed(in.All)
 	for i, c := range in.All {
 		if renewed[i] || in.OptedOut[c.AppID] {
 			continue
@@ -188,7 +188,7 @@ func DigestRecipients(apps []DigestApp, owners OwnerMails) (map[string][]int, []
 // their owners hear of each at once rather than in the next digest. Applications opted out are
 // left out.
 func ExpiredBetween(all []v1alpha1.Credential, optedOut map[string]bool, since, now time.Time) []v1alpha1.Credential {
-	renewed := renewedSet(all)
+	renewed := Renewed(all)
 	var out []v1alpha1.Credential
 	for i, c := range all {
 		if end := c.EndTime.Time; !renewed[i] && !optedOut[c.AppID] && end.After(since) && !end.After(now) {

@@ -33,7 +33,7 @@ type ScanView struct {
 // is shared with the metrics, which read it while reconciles run.
 func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int) ScanView {
 	v := ScanView{Summary: Summary{State: v1alpha1.StateValid}, Counts: map[v1alpha1.CredentialState]int32{}}
-	renewed := renewedSet(all)
+	renewed := Renewed(all)
 	var attention []v1alpha1.Credential
 	for i, c := range all {
 		if renewed[i] {
@@ -64,9 +64,9 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 	return v
 }
 
-// renewedSet marks the credentials Superseded by another of the same application: grouping by
+// Renewed marks the credentials Superseded by another of the same application: grouping by
 // application keeps a scan of tens of thousands of credentials linear.
-func renewedSet(all []v1alpha1.Credential) map[int]bool {
+func Renewed(all []v1alpha1.Credential) map[int]bool {
 	byApp := map[string][]int{}
 	for i, c := range all {
 		byApp[c.AppID] = append(byApp[c.AppID], i)
@@ -92,7 +92,7 @@ func renewedSet(all []v1alpha1.Credential) map[int]bool {
 // Comparing instants, not the lists status showed, keeps a credential that merely moves into
 // the listed hundred from looking new.
 func WorsenedSince(all []v1alpha1.Credential, since, now time.Time, t Thresholds) []v1alpha1.Credential {
-	renewed := renewedSet(all)
+	renewed := Renewed(all)
 	var out []v1alpha1.Credential
 	for i, c := range all {
 		if renewed[i] {
