@@ -56,8 +56,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .
 ##@ Test
 
 .PHONY: test
-test: verify vet envtest mailpit helm ## Run every test, against a real kube-apiserver, etcd and SMTP server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) $(GO) test ./... -count=1
+test: verify vet envtest mailpit helm promtool ## Run every test, against a real kube-apiserver, etcd and SMTP server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) $(GO) test ./... -count=1
 
 .PHONY: unit
 unit: ## Run the fast tier: unit tests with fakes, no API server, SMTP server or helm (well under a minute warm).
@@ -110,6 +110,20 @@ helm: $(HELM) ## Build helm for the chart's tests.
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	@echo "Building helm $(HELM_VERSION) for the chart tests..."
 	cd hack/helm && $(GO) build -v -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm 2>&1 | $(PROGRESS)
+
+# promtool, to check and unit-test the chart's alert rules and to check the operator's metrics,
+# built from the module pinned in hack/promtool. Prometheus 3.x is published as module v0.3xx.y
+# (3.16.0 is v0.316.0): the version is stamped as its release builds do, as 3.x.y.
+PROMTOOL := $(BIN)/promtool
+PROMTOOL_MODULE := $(shell awk '$$1 == "github.com/prometheus/prometheus" {print $$2}' hack/promtool/go.mod)
+PROMTOOL_VERSION := $(shell echo $(PROMTOOL_MODULE) | sed -E 's/^v0\.3(0?)([0-9]+)\.([0-9]+)$$/3.\2.\3/')
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool for the alert rules' and the metrics' tests.
+
+$(PROMTOOL): hack/promtool/go.mod hack/promtool/go.sum
+	@echo "Building promtool $(PROMTOOL_VERSION) for the alert rules' tests (the first build takes a few minutes)..."
+	cd hack/promtool && $(GO) build -v -ldflags "-X github.com/prometheus/common/version.Version=$(PROMTOOL_VERSION)" -o $@ github.com/prometheus/prometheus/cmd/promtool 2>&1 | $(PROGRESS)
 
 # golangci-lint, with the linters .golangci.yml chooses, built from the module pinned in
 # hack/golangci-lint. Its main package keeps the stamped version only if a date is stamped too

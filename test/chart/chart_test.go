@@ -595,8 +595,10 @@ func TestQueriesUseMetricsThatExist(t *testing.T) {
 func exposedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	now := metav1.Now()
+	later := metav1.NewTime(now.Add(time.Hour))
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "n"}, Status: v1alpha1.CredentialWatchStatus{
-		Credentials: []v1alpha1.Credential{{KeyID: "k", EndTime: now}}, State: v1alpha1.StateValid,
+		// A secret renewed by another, as --append leaves them.
+		Credentials: []v1alpha1.Credential{{KeyID: "k", StartTime: &now, EndTime: now}, {KeyID: "k2", StartTime: &later, EndTime: later}}, State: v1alpha1.StateValid,
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
 		ConsecutiveFailures: 1, // shown only when there are some
 		Conditions:          []metav1.Condition{{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected}},
