@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,23 +35,15 @@ const (
 )
 
 func TestOperatorBinaryWithKubectl(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the operator against envtest: skipped under -short")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
-	}
-	root, _ := filepath.Abs("../..")
+	needsControlPlane(t)
 	work := t.TempDir()
 
 	// The binaries, built as a user builds them: the operator, and the kubectl plugin on PATH.
-	bin := filepath.Join(work, "credwatch")
-	for pkg, out := range map[string]string{"./cmd": bin, "./cmd/kubectl-credwatch": filepath.Join(work, "kubectl-credwatch")} {
-		build := exec.Command("go", "build", "-o", out, pkg)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
+	bin := operatorBinary(t)
+	build := exec.Command("go", "build", "-o", filepath.Join(work, "kubectl-credwatch"), "./cmd/kubectl-credwatch")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kubectl-credwatch: %v\n%s", err, out)
 	}
 	t.Setenv("PATH", work+string(os.PathListSeparator)+os.Getenv("PATH"))
 
@@ -73,16 +64,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 		out, err := exec.Command("kubectl", append([]string{"credwatch"}, args...)...).CombinedOutput()
 		return string(out), err
 	}
-	kubectl := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	kubectl := kubectlFor(t, kubeconfig)
 
 	// Azure, as the fakes: Graph and Entra ID, and Resource Manager behind HTTPS, with the one
 	// cluster the AKS sample names, on a managed identity.
@@ -118,24 +100,11 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	runOperator := func() (*exec.Cmd, chan error) {
 		// The test's peers listen on loopback, which a watch naming one would need allowed; the
 		// default channel is the operator's own and needs nothing.
-		op := exec.Command(bin, append([]string{
+		return startOperator(t, bin, append([]string{
 			"--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 			"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--alert-destinations-allow=127.0.0.0/8",
-			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system", "--default-identity", "credwatch-default"}, azure.Flags()...)...)
-		op.Env = append(os.Environ(), azure.Env()...)
-		op.Stdout, op.Stderr = &logs, &logs
-		if err := op.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- op.Wait() }()
-		t.Cleanup(func() {
-			if op.ProcessState == nil {
-				_ = op.Process.Kill()
-				<-exited
-			}
-		})
-		return op, exited
+			"--default-alerts", defaultAlerts, "--operator-namespace", "credwatch-system", "--default-identity", "credwatch-default"}, azure.Flags()...),
+			azure.Env(), &logs)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -189,55 +158,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	// Image pulls: the registry refuses three nodes for want of credentials. The sample watch of
 	// the service principal the cluster pulls with says so, and its channel hears it once. A pull
 	// event counts only when its pod bears it out: a pod on that node, waiting on that image.
-	var pulls strings.Builder
-	now := time.Now().UTC().Format(time.RFC3339)
-	nodes := []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"}
-	for i, node := range nodes {
-		fmt.Fprintf(&pulls, `---
-apiVersion: v1
-kind: Node
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: api-%[2]d, namespace: platform}
-spec:
-  nodeName: %[1]s
-  containers: [{name: api, image: "myacr.azurecr.io/shop/api:1.4"}]
-`, node, i)
-	}
-	podsFile := filepath.Join(work, "pods.yaml")
-	if err := os.WriteFile(podsFile, []byte(pulls.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl("apply", "-f", podsFile)
-	for i := range nodes {
-		// What the node's kubelet reports of the pod: its one container waiting on the pull.
-		kubectl("patch", "pod", "-n", "platform", fmt.Sprintf("api-%d", i), "--subresource=status", "--type=merge", "-p",
-			`{"status":{"containerStatuses":[{"name":"api","image":"myacr.azurecr.io/shop/api:1.4","imageID":"","ready":false,"restartCount":0,`+
-				`"state":{"waiting":{"reason":"ErrImagePull","message":"failed to authorize: 401 Unauthorized"}}}]}}`)
-	}
-	pulls.Reset()
-	for i, node := range nodes {
-		fmt.Fprintf(&pulls, `---
-apiVersion: v1
-kind: Event
-metadata: {name: api-%[2]d.pull, namespace: platform}
-involvedObject: {kind: Pod, namespace: platform, name: api-%[2]d, apiVersion: v1}
-reason: Failed
-type: Warning
-message: 'Failed to pull image "myacr.azurecr.io/shop/api:1.4": failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized'
-source: {component: kubelet, host: %[1]s}
-firstTimestamp: %[3]s
-lastTimestamp: %[3]s
-count: 1
-`, node, i, now)
-	}
-	pullsFile := filepath.Join(work, "pulls.yaml")
-	if err := os.WriteFile(pullsFile, []byte(pulls.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl("apply", "-f", pullsFile)
+	refusePulls(t, kubectl, work, "platform", []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"})
 	kubectl("wait", "-n", "platform", "--for=condition=ImagePullsAuthorized=False", "cw/aks-prod-sp", "--timeout=60s")
 	if reason := kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", `jsonpath={.status.conditions[?(@.type=="ImagePullsAuthorized")].reason}`); reason != "ClusterWidePullFailures" {
 		t.Errorf("ImagePullsAuthorized reason %q, want ClusterWidePullFailures", reason)
@@ -375,14 +296,4 @@ func (rc *receiver) waitFor(t *testing.T, n int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
