@@ -248,7 +248,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("reading CredentialWatches for metrics: %w", err)
 	}
-	watches = cwmetrics.NewWatches(cached, scanStore, fleetStore)
+	watches = cwmetrics.NewWatches(cached, scanStore, fleetStore, clock.RealClock{})
 
 	ids := azure.NewIdentities(cloud, nil, nil)
 	ids.Tokens = azure.KubeTokens{Client: mgr.GetClient()}

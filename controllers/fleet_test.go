@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -399,7 +400,7 @@ func assertFleetCounts(t *testing.T, w *v1alpha1.CredentialWatch, want v1alpha1.
 func scrapeFleet(t *testing.T, h *harness, w *v1alpha1.CredentialWatch) string {
 	t.Helper()
 	list := func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }
-	handler := cwmetrics.NewWatches(list, scans.New(), h.r.Fleets).Handler(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
+	handler := cwmetrics.NewWatches(list, scans.New(), h.r.Fleets, clock.RealClock{}).Handler(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
 	return "\n" + rec.Body.String()

@@ -58,7 +58,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scrapes := cwmetrics.NewWatches(cached, scanStore, fleetStore).Handler(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	scrapes := cwmetrics.NewWatches(cached, scanStore, fleetStore, clock.RealClock{}).Handler(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	graphRequests, err := cwmetrics.NewGraphRequests(registry)
 	if err != nil {
 		t.Fatal(err)

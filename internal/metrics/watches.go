@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -33,6 +34,7 @@ type Watches struct {
 	list   List
 	scans  Scans
 	fleets Fleets
+	clock  clock.PassiveClock
 }
 
 // List returns the watches to report. A scrape only reads them, so they may be the cache's own
@@ -54,8 +56,8 @@ type Fleets interface {
 // scans from scans, and the clusters of fleets from fleets. A process that has not scanned a
 // tenant itself (a replica that is not the leader) reports the credentials the scan's status
 // lists, and the clusters a fleet's status lists.
-func NewWatches(list List, scans Scans, fleets Fleets) *Watches {
-	return &Watches{list: list, scans: scans, fleets: fleets}
+func NewWatches(list List, scans Scans, fleets Fleets, clk clock.PassiveClock) *Watches {
+	return &Watches{list: list, scans: scans, fleets: fleets, clock: clk}
 }
 
 // CachedWatches lists the CredentialWatches in the informer of c, the cached objects themselves.
@@ -217,6 +219,12 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	writeFindings(t, list)
 	w.writeFleets(t, list)
 
+	writeRotations(t, list)
+}
+
+// writeRotations writes the rotation in progress of each watch, how often its step failed, and
+// whether it waits for a person.
+func writeRotations(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	t.family("credwatch_watch_rotation_in_progress",
 		"1 while a rotation is in progress, labelled with its step; absent otherwise.")
 	for i := range list {
@@ -234,10 +242,28 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 			t.sample(int64(cw.Status.Rotation.Failures), "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "step", string(cw.Status.Rotation.Step))
 		}
 	}
+
+	t.family("credwatch_watch_rotation_blocked",
+		"1 while the watch's rotation cannot go on until a person acts, labelled with the Rotating condition's reason (Blocked, ResetNeedsConfirmation, RotationTargetChanged); absent otherwise.")
+	for i := range list {
+		cw := list[i]
+		if c := meta.FindStatusCondition(cw.Status.Conditions, v1alpha1.ConditionRotating); c != nil && blockedReasons[c.Reason] {
+			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "reason", c.Reason)
+		}
+	}
+}
+
+// blockedReasons are the Rotating condition's reasons that wait for a person: a rotation due that
+// cannot start or blocked by a failure retrying cannot mend, a cluster reset held for
+// confirmation, a target changed under a rotation in progress.
+var blockedReasons = map[string]bool{
+	v1alpha1.ReasonRotationBlocked:        true,
+	v1alpha1.ReasonResetNeedsConfirmation: true,
+	v1alpha1.ReasonRotationTargetChanged:  true,
 }
 
 // writeCredentials writes when each credential of each watch expires, and which of them a newer
-// one renews: an alert on expiry has to leave those out, or a secret renewed with
+// one has replaced: an alert on expiry has to leave those out, or a secret renewed with
 // `az ad app credential reset --append` would page until the old one is deleted.
 func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	t.family("credwatch_credential_expiration_timestamp_seconds",
@@ -248,12 +274,17 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 		set   map[int]bool
 	}
 	renewed := map[*v1alpha1.CredentialWatch]renewal{}
+	now := w.clock.Now()
 	for _, cw := range list {
 		creds := w.credentials(cw)
 		for _, cr := range creds {
 			credentialSample(t, cr.EndTime.Unix(), cw, cr)
 		}
-		if set := policy.Renewed(creds); len(set) > 0 {
+		// A cluster moves onto a new secret only when reset, a rotating watch's Secret only when
+		// rotated: a secret added by hand replaces nothing there.
+		rotationOnly := cw.Spec.Target.AKSCluster != nil || cw.Spec.Rotation != nil && cw.Spec.Rotation.Enabled
+		inUse := policy.RotationSecretsInUse(cw.Status.LastRotation, cw.Status.Rotation)
+		if set := policy.Replaced(creds, inUse, rotationOnly, now); len(set) > 0 {
 			renewed[cw] = renewal{creds, set}
 		}
 	}
@@ -261,7 +292,7 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 		return
 	}
 	t.family("credwatch_credential_superseded",
-		"1 for a credential that a newer one of its kind on the same object renews (starting and ending later, as `az ad app credential reset --append` leaves the old one beside it); absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.")
+		"1 for a credential a newer one of its kind on the same object has replaced: started and ending later (as `az ad app credential reset --append` leaves the old one beside it), and, for an aksCluster watch or one that rotates, put in use by credwatch's rotation; absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.")
 	for _, cw := range list {
 		r, ok := renewed[cw]
 		if !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/scans"
@@ -102,7 +103,7 @@ credwatch_watch_ready_status{client_id="c-failing",condition="False",name="faili
 credwatch_watch_ready_status{client_id="c-new",condition="Unknown",name="new",namespace="platform"} 1
 credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
 `
-	if got := scrape(t, NewWatches(c, scans.New(), nil), emptyRegistry()); normalize(t, got) != normalize(t, want) {
+	if got := scrape(t, NewWatches(c, scans.New(), nil, testClock), emptyRegistry()); normalize(t, got) != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -135,21 +136,33 @@ credwatch_credential_expiration_timestamp_seconds{client_id="app-1",key_id="k1",
 credwatch_credential_expiration_timestamp_seconds{client_id="app-2",key_id="k2",name="scanned",namespace="platform",source="Application",type="Password"} 1.9e+09
 credwatch_credential_expiration_timestamp_seconds{client_id="app-3",key_id="k3",name="elsewhere",namespace="platform",source="Application",type="Password"} 1.7e+09
 `
-	got := scrape(t, NewWatches(c, store, nil), emptyRegistry())
+	got := scrape(t, NewWatches(c, store, nil, testClock), emptyRegistry())
 	if normalize(t, got, "credwatch_credential_expiration_timestamp_seconds") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 }
 
-// TestWatchesMarkRenewedCredentials: a secret renewed with --append is marked, on a watch and per
-// application of a tenant scan, so that alerts can leave it out; its renewal and others are not.
-func TestWatchesMarkRenewedCredentials(t *testing.T) {
+// TestWatchesMarkReplacedCredentials: a secret renewed with --append is marked, on a watch and per
+// application of a tenant scan, once its renewal has started, so that alerts can leave it out. A
+// cluster's and a rotating watch's only by the secret their rotation put in use: a cluster moves
+// onto a secret only when reset.
+func TestWatchesMarkReplacedCredentials(t *testing.T) {
 	secret := func(app, key string, start, end int64) v1alpha1.Credential {
 		s := metav1.NewTime(time.Unix(start, 0))
 		return v1alpha1.Credential{AppID: app, KeyID: key, Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication,
 			StartTime: &s, EndTime: metav1.NewTime(time.Unix(end, 0))}
 	}
 	sp := watch("sp", []v1alpha1.Credential{secret("", "old", 1_700_000_000, 1_800_000_000), secret("", "new", 1_790_000_000, 1_830_000_000)}, metav1.ConditionTrue, 0)
+	// Renewed by a secret that starts only after the scrape: not yet.
+	early := watch("early", []v1alpha1.Credential{secret("", "old", 1_700_000_000, 1_850_000_000), secret("", "new", 1_810_000_000, 1_900_000_000)}, metav1.ConditionTrue, 0)
+	cluster := func(name string, last *v1alpha1.LastRotation) *v1alpha1.CredentialWatch {
+		w := watch(name, []v1alpha1.Credential{secret("", "old", 1_700_000_000, 1_800_000_000), secret("", "new", 1_790_000_000, 1_830_000_000)}, metav1.ConditionTrue, 0)
+		w.Spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{TenantID: "t", SubscriptionID: "s", ResourceGroup: "rg", Name: name}}
+		w.Status.LastRotation = last
+		return w
+	}
+	byHand := cluster("by-hand", nil)
+	rotated := cluster("rotated", &v1alpha1.LastRotation{KeyID: "new"})
 	scan := &v1alpha1.CredentialWatch{
 		ObjectMeta: metav1.ObjectMeta{Name: "scan", Namespace: "platform"},
 		Spec:       v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "t"}}},
@@ -161,17 +174,41 @@ func TestWatchesMarkRenewedCredentials(t *testing.T) {
 		secret("app-2", "b", 1_795_000_000, 1_900_000_000),
 	}})
 	want := `
-# HELP credwatch_credential_superseded 1 for a credential that a newer one of its kind on the same object renews (starting and ending later, as ` + "`az ad app credential reset --append`" + ` leaves the old one beside it); absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.
+# HELP credwatch_credential_superseded 1 for a credential a newer one of its kind on the same object has replaced: started and ending later (as ` + "`az ad app credential reset --append`" + ` leaves the old one beside it), and, for an aksCluster watch or one that rotates, put in use by credwatch's rotation; absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.
 # TYPE credwatch_credential_superseded gauge
 credwatch_credential_superseded{client_id="app-1",key_id="a-old",name="scan",namespace="platform",source="Application",type="Password"} 1
+credwatch_credential_superseded{client_id="",key_id="old",name="rotated",namespace="platform",source="Application",type="Password"} 1
 credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespace="platform",source="Application",type="Password"} 1
 `
-	got := scrape(t, NewWatches(listOf(sp, scan), store, nil), emptyRegistry())
+	got := scrape(t, NewWatches(listOf(sp, early, byHand, rotated, scan), store, nil, testClock), emptyRegistry())
 	if normalize(t, got, "credwatch_credential_superseded") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
-	if got := scrape(t, NewWatches(listOf(watch("one", []v1alpha1.Credential{secret("", "k", 1, 2)}, metav1.ConditionTrue, 0)), scans.New(), nil), emptyRegistry()); strings.Contains(got, "superseded") {
+	if got := scrape(t, NewWatches(listOf(watch("one", []v1alpha1.Credential{secret("", "k", 1, 2)}, metav1.ConditionTrue, 0)), scans.New(), nil, testClock), emptyRegistry()); strings.Contains(got, "superseded") {
 		t.Errorf("a watch with nothing renewed shows the family:\n%s", got)
+	}
+}
+
+// TestWatchesTellBlockedRotations: a rotation that waits for a person shows, with the reason; one
+// that merely waits (a window, a grace period) does not.
+func TestWatchesTellBlockedRotations(t *testing.T) {
+	rotating := func(name, reason string) *v1alpha1.CredentialWatch {
+		w := watch(name, nil, metav1.ConditionTrue, 0)
+		w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRotating, Status: metav1.ConditionFalse, Reason: reason})
+		return w
+	}
+	c := listOf(rotating("held", v1alpha1.ReasonResetNeedsConfirmation), rotating("blocked", v1alpha1.ReasonRotationBlocked),
+		rotating("moved", v1alpha1.ReasonRotationTargetChanged), rotating("idle", v1alpha1.ReasonIdle), rotating("retiring", string(v1alpha1.StepRetiring)))
+	want := `
+# HELP credwatch_watch_rotation_blocked 1 while the watch's rotation cannot go on until a person acts, labelled with the Rotating condition's reason (Blocked, ResetNeedsConfirmation, RotationTargetChanged); absent otherwise.
+# TYPE credwatch_watch_rotation_blocked gauge
+credwatch_watch_rotation_blocked{client_id="c-blocked",name="blocked",namespace="platform",reason="Blocked"} 1
+credwatch_watch_rotation_blocked{client_id="c-held",name="held",namespace="platform",reason="ResetNeedsConfirmation"} 1
+credwatch_watch_rotation_blocked{client_id="c-moved",name="moved",namespace="platform",reason="RotationTargetChanged"} 1
+`
+	got := scrape(t, NewWatches(c, scans.New(), nil, testClock), emptyRegistry())
+	if normalize(t, got, "credwatch_watch_rotation_blocked") != normalize(t, want) {
+		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -183,7 +220,7 @@ func TestHandlerAppendsTheWatchesToTheRegistrysSeries(t *testing.T) {
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciles_total", Help: "Reconciles."})
 	counter.Add(7)
 	reg.MustRegister(counter)
-	w := NewWatches(listOf(odd), scans.New(), nil)
+	w := NewWatches(listOf(odd), scans.New(), nil, testClock)
 	registry := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 
 	// Prometheus asks for protobuf or OpenMetrics, gzipped, when it can: the answer is plain text.
@@ -224,7 +261,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		http.Error(rw, "collector failed", http.StatusInternalServerError)
 	})
 	rec := httptest.NewRecorder()
-	NewWatches(listOf(), scans.New(), nil).Handler(broken).
+	NewWatches(listOf(), scans.New(), nil, testClock).Handler(broken).
 		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "collector failed") {
 		t.Errorf("a failing registry answered %d %q, want its 500", rec.Code, rec.Body.String())
@@ -234,7 +271,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		return nil, errors.New("the CredentialWatch cache has not synced yet")
 	}
 	rec = httptest.NewRecorder()
-	NewWatches(unsynced, scans.New(), nil).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
+	NewWatches(unsynced, scans.New(), nil, testClock).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "has not synced") {
 		t.Errorf("an unreadable cache answered %d %q, want 503 with the reason", rec.Code, rec.Body.String())
 	}
@@ -243,6 +280,9 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 func listOf(watches ...*v1alpha1.CredentialWatch) List {
 	return func() ([]*v1alpha1.CredentialWatch, error) { return watches, nil }
 }
+
+// testClock is the time of the tests' scrapes: after every credential's start.
+var testClock = clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))
 
 func emptyRegistry() http.Handler {
 	return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})

@@ -262,19 +262,26 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 // hand or by a pipeline, is not quiet: nothing says its consumers moved, and an AKS cluster moves
 // only when it is reset.
 func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
-	var inUse []string
-	if r := p.in.LastRotation; r != nil {
-		inUse = append(inUse, r.KeyID)
-	}
-	if r := p.in.Rotation; r != nil && r.Step == v1alpha1.StepRetiring {
-		inUse = append(inUse, r.KeyID)
-	}
+	inUse := RotationSecretsInUse(p.in.LastRotation, p.in.Rotation)
 	for _, d := range p.in.Credentials {
 		if slices.Contains(inUse, d.KeyID) && renews(d, c) {
 			return true
 		}
 	}
 	return false
+}
+
+// RotationSecretsInUse are the keyIds of the secrets credwatch's rotations moved a watch's
+// consumers onto: the last rotation's, and that of the rotation retiring the old ones.
+func RotationSecretsInUse(last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) []string {
+	var inUse []string
+	if last != nil {
+		inUse = append(inUse, last.KeyID)
+	}
+	if r != nil && r.Step == v1alpha1.StepRetiring {
+		inUse = append(inUse, r.KeyID)
+	}
+	return inUse
 }
 
 func (p *planner) drifting() bool {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -64,23 +65,37 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 	return v
 }
 
-// Renewed marks the credentials Superseded by another of the same application: grouping by
-// application keeps a scan of tens of thousands of credentials linear.
+// Renewed marks the credentials Superseded by another of the same application.
 func Renewed(all []v1alpha1.Credential) map[int]bool {
+	return renewedBy(all, renews)
+}
+
+// Replaced marks the credentials whose end no longer matters, because a newer one of the same
+// application renews them and has started. Where only credwatch moves the consumers
+// (rotationOnly: an AKS cluster moves only when reset, a rotating watch's Secret only when
+// rotated), only the secrets its rotations put in use count (inUse, RotationSecretsInUse): one
+// added by hand leaves them on the old.
+func Replaced(all []v1alpha1.Credential, inUse []string, rotationOnly bool, now time.Time) map[int]bool {
+	return renewedBy(all, func(d, c v1alpha1.Credential) bool {
+		return renews(d, c) && !startOf(d).After(now) && (!rotationOnly || slices.Contains(inUse, d.KeyID))
+	})
+}
+
+// renewedBy marks the credentials some other of the same application renews by renewed(d, c):
+// grouping by application keeps a scan of tens of thousands of credentials linear.
+func renewedBy(all []v1alpha1.Credential, renewed func(d, c v1alpha1.Credential) bool) map[int]bool {
 	byApp := map[string][]int{}
 	for i, c := range all {
 		byApp[c.AppID] = append(byApp[c.AppID], i)
 	}
 	out := map[int]bool{}
-	group := make([]v1alpha1.Credential, 0, 8)
 	for _, idx := range byApp {
-		group = group[:0]
 		for _, i := range idx {
-			group = append(group, all[i])
-		}
-		for k, i := range idx {
-			if Superseded(group[k], group) {
-				out[i] = true
+			for _, j := range idx {
+				if renewed(all[j], all[i]) {
+					out[i] = true
+					break
+				}
 			}
 		}
 	}

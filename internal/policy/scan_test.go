@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -90,5 +91,46 @@ func TestWorsenedSince(t *testing.T) {
 	}
 	if want := []string{"just-expired=Expired", "crossed-warning=Warning"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("worsened %v, want %v", got, want)
+	}
+}
+
+// TestReplaced: a credential is replaced only by a newer one of its application and kind that has
+// started; where only credwatch moves the consumers, only by the secret its rotation put in use.
+func TestReplaced(t *testing.T) {
+	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	secret := func(app, key string, start, end time.Duration) v1alpha1.Credential {
+		s := metav1.NewTime(now.Add(start))
+		return v1alpha1.Credential{AppID: app, KeyID: key, Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication,
+			StartTime: &s, EndTime: metav1.NewTime(now.Add(end))}
+	}
+	day := 24 * time.Hour
+	old, byHand, future := secret("a", "old", -300*day, 5*day), secret("a", "by-hand", -day, 360*day), secret("a", "future", 10*day, 400*day)
+	rotated := secret("a", "rotated", -2*day, 363*day)
+	spObject := secret("a", "sp", -day, 360*day)
+	spObject.Source = v1alpha1.SourceServicePrincipal
+	for _, tc := range []struct {
+		name         string
+		all          []v1alpha1.Credential
+		inUse        []string
+		rotationOnly bool
+		want         []string
+	}{
+		{"renewed by hand", []v1alpha1.Credential{old, byHand}, nil, false, []string{"old"}},
+		{"the renewal starts later", []v1alpha1.Credential{old, future}, nil, false, nil},
+		{"another application's", []v1alpha1.Credential{old, secret("b", "other", -day, 360*day)}, nil, false, nil},
+		{"the other object's", []v1alpha1.Credential{old, spObject}, nil, false, nil},
+		{"a cluster moves only when reset", []v1alpha1.Credential{old, byHand}, nil, true, nil},
+		{"its rotation's secret, in use", []v1alpha1.Credential{old, byHand, rotated}, []string{"rotated"}, true, []string{"old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for i := range Replaced(tc.all, tc.inUse, tc.rotationOnly, now) {
+				got = append(got, tc.all[i].KeyID)
+			}
+			sort.Strings(got)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("replaced %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
