@@ -595,14 +595,21 @@ func TestQueriesUseMetricsThatExist(t *testing.T) {
 func exposedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	now := metav1.Now()
-	later := metav1.NewTime(now.Add(time.Hour))
+	before, later := metav1.NewTime(now.Add(-2*time.Hour)), metav1.NewTime(now.Add(time.Hour))
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "n"}, Status: v1alpha1.CredentialWatchStatus{
 		// A secret renewed by another, as --append leaves them.
-		Credentials: []v1alpha1.Credential{{KeyID: "k", StartTime: &now, EndTime: now}, {KeyID: "k2", StartTime: &later, EndTime: later}}, State: v1alpha1.StateValid,
+		Credentials: []v1alpha1.Credential{{KeyID: "k", StartTime: &before, EndTime: now}, {KeyID: "k2", StartTime: &now, EndTime: later}}, State: v1alpha1.StateValid,
 		LastCheckTime: &now, LastRotation: &v1alpha1.LastRotation{Time: now}, Rotation: &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring},
 		ConsecutiveFailures: 1, // shown only when there are some
-		Conditions:          []metav1.Condition{{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionSigningKeyDrift, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCanaryRejected},
+			{Type: v1alpha1.ConditionRotating, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonResetNeedsConfirmation}},
 	}}
+	w.Status.Findings = &v1alpha1.FindingsStatus{LongLived: 1}
+	ready := []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
+	fleet := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "n"},
+		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "t"}}},
+		Status: v1alpha1.CredentialWatchStatus{Conditions: ready, Fleet: &v1alpha1.FleetStatus{
+			Attention: []v1alpha1.FleetCluster{{ID: "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/c", AppID: "a", EarliestExpiry: &now}}}}}
 	reg := prometheus.NewRegistry()
 	g, err := cwmetrics.NewGraphRequests(reg)
 	if err != nil {
@@ -616,7 +623,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }, scans.New(), nil)
+	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w, fleet}, nil }, scans.New(), nil, clock.RealClock{})
 	rec := httptest.NewRecorder()
 	watches.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
 	p := expfmt.NewTextParser(model.UTF8Validation)

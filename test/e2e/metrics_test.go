@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ var families = []string{
 	"credwatch_credential_expiration_timestamp_seconds", "credwatch_credential_superseded", "credwatch_credential_policy_findings",
 	"credwatch_watch_ready_status", "credwatch_watch_last_check_timestamp_seconds", "credwatch_watch_consecutive_check_failures",
 	"credwatch_watch_state", "credwatch_watch_last_rotation_timestamp_seconds", "credwatch_watch_signing_key_drift",
-	"credwatch_watch_rotation_in_progress", "credwatch_watch_rotation_step_failures",
+	"credwatch_watch_rotation_in_progress", "credwatch_watch_rotation_step_failures", "credwatch_watch_rotation_blocked",
 	"credwatch_aks_cluster_credential_expiration_timestamp_seconds", "credwatch_aks_cluster_info",
 	"credwatch_graph_requests_total",
 	"credwatch_image_pull_refusals_total", "credwatch_image_pull_refused_nodes", "credwatch_image_pull_events_ignored_total",
@@ -126,6 +128,15 @@ spec:
 ---
 apiVersion: credwatch.dev/v1alpha1
 kind: CredentialWatch
+metadata: {name: cluster-mi, namespace: platform}
+spec:
+  target:
+    aksCluster: {tenantID: %[1]s, subscriptionID: %[3]s, resourceGroup: rg-prod, name: aks-mi}
+  # A cluster on a managed identity has no secret to rotate: the rotation is blocked.
+  rotation: {enabled: true, secretRef: {name: cluster-mi-sp}}
+---
+apiVersion: credwatch.dev/v1alpha1
+kind: CredentialWatch
 metadata: {name: tenant, namespace: platform}
 spec:
   target:
@@ -175,7 +186,7 @@ spec:
 			t.Logf("the operator logged:\n%s", logs.String())
 		}
 	})
-	startOperator(t, bin, append([]string{
+	op, exited := startOperator(t, bin, append([]string{
 		"--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--operator-namespace", controlplane.CanaryNamespace, "--default-identity", "credwatch-default",
@@ -203,7 +214,7 @@ count: 1
 	}
 	want = append(want, `condition="False",name="missing"`, `identity="ManagedIdentity"`, `identity="ServicePrincipal"`,
 		`credwatch_watch_signing_key_drift{name="issuer",namespace="platform",reason="SigningKeyNotShared"} 1`,
-		`scope="ClusterWide"`)
+		`scope="ClusterWide"`, `credwatch_watch_rotation_blocked{client_id="",name="cluster-mi",namespace="platform",reason="Blocked"} 1`)
 	first := scrapeUntil(t, url, want)
 
 	// Another check of every watch, so that the counters move between the scrapes.
@@ -221,8 +232,22 @@ count: 1
 		dashboardHasData(t, work, first, second)
 	})
 
-	for _, s := range []string{operatorSecret, "e2e~"} {
-		if strings.Contains(logs.String(), s) || bytes.Contains(second, []byte(s)) {
+	// The secrets: the operator's, the fixture's, and the one its rotation made, if it got that far.
+	secrets := []string{operatorSecret, "e2e~"}
+	if made := kubectl("get", "secret", "-n", "platform", "rotating-sp", "--ignore-not-found", "-o", "jsonpath={.data.clientSecret}"); made != "" {
+		text, err := base64.StdEncoding.DecodeString(made)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, string(text))
+	}
+	// Stopped before its logs are read, which it writes until then.
+	if err := op.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	for _, s := range secrets {
+		if strings.Contains(logs.String(), s) || bytes.Contains(first, []byte(s)) || bytes.Contains(second, []byte(s)) {
 			t.Errorf("a secret (%s...) is in the logs or the metrics", s[:4])
 		}
 	}
@@ -230,7 +255,7 @@ count: 1
 
 func appID(i int) string { return fmt.Sprintf("0e2e0000-0000-4000-8000-%012d", i) }
 
-// scrapeUntil scrapes url until the scrape holds each of want and done says so, for a minute.
+// scrapeUntil scrapes url until the scrape holds each of want and done says so, for 90 seconds.
 func scrapeUntil(t *testing.T, url string, want []string, done ...func([]byte) bool) []byte {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
