@@ -244,22 +244,23 @@ func writeRotations(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	}
 
 	t.family("credwatch_watch_rotation_blocked",
-		"1 while the watch's rotation cannot go on until a person acts, labelled with the Rotating condition's reason (Blocked, ResetNeedsConfirmation, RotationTargetChanged); absent otherwise.")
+		"1 while the watch's rotation cannot go on until a person acts (Rotating is False: blocked, held for confirmation, refused by its identity, its target changed, or left in DryRun), labelled with the condition's reason; absent while it rotates, is idle, only plans, or was aborted.")
 	for i := range list {
 		cw := list[i]
-		if c := meta.FindStatusCondition(cw.Status.Conditions, v1alpha1.ConditionRotating); c != nil && blockedReasons[c.Reason] {
+		if c := meta.FindStatusCondition(cw.Status.Conditions, v1alpha1.ConditionRotating); c != nil && c.Status == metav1.ConditionFalse && !waitingReasons[c.Reason] {
 			t.sample(1, "client_id", cw.AppID(), "name", cw.Name, "namespace", cw.Namespace, "reason", c.Reason)
 		}
 	}
 }
 
-// blockedReasons are the Rotating condition's reasons that wait for a person: a rotation due that
-// cannot start or blocked by a failure retrying cannot mend, a cluster reset held for
-// confirmation, a target changed under a rotation in progress.
-var blockedReasons = map[string]bool{
-	v1alpha1.ReasonRotationBlocked:        true,
-	v1alpha1.ReasonResetNeedsConfirmation: true,
-	v1alpha1.ReasonRotationTargetChanged:  true,
+// waitingReasons are the reasons of a Rotating condition that is False and needs no one: no
+// rotation due, a rotation only planned (DryRun), or one a person aborted. Any other False reason
+// waits for a person: a rotation blocked, held for confirmation, refused by its identity
+// (paused), retargeted before its first reset, or left in DryRun midway.
+var waitingReasons = map[string]bool{
+	v1alpha1.ReasonIdle:            true,
+	v1alpha1.ReasonDryRun:          true,
+	v1alpha1.ReasonRotationAborted: true,
 }
 
 // writeCredentials writes when each credential of each watch expires, and which of them a newer

@@ -192,19 +192,25 @@ credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespac
 // TestWatchesTellBlockedRotations: a rotation that waits for a person shows, with the reason; one
 // that merely waits (a window, a grace period) does not.
 func TestWatchesTellBlockedRotations(t *testing.T) {
-	rotating := func(name, reason string) *v1alpha1.CredentialWatch {
+	rotating := func(name string, status metav1.ConditionStatus, reason string) *v1alpha1.CredentialWatch {
 		w := watch(name, nil, metav1.ConditionTrue, 0)
-		w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRotating, Status: metav1.ConditionFalse, Reason: reason})
+		w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRotating, Status: status, Reason: reason})
 		return w
 	}
-	c := listOf(rotating("held", v1alpha1.ReasonResetNeedsConfirmation), rotating("blocked", v1alpha1.ReasonRotationBlocked),
-		rotating("moved", v1alpha1.ReasonRotationTargetChanged), rotating("idle", v1alpha1.ReasonIdle), rotating("retiring", string(v1alpha1.StepRetiring)))
+	no := metav1.ConditionFalse
+	c := listOf(rotating("held", no, v1alpha1.ReasonResetNeedsConfirmation), rotating("blocked", no, v1alpha1.ReasonRotationBlocked),
+		rotating("moved", no, v1alpha1.ReasonRotationTargetChanged), rotating("refused", no, v1alpha1.ReasonIdentityNotAllowed),
+		// Finishing on its pinned cluster though the spec changed: rotating, not waiting.
+		rotating("finishing", metav1.ConditionTrue, v1alpha1.ReasonRotationTargetChanged),
+		rotating("idle", no, v1alpha1.ReasonIdle), rotating("planned", no, v1alpha1.ReasonDryRun), rotating("aborted", no, v1alpha1.ReasonRotationAborted),
+		rotating("retiring", metav1.ConditionTrue, string(v1alpha1.StepRetiring)))
 	want := `
-# HELP credwatch_watch_rotation_blocked 1 while the watch's rotation cannot go on until a person acts, labelled with the Rotating condition's reason (Blocked, ResetNeedsConfirmation, RotationTargetChanged); absent otherwise.
+# HELP credwatch_watch_rotation_blocked 1 while the watch's rotation cannot go on until a person acts (Rotating is False: blocked, held for confirmation, refused by its identity, its target changed, or left in DryRun), labelled with the condition's reason; absent while it rotates, is idle, only plans, or was aborted.
 # TYPE credwatch_watch_rotation_blocked gauge
 credwatch_watch_rotation_blocked{client_id="c-blocked",name="blocked",namespace="platform",reason="Blocked"} 1
 credwatch_watch_rotation_blocked{client_id="c-held",name="held",namespace="platform",reason="ResetNeedsConfirmation"} 1
 credwatch_watch_rotation_blocked{client_id="c-moved",name="moved",namespace="platform",reason="RotationTargetChanged"} 1
+credwatch_watch_rotation_blocked{client_id="c-refused",name="refused",namespace="platform",reason="IdentityNotAllowed"} 1
 `
 	got := scrape(t, NewWatches(c, scans.New(), nil, testClock), emptyRegistry())
 	if normalize(t, got, "credwatch_watch_rotation_blocked") != normalize(t, want) {

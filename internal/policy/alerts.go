@@ -272,13 +272,15 @@ func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
 }
 
 // RotationSecretsInUse are the keyIds of the secrets credwatch's rotations moved a watch's
-// consumers onto: the last rotation's, and that of the rotation retiring the old ones.
+// consumers onto: the last rotation's, and that of the rotation retiring the old ones once it
+// handed its secret to the watch's Secret (RetireTime is set then): until then the old secret is
+// all some consumers have.
 func RotationSecretsInUse(last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) []string {
 	var inUse []string
 	if last != nil {
 		inUse = append(inUse, last.KeyID)
 	}
-	if r != nil && r.Step == v1alpha1.StepRetiring {
+	if r != nil && r.Step == v1alpha1.StepRetiring && r.RetireTime != nil {
 		inUse = append(inUse, r.KeyID)
 	}
 	return inUse

@@ -90,11 +90,17 @@ func startOperator(t *testing.T, bin string, args, env []string, logs *bytes.Buf
 		t.Fatal(err)
 	}
 	exited = make(chan error, 1)
-	go func() { exited <- op.Wait() }()
+	done := make(chan struct{})
+	go func() {
+		exited <- op.Wait()
+		close(done)
+	}()
 	t.Cleanup(func() {
-		if op.ProcessState == nil {
+		select {
+		case <-done:
+		default:
 			_ = op.Process.Kill()
-			<-exited
+			<-done
 		}
 	})
 	return op, exited
