@@ -154,6 +154,7 @@ BENCH ?= .
 .PHONY: bench
 bench: envtest mailpit ## Measure sweeps of 100, 1,000 and 10,000 watches against Graph's throttling budget, the Graph path alone, tenant scans, owner digests and the whole manager (about twenty minutes).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) CREDWATCH_BENCH_WATCHES=$(BENCH_WATCHES) CREDWATCH_BENCH_DIGEST_APPS=$(BENCH_DIGEST_APPS) $(GO) test ./test/scale -run '^$$' -bench '$(BENCH)' -benchtime=1x -timeout 180m
+	$(GO) test ./internal/metrics -run '^$$' -bench '$(BENCH)' -benchmem
 
 ##@ Build
 

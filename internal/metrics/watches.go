@@ -269,12 +269,15 @@ var waitingReasons = map[string]bool{
 func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	t.family("credwatch_credential_expiration_timestamp_seconds",
 		"The date after which the credential expires, as a Unix timestamp.")
-	// The credentials as read the first time: a scan may replace them in between.
+	// The credentials as read the first time, since a scan may replace them in between, and
+	// which of them were replaced: indices into one slice for the whole scrape.
 	type renewal struct {
-		creds []v1alpha1.Credential
-		set   map[int]bool
+		cw       *v1alpha1.CredentialWatch
+		creds    []v1alpha1.Credential
+		from, to int
 	}
-	renewed := map[*v1alpha1.CredentialWatch]renewal{}
+	var renewed []renewal
+	var replaced []int
 	now := w.clock.Now()
 	for _, cw := range list {
 		creds := w.credentials(cw)
@@ -284,9 +287,10 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 		// A cluster moves onto a new secret only when reset, a rotating watch's Secret only when
 		// rotated: a secret added by hand replaces nothing there.
 		rotationOnly := cw.Spec.Target.AKSCluster != nil || cw.Spec.Rotation != nil && cw.Spec.Rotation.Enabled
-		inUse := policy.RotationSecretsInUse(cw.Status.LastRotation, cw.Status.Rotation)
-		if set := policy.Replaced(creds, inUse, rotationOnly, now); len(set) > 0 {
-			renewed[cw] = renewal{creds, set}
+		from := len(replaced)
+		replaced = policy.Replaced(replaced, creds, cw.Status.LastRotation, cw.Status.Rotation, rotationOnly, now)
+		if len(replaced) > from {
+			renewed = append(renewed, renewal{cw, creds, from, len(replaced)})
 		}
 	}
 	if len(renewed) == 0 {
@@ -294,15 +298,9 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 	}
 	t.family("credwatch_credential_superseded",
 		"1 for a credential a newer one of its kind on the same object has replaced: started and ending later (as `az ad app credential reset --append` leaves the old one beside it), and, for an aksCluster watch or one that rotates, put in use by credwatch's rotation; absent otherwise. Same labels as credwatch_credential_expiration_timestamp_seconds.")
-	for _, cw := range list {
-		r, ok := renewed[cw]
-		if !ok {
-			continue
-		}
-		for i, cr := range r.creds {
-			if r.set[i] {
-				credentialSample(t, 1, cw, cr)
-			}
+	for _, r := range renewed {
+		for _, i := range replaced[r.from:r.to] {
+			credentialSample(t, 1, r.cw, r.creds[i])
 		}
 	}
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -262,28 +261,21 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 // hand or by a pipeline, is not quiet: nothing says its consumers moved, and an AKS cluster moves
 // only when it is reset.
 func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
-	inUse := RotationSecretsInUse(p.in.LastRotation, p.in.Rotation)
 	for _, d := range p.in.Credentials {
-		if slices.Contains(inUse, d.KeyID) && renews(d, c) {
+		if InUseByRotation(d.KeyID, p.in.LastRotation, p.in.Rotation) && renews(d, c) {
 			return true
 		}
 	}
 	return false
 }
 
-// RotationSecretsInUse are the keyIds of the secrets credwatch's rotations moved a watch's
-// consumers onto: the last rotation's, and that of the rotation retiring the old ones once it
+// InUseByRotation reports whether keyID is a secret credwatch's rotations moved a watch's
+// consumers onto: the last rotation's, or that of the rotation retiring the old ones once it
 // handed its secret to the watch's Secret (RetireTime is set then): until then the old secret is
 // all some consumers have.
-func RotationSecretsInUse(last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) []string {
-	var inUse []string
-	if last != nil {
-		inUse = append(inUse, last.KeyID)
-	}
-	if r != nil && r.Step == v1alpha1.StepRetiring && r.RetireTime != nil {
-		inUse = append(inUse, r.KeyID)
-	}
-	return inUse
+func InUseByRotation(keyID string, last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) bool {
+	return last != nil && last.KeyID == keyID ||
+		r != nil && r.Step == v1alpha1.StepRetiring && r.RetireTime != nil && r.KeyID == keyID
 }
 
 func (p *planner) drifting() bool {

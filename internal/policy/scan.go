@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"slices"
 	"sort"
 	"time"
 
@@ -70,16 +69,39 @@ func Renewed(all []v1alpha1.Credential) map[int]bool {
 	return renewedBy(all, renews)
 }
 
-// Replaced marks the credentials whose end no longer matters, because a newer one of the same
-// application renews them and has started. Where only credwatch moves the consumers
-// (rotationOnly: an AKS cluster moves only when reset, a rotating watch's Secret only when
-// rotated), only the secrets its rotations put in use count (inUse, RotationSecretsInUse): one
-// added by hand leaves them on the old.
-func Replaced(all []v1alpha1.Credential, inUse []string, rotationOnly bool, now time.Time) map[int]bool {
-	return renewedBy(all, func(d, c v1alpha1.Credential) bool {
-		return renews(d, c) && !startOf(d).After(now) && (!rotationOnly || slices.Contains(inUse, d.KeyID))
-	})
+// Replaced appends to dst, in order, the indices of the credentials whose end no longer matters,
+// because a newer one of the same application renews them and has started. Where only credwatch
+// moves the consumers (rotationOnly: an AKS cluster moves only when reset, a rotating watch's
+// Secret only when rotated), only a secret its rotations put in use counts (InUseByRotation,
+// with the watch's last and current rotation): one added by hand leaves them on the old. dst is
+// for a scrape to reuse across its watches, which this does without allocating.
+func Replaced(dst []int, all []v1alpha1.Credential, last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus, rotationOnly bool, now time.Time) []int {
+	replaces := func(d, c v1alpha1.Credential) bool {
+		return renews(d, c) && !startOf(d).After(now) && (!rotationOnly || InUseByRotation(d.KeyID, last, r))
+	}
+	if len(all) > pairwiseUpTo {
+		set := renewedBy(all, replaces)
+		for i := range all {
+			if set[i] {
+				dst = append(dst, i)
+			}
+		}
+		return dst
+	}
+	for i := range all {
+		for j := range all {
+			if all[j].AppID == all[i].AppID && replaces(all[j], all[i]) {
+				dst = append(dst, i)
+				break
+			}
+		}
+	}
+	return dst
 }
+
+// pairwiseUpTo is how many credentials Replaced compares pairwise: a watch's few, without the map
+// a tenant scan's tens of thousands need to stay linear.
+const pairwiseUpTo = 16
 
 // renewedBy marks the credentials some other of the same application renews by renewed(d, c):
 // grouping by application keeps a scan of tens of thousands of credentials linear.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
 	"testing"
@@ -108,23 +109,35 @@ func TestReplaced(t *testing.T) {
 	rotated := secret("a", "rotated", -2*day, 363*day)
 	spObject := secret("a", "sp", -day, 360*day)
 	spObject.Source = v1alpha1.SourceServicePrincipal
+	last := &v1alpha1.LastRotation{KeyID: "rotated"}
+	retiring := &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring, KeyID: "rotated", RetireTime: &metav1.Time{Time: now.Add(7 * day)}}
+	unpublished := &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring, KeyID: "rotated"}
+	// A tenant scan's many credentials take the grouped path.
+	many := []v1alpha1.Credential{old, byHand}
+	for i := range pairwiseUpTo {
+		many = append(many, secret(fmt.Sprint("app-", i), "k", -day, 30*day))
+	}
 	for _, tc := range []struct {
 		name         string
 		all          []v1alpha1.Credential
-		inUse        []string
+		last         *v1alpha1.LastRotation
+		rotation     *v1alpha1.RotationStatus
 		rotationOnly bool
 		want         []string
 	}{
-		{"renewed by hand", []v1alpha1.Credential{old, byHand}, nil, false, []string{"old"}},
-		{"the renewal starts later", []v1alpha1.Credential{old, future}, nil, false, nil},
-		{"another application's", []v1alpha1.Credential{old, secret("b", "other", -day, 360*day)}, nil, false, nil},
-		{"the other object's", []v1alpha1.Credential{old, spObject}, nil, false, nil},
-		{"a cluster moves only when reset", []v1alpha1.Credential{old, byHand}, nil, true, nil},
-		{"its rotation's secret, in use", []v1alpha1.Credential{old, byHand, rotated}, []string{"rotated"}, true, []string{"old"}},
+		{"renewed by hand", []v1alpha1.Credential{old, byHand}, nil, nil, false, []string{"old"}},
+		{"the renewal starts later", []v1alpha1.Credential{old, future}, nil, nil, false, nil},
+		{"another application's", []v1alpha1.Credential{old, secret("b", "other", -day, 360*day)}, nil, nil, false, nil},
+		{"the other object's", []v1alpha1.Credential{old, spObject}, nil, nil, false, nil},
+		{"a cluster moves only when reset", []v1alpha1.Credential{old, byHand}, nil, nil, true, nil},
+		{"its last rotation's secret", []v1alpha1.Credential{old, byHand, rotated}, last, nil, true, []string{"old"}},
+		{"its rotation's secret, in its Secret", []v1alpha1.Credential{old, byHand, rotated}, nil, retiring, true, []string{"old"}},
+		{"its rotation's secret, not handed over yet", []v1alpha1.Credential{old, byHand, rotated}, nil, unpublished, true, nil},
+		{"a tenant's many", many, nil, nil, false, []string{"old"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for i := range Replaced(tc.all, tc.inUse, tc.rotationOnly, now) {
+			for _, i := range Replaced(nil, tc.all, tc.last, tc.rotation, tc.rotationOnly, now) {
 				got = append(got, tc.all[i].KeyID)
 			}
 			sort.Strings(got)
