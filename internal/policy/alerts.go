@@ -428,9 +428,6 @@ func (p *planner) check(ch string) {
 	}
 }
 
-// Superseded reports whether c was renewed: see Newer.
-func Superseded(c v1alpha1.Credential, all []v1alpha1.Credential) bool { return Newer(c, all) != nil }
-
 // Newer is the credential that renewed c, the one ending last; nil when none did. A credential
 // renews c when it is of its kind, on the same object, and started and ends after it:
 // `az ad app credential reset --append` renews that way, and leaves the old one in place.

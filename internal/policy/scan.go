@@ -64,7 +64,7 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 	return v
 }
 
-// Renewed marks the credentials Superseded by another of the same application.
+// Renewed marks the credentials another of the same application renews, as Newer finds them.
 func Renewed(all []v1alpha1.Credential) map[int]bool {
 	return renewedBy(all, renews)
 }
