@@ -5,6 +5,7 @@
 package compact
 
 import (
+	"strings"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ func Watch(w *v1alpha1.CredentialWatch) {
 	}
 	spec(&w.Spec)
 	status(&w.Status)
+	within(w)
 }
 
 func spec(s *v1alpha1.CredentialWatchSpec) {
@@ -71,8 +73,12 @@ func spec(s *v1alpha1.CredentialWatchSpec) {
 
 func status(s *v1alpha1.CredentialWatchStatus) {
 	s.Conditions = fit(s.Conditions)
+	var app string
+	if sp := s.ServicePrincipal; sp != nil {
+		app = sp.DisplayName
+	}
 	for i := range s.Conditions {
-		condition(&s.Conditions[i])
+		condition(&s.Conditions[i], app)
 	}
 	s.Credentials = fit(s.Credentials)
 	for i := range s.Credentials {
@@ -106,13 +112,42 @@ func status(s *v1alpha1.CredentialWatchStatus) {
 	}
 }
 
-func condition(c *metav1.Condition) {
+func condition(c *metav1.Condition, app string) {
 	in(&c.Type)
 	in((*string)(&c.Status))
 	in(&c.Reason)
-	// Most messages say the same of every watch ("No credential has expired"); those naming an
-	// application are shared by the watches of that application.
-	in(&c.Message)
+	// Most messages say the same of every watch ("No credential has expired"). One that names
+	// the watch's application ("Read 2 credentials of \"payroll\" ...") is nearly always its
+	// own: shared, it would cost an entry in the table and save nothing.
+	if app == "" || !strings.Contains(c.Message, app) {
+		in(&c.Message)
+	}
+}
+
+// within makes a watch's fields that repeat another of its fields hold that one: the appId the
+// watch found is its target's, its earliest expiry is one of its credentials' ends, and its last
+// check is when its conditions last moved, when they moved at it.
+func within(w *v1alpha1.CredentialWatch) {
+	s := &w.Status
+	if sp, t := s.ServicePrincipal, w.Spec.Target.ServicePrincipal; sp != nil && t != nil && sp.AppID == t.ClientID {
+		sp.AppID = t.ClientID
+	}
+	s.EarliestExpiry = pointInto(s.EarliestExpiry, s.Credentials, func(c *v1alpha1.Credential) *metav1.Time { return &c.EndTime })
+	s.LastCheckTime = pointInto(s.LastCheckTime, s.Conditions, func(c *metav1.Condition) *metav1.Time { return &c.LastTransitionTime })
+}
+
+// pointInto returns the time in items equal to t, if any, in place of t. Items are the watch's
+// own, so the pointer lives as long as they do; a deep copy of the watch copies the time apart.
+func pointInto[T any](t *metav1.Time, items []T, at func(*T) *metav1.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	for i := range items {
+		if p := at(&items[i]); *p == *t {
+			return p
+		}
+	}
+	return t
 }
 
 // fit copies s into an array of its length when decoding left room to grow: a cached slice

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,6 +47,7 @@ func watches(t testing.TB, n int) [][]byte {
 		d := strings.ReplaceAll(string(raw), "sp-00000", fmt.Sprintf("sp-%05d", i))
 		d = strings.ReplaceAll(d, "904c-fb243e91c49b", fmt.Sprintf("904c-%012d", i))
 		d = strings.ReplaceAll(d, "8000-00000000000", fmt.Sprintf("8000-%011d", i))
+		d = strings.ReplaceAll(d, "app-00000", fmt.Sprintf("app-%05d", i))
 		docs[i] = []byte(d)
 	}
 	return docs
@@ -126,10 +128,41 @@ func TestWatchLeavesUniqueText(t *testing.T) {
 		"keyID": {a.Status.Credentials[0].KeyID, b.Status.Credentials[0].KeyID},
 		"servicePrincipal.applicationObjectID": {a.Status.ServicePrincipal.ApplicationObjectID,
 			b.Status.ServicePrincipal.ApplicationObjectID},
+		// It names the application.
+		"Ready message": {a.Status.Conditions[0].Message, b.Status.Conditions[0].Message},
 	} {
 		if same(s[0], s[1]) {
 			t.Errorf("%s %q was shared", field, s[0])
 		}
+	}
+}
+
+// A watch's fields that repeat another of its own hold one copy.
+func TestWatchSharesWithinAWatch(t *testing.T) {
+	decode := decoder(t)
+	w := decode(watches(t, 1)[0])
+	want := w.DeepCopy()
+	Watch(w)
+	s := &w.Status
+	if !same(s.ServicePrincipal.AppID, w.Spec.Target.ServicePrincipal.ClientID) {
+		t.Error("the appId found is held apart from the target's")
+	}
+	if s.EarliestExpiry != &s.Credentials[0].EndTime {
+		t.Error("the earliest expiry is held apart from the credential's end")
+	}
+	if s.LastCheckTime != &s.Conditions[0].LastTransitionTime {
+		t.Error("the last check is held apart from the conditions' transition")
+	}
+	if diff := cmp.Diff(want, w); diff != "" {
+		t.Errorf("Watch changed the watch (-before +after):\n%s", diff)
+	}
+
+	// Times that differ stay apart.
+	w = decode(watches(t, 1)[0])
+	w.Status.EarliestExpiry = &metav1.Time{Time: w.Status.Credentials[0].EndTime.Add(time.Second)}
+	Watch(w)
+	if w.Status.EarliestExpiry == &w.Status.Credentials[0].EndTime {
+		t.Error("an earliest expiry that is no credential's end was replaced")
 	}
 }
 
