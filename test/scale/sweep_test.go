@@ -137,8 +137,10 @@ func seedApps(fake *fakegraph.Server, n int) []string {
 	for i := range appIDs {
 		appIDs[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
 		pw := []fakegraph.PasswordCredential{{KeyID: fmt.Sprintf("%08x-0000-4000-8000-000000000001", i), SecretText: "s", Start: end.AddDate(-1, 0, 0), End: end}}
-		fake.PutApplication(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000a", i), AppID: appIDs[i], Passwords: pw})
-		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i]})
+		// Entra requires a display name, and the operator's status and messages carry it.
+		name := fmt.Sprintf("app-%06d", i)
+		fake.PutApplication(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000a", i), AppID: appIDs[i], DisplayName: name, Passwords: pw})
+		fake.PutServicePrincipal(tenant, fakegraph.Object{ID: fmt.Sprintf("%08x-0000-4000-8000-00000000000b", i), AppID: appIDs[i], DisplayName: name})
 	}
 	return appIDs
 }
