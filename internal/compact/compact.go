@@ -5,6 +5,7 @@
 package compact
 
 import (
+	"strconv"
 	"strings"
 	"unique"
 
@@ -73,9 +74,11 @@ func spec(s *v1alpha1.CredentialWatchSpec) {
 
 func status(s *v1alpha1.CredentialWatchStatus) {
 	s.Conditions = fit(s.Conditions)
+	// Messages name an application quoted, as %q writes it: a short name unquoted ("api") would
+	// also match messages every watch shares.
 	var app string
-	if sp := s.ServicePrincipal; sp != nil {
-		app = sp.DisplayName
+	if sp := s.ServicePrincipal; sp != nil && sp.DisplayName != "" {
+		app = strconv.Quote(sp.DisplayName)
 	}
 	for i := range s.Conditions {
 		condition(&s.Conditions[i], app)

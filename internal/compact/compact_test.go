@@ -137,6 +137,22 @@ func TestWatchLeavesUniqueText(t *testing.T) {
 	}
 }
 
+// Only a message naming the application as messages do, quoted, is left alone: a name that is
+// also a word of the shared messages leaves them shared.
+func TestWatchSharesMessagesAShortNameIsIn(t *testing.T) {
+	noCollection(t)
+	decode := decoder(t)
+	docs := watches(t, 2)
+	a, b := decode(docs[0]), decode(docs[1])
+	for _, w := range []*v1alpha1.CredentialWatch{a, b} {
+		w.Status.ServicePrincipal.DisplayName = "credential" // as in "No credential has expired"
+		Watch(w)
+	}
+	if !same(a.Status.Conditions[2].Message, b.Status.Conditions[2].Message) {
+		t.Errorf("%q is held twice", a.Status.Conditions[2].Message)
+	}
+}
+
 // A watch's fields that repeat another of its own hold one copy.
 func TestWatchSharesWithinAWatch(t *testing.T) {
 	decode := decoder(t)

@@ -362,11 +362,11 @@ func inParallel(b *testing.B, workers, n int, fn func(i int) error) {
 
 // followWrites closes the channel it returns once the audit log shows a status write, accepted,
 // of each of n watches, from where the log ends now; the first such write's time is sent on the
-// other channel. It reads the log the API server writes in
-// the floors' runs too rather than watching the watches: a watch of its own would cost the server
-// a second stream of every write the operator makes, which the floors do not pay (about 5% at
-// 100,000 watches, a third at 10,000), and decode each object in this process, on the cores the
-// server shares. That the writes were checks is confirmed after, by checkedAll.
+// other channel. It reads the log the API server writes in the floors' runs too rather than
+// watching the watches: a watch of its own would cost the server a second stream of every write
+// the operator makes, which the floors do not pay (5% at 100,000 watches, a fifth to a third at
+// 10,000), and decode each object in this process, on the cores the server shares. That the
+// writes were checks is confirmed after, by checkedAll.
 func followWrites(b *testing.B, path string, n int) (<-chan struct{}, <-chan time.Time, func()) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -415,21 +415,14 @@ func followWrites(b *testing.B, path string, n int) (<-chan struct{}, <-chan tim
 	return done, first, func() { close(stop) }
 }
 
-// statusWritten is the watch a line of the audit log wrote the status of, if it did.
+// statusWritten is the watch a line of the audit log wrote the status of, if it did and the
+// server accepted it. Most lines are not status writes: they are passed over before decoding.
 func statusWritten(line []byte) (string, bool) {
 	if !bytes.Contains(line, []byte(`"subresource":"status"`)) {
 		return "", false
 	}
-	var e struct {
-		Stage     string `json:"stage"`
-		ObjectRef struct {
-			Name string `json:"name"`
-		} `json:"objectRef"`
-		ResponseStatus struct {
-			Code int `json:"code"`
-		} `json:"responseStatus"`
-	}
-	if json.Unmarshal(line, &e) != nil || e.Stage != "ResponseComplete" || e.ResponseStatus.Code != http.StatusOK {
+	e, ok := completed(line)
+	if !ok || !e.statusWrite() || e.ResponseStatus.Code != http.StatusOK {
 		return "", false
 	}
 	return e.ObjectRef.Name, true
@@ -470,18 +463,12 @@ func auditWrites(b *testing.B, path string) writes {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var e struct {
-			Verb      string `json:"verb"`
-			Stage     string `json:"stage"`
-			ObjectRef struct {
-				Resource, Subresource string
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" {
+		e, ok := completed(sc.Bytes())
+		if !ok {
 			continue
 		}
 		switch {
-		case e.ObjectRef.Resource == "credentialwatches" && e.ObjectRef.Subresource == "status":
+		case e.statusWrite():
 			w.status++
 		case e.ObjectRef.Resource == "credentialwatches" && e.Verb == "create":
 		default:
@@ -492,6 +479,31 @@ func auditWrites(b *testing.B, path string) writes {
 		b.Fatal(err)
 	}
 	return w
+}
+
+// auditEvent is what the harness reads of an audit log's line.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	Stage     string `json:"stage"`
+	ObjectRef struct {
+		Resource, Subresource, Name string
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// completed is the event a line of the audit log records, if it records a completed request.
+func completed(line []byte) (auditEvent, bool) {
+	var e auditEvent
+	if json.Unmarshal(line, &e) != nil || e.Stage != "ResponseComplete" {
+		return e, false
+	}
+	return e, true
+}
+
+func (e auditEvent) statusWrite() bool {
+	return e.ObjectRef.Resource == "credentialwatches" && e.ObjectRef.Subresource == "status"
 }
 
 // benchIdentity is the identity of the benchmark's watches: the operator's own.
