@@ -14,6 +14,12 @@
 // answers the checks waiting under its identity the same way. Lists keep up with a sweep while
 // Graph is quick; the backlog, and the listing, come when the budget holds them back, which is
 // when a listing's fewer units matter.
+//
+// Graph answers a sweep's checks faster than the API server takes their status writes. An
+// identity's checks are read no further ahead than readAhead answers waiting to be taken: the
+// batches behind them wait, still counted for a listing, and a rotation's reads never do. A
+// listing answers every batch it takes at once, beyond the bound: it reads the whole tenant in
+// any case, and is chosen when Graph's budget, not memory, is what a sweep lacks.
 package planner
 
 import (
@@ -57,6 +63,15 @@ const (
 	// than configured. A sweep's batches all go in the first second; with no bound, a budget of
 	// 40 units drew 80 429s at once. Two at a time still read 10,000 appIds in about a second.
 	inFlight = 2
+	// readAhead is how many answers of an identity may wait for their checks, or be read, before
+	// its batches of checks wait for them to be taken. Graph answers a sweep ten times faster than the API
+	// server takes its status writes, so with no bound a sweep of 100,000 watches held 100,000
+	// answers, some 50 MB, for minutes; 5,000 are still twenty seconds of status writes.
+	readAhead = 5000
+	// expireEvery is how often a batch held for room drops the answers no check took within
+	// answerTTL: a reconcile woken may never come for its answer (its watch deleted, or no longer
+	// due), and enough of those would hold the identity's checks for good.
+	expireEvery = answerTTL / 10
 )
 
 // Planner plans the reads of many watches into few requests.
@@ -87,6 +102,13 @@ type Planner struct {
 	// listingRefused is until when an identity does not list its tenant.
 	listingRefused map[any]time.Time
 	pruned         time.Time
+	// ahead counts each identity's answers waiting, and the appIds of the batches let read and
+	// not yet answered.
+	ahead map[any]int
+	// held are each identity's batches waiting for room among ahead, first come first.
+	held map[any][]*batch
+	// readAhead is the bound on ahead of each identity.
+	readAhead int
 }
 
 // An identity is planned by what identityOf says of its credential.
@@ -129,6 +151,10 @@ type batch struct {
 	noListing bool
 	// listed marks a batch a listing read with others: it is answered, and not read again.
 	listed bool
+	// room is closed when a batch held for room may go.
+	room chan struct{}
+	// reserved is what the batch counts in its identity's ahead until it is answered.
+	reserved int
 }
 
 // want is who waits for an appId: checks to wake, by who asked, and reads to answer.
@@ -172,7 +198,8 @@ func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
 		open: map[any]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
 		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{},
-		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{}}
+		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{},
+		ahead: map[any]int{}, held: map[any][]*batch{}, readAhead: readAhead}
 }
 
 // Check returns the credentials of appID read with cred since ask.Asker (a watch) asked for them,
@@ -190,7 +217,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
 		a.askers = slices.DeleteFunc(a.askers, func(s string) bool { return s == asker })
 		if len(a.askers) == 0 {
-			delete(p.answers, k)
+			p.dropLocked(k)
 			p.answers = shrunk(p.answers)
 		}
 		if p.clock.Since(a.at) < answerTTL {
@@ -244,7 +271,7 @@ func (p *Planner) Forget(objectID string) {
 	p.written[strings.ToLower(objectID)] = p.clock.Now()
 	for k, a := range p.answers {
 		if strings.EqualFold(a.read.Snapshot.ApplicationObjectID, objectID) {
-			delete(p.answers, k)
+			p.dropLocked(k)
 		}
 	}
 }
@@ -333,7 +360,7 @@ func (p *Planner) send(b *batch) {
 	p.mu.Lock()
 	p.queued[b.identity] = append(p.queued[b.identity], b)
 	p.mu.Unlock()
-	defer p.turn(b.identity)()
+	defer p.readTurn(b)()
 	p.mu.Lock()
 	p.unqueueLocked(b)
 	listed := b.listed
@@ -415,6 +442,9 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			delete(p.asked, k)
 		}
 		a := p.answers[k]
+		if a == nil {
+			p.ahead[b.identity]++
+		}
 		if a == nil || now.Sub(a.at) >= answerTTL {
 			a = &answer{}
 			p.answers[k] = a
@@ -429,6 +459,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		}
 	}
 	p.asked = shrunk(p.asked)
+	p.unreserveLocked(b)
 	p.pruneLocked(now)
 	p.mu.Unlock()
 	for _, f := range wake {
@@ -451,12 +482,7 @@ func (p *Planner) pruneLocked(now time.Time) {
 		return
 	}
 	p.pruned = now
-	for k, a := range p.answers {
-		if now.Sub(a.at) >= answerTTL {
-			delete(p.answers, k)
-		}
-	}
-	p.answers = shrunk(p.answers)
+	p.expireLocked(now)
 	for id, until := range p.listRefused {
 		if !now.Before(until) {
 			delete(p.listRefused, id)
@@ -478,4 +504,138 @@ func (p *Planner) pruneLocked(now time.Time) {
 			delete(p.written, obj)
 		}
 	}
+}
+
+// expireLocked drops the answers no check took within answerTTL of their coming.
+func (p *Planner) expireLocked(now time.Time) {
+	for k, a := range p.answers {
+		if now.Sub(a.at) >= answerTTL {
+			p.dropLocked(k)
+		}
+	}
+	p.answers = shrunk(p.answers)
+}
+
+// dropLocked drops k's answer, making room for a batch held.
+func (p *Planner) dropLocked(k key) {
+	delete(p.answers, k)
+	p.countLocked(k.identity, -1)
+}
+
+// unreserveLocked gives back the room b took when it was let read: its answers now count alone.
+func (p *Planner) unreserveLocked(b *batch) {
+	n := b.reserved
+	b.reserved = 0
+	p.countLocked(b.identity, -n)
+}
+
+// countLocked adds n to identity's ahead, and lets go, in the order they came, the batches held
+// for which there is room.
+func (p *Planner) countLocked(identity any, n int) {
+	// At zero only: a count gone negative stays, for the tests to see.
+	if p.ahead[identity] += n; p.ahead[identity] == 0 {
+		delete(p.ahead, identity)
+	}
+	held := p.held[identity]
+	for len(held) > 0 && (held[0].listed || p.roomLocked(held[0])) {
+		// A listed batch is answered by its listing and is not read: it takes no room, which
+		// nothing would give back.
+		if !held[0].listed {
+			p.reserveLocked(held[0])
+		}
+		close(held[0].room)
+		held[0] = nil // the array outlives the slice: a batch let go is not kept by it
+		held = held[1:]
+	}
+	p.setHeldLocked(identity, held)
+}
+
+// roomLocked reports whether b's answers fit beside its identity's answers waiting. With nothing
+// waiting any batch fits, or one larger than readAhead would wait for good.
+func (p *Planner) roomLocked(b *batch) bool {
+	n := p.ahead[b.identity]
+	return n == 0 || n+len(b.appIDs) <= p.readAhead
+}
+
+func (p *Planner) reserveLocked(b *batch) {
+	b.reserved = len(b.appIDs)
+	p.ahead[b.identity] += b.reserved
+}
+
+func (p *Planner) setHeldLocked(identity any, held []*batch) {
+	if len(held) == 0 {
+		delete(p.held, identity)
+		return
+	}
+	p.held[identity] = held
+}
+
+// unholdLocked lets go the batches of identity held for room that a listing took: the listing
+// answers them, and their goroutines end.
+func (p *Planner) unholdLocked(identity any) {
+	var held []*batch
+	for _, b := range p.held[identity] {
+		if b.listed {
+			close(b.room)
+			continue
+		}
+		held = append(held, b)
+	}
+	p.setHeldLocked(identity, held)
+}
+
+// holdLocked is what b waits for before it is read, or nil when it may be read now, having taken
+// room for its answers: when they fit beside its identity's answers waiting and no batch held
+// came before it. A batch that a listing took, or that a read waits on (a rotation's, which must
+// never be held back), takes no room and is never held.
+func (p *Planner) holdLocked(b *batch) <-chan struct{} {
+	if b.listed {
+		return nil
+	}
+	for _, w := range b.wants {
+		if len(w.waiters) > 0 {
+			return nil
+		}
+	}
+	if len(p.held[b.identity]) == 0 && p.roomLocked(b) {
+		p.reserveLocked(b)
+		return nil
+	}
+	b.room = make(chan struct{})
+	p.held[b.identity] = append(p.held[b.identity], b)
+	return b.room
+}
+
+// readTurn waits for room for b's answers and then for a turn of b's identity, and returns what
+// gives the turn back. A batch held for room stays queued, so a listing of the tenant counts it,
+// and holds no turn, so a read that must be fresh is not held behind it. A batch a listing took
+// needs no turn.
+func (p *Planner) readTurn(b *batch) func() {
+	p.mu.Lock()
+	room := p.holdLocked(b)
+	var expire clock.Timer
+	if room != nil {
+		// Set with the hold, under the lock: time that passes from then counts.
+		expire = p.clock.NewTimer(expireEvery)
+	}
+	p.mu.Unlock()
+	for room != nil {
+		select {
+		case <-room:
+			room = nil
+			expire.Stop()
+		case <-expire.C():
+			p.mu.Lock()
+			p.expireLocked(p.clock.Now())
+			p.mu.Unlock()
+			expire = p.clock.NewTimer(expireEvery)
+		}
+	}
+	p.mu.Lock()
+	listed := b.listed
+	p.mu.Unlock()
+	if listed {
+		return func() {}
+	}
+	return p.turn(b.identity)
 }
