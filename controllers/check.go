@@ -32,9 +32,11 @@ const (
 )
 
 // pendingRecheck is when a watch whose planned read is not answered comes back if nothing wakes
-// it first: its answer normally wakes it within a second, or, behind a throttled Graph, when
-// the budget allows.
-const pendingRecheck = time.Minute
+// it first. Its answer wakes it: within a second, when the budget allows behind a throttled
+// Graph, or, in a sweep of 100,000 watches, when the status writes ahead of it let the planner
+// read it, minutes later. Sooner, each of those watches would be reconciled again every minute
+// for nothing; the planner keeps an answer no longer than this either.
+const pendingRecheck = 10 * time.Minute
 
 // heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken.
 const heldClusterTTL = 10 * time.Minute
