@@ -64,9 +64,9 @@ const (
 	// 40 units drew 80 429s at once. Two at a time still read 10,000 appIds in about a second.
 	inFlight = 2
 	// readAhead is how many answers of an identity may wait for their checks, or be read, before
-	// its batches of checks wait for them to be taken. Graph answers a sweep ten times faster than the API
-	// server takes its status writes, so with no bound a sweep of 100,000 watches held 100,000
-	// answers, some 50 MB, for minutes; 5,000 are still twenty seconds of status writes.
+	// its batches of checks wait for them to be taken. Graph answers a sweep ten times faster
+	// than the API server takes its status writes, so with no bound a sweep of 100,000 watches
+	// held 100,000 answers, some 50 MB, for minutes; 5,000 are still twenty seconds of writes.
 	readAhead = 5000
 	// expireEvery is how often a batch held for room drops the answers no check took within
 	// answerTTL: a reconcile woken may never come for its answer (its watch deleted, or no longer
@@ -115,13 +115,6 @@ type Planner struct {
 type key struct {
 	identity any
 	appID    string
-}
-
-// turns lets inFlight batches of an identity be read at once; users counts the batches that hold
-// or wait for one, so that the identity's entry goes when none does.
-type turns struct {
-	ch    chan struct{}
-	users int
 }
 
 // identityOf is what the planner knows an identity by: its credential's PlanKey when it has one,
@@ -322,27 +315,6 @@ func (b *batch) fullLocked(p *Planner) {
 	}
 }
 
-// turn waits for one of the identity's turns to read, and returns what gives it back.
-func (p *Planner) turn(identity any) func() {
-	p.mu.Lock()
-	t := p.reading[identity]
-	if t == nil {
-		t = &turns{ch: make(chan struct{}, inFlight)}
-		p.reading[identity] = t
-	}
-	t.users++
-	p.mu.Unlock()
-	t.ch <- struct{}{}
-	return func() {
-		<-t.ch
-		p.mu.Lock()
-		if t.users--; t.users == 0 {
-			delete(p.reading, identity)
-		}
-		p.mu.Unlock()
-	}
-}
-
 func (p *Planner) send(b *batch) {
 	timer := p.clock.NewTimer(p.window)
 	defer timer.Stop()
@@ -514,128 +486,4 @@ func (p *Planner) expireLocked(now time.Time) {
 		}
 	}
 	p.answers = shrunk(p.answers)
-}
-
-// dropLocked drops k's answer, making room for a batch held.
-func (p *Planner) dropLocked(k key) {
-	delete(p.answers, k)
-	p.countLocked(k.identity, -1)
-}
-
-// unreserveLocked gives back the room b took when it was let read: its answers now count alone.
-func (p *Planner) unreserveLocked(b *batch) {
-	n := b.reserved
-	b.reserved = 0
-	p.countLocked(b.identity, -n)
-}
-
-// countLocked adds n to identity's ahead, and lets go, in the order they came, the batches held
-// for which there is room.
-func (p *Planner) countLocked(identity any, n int) {
-	// At zero only: a count gone negative stays, for the tests to see.
-	if p.ahead[identity] += n; p.ahead[identity] == 0 {
-		delete(p.ahead, identity)
-	}
-	held := p.held[identity]
-	for len(held) > 0 && (held[0].listed || p.roomLocked(held[0])) {
-		// A listed batch is answered by its listing and is not read: it takes no room, which
-		// nothing would give back.
-		if !held[0].listed {
-			p.reserveLocked(held[0])
-		}
-		close(held[0].room)
-		held[0] = nil // the array outlives the slice: a batch let go is not kept by it
-		held = held[1:]
-	}
-	p.setHeldLocked(identity, held)
-}
-
-// roomLocked reports whether b's answers fit beside its identity's answers waiting. With nothing
-// waiting any batch fits, or one larger than readAhead would wait for good.
-func (p *Planner) roomLocked(b *batch) bool {
-	n := p.ahead[b.identity]
-	return n == 0 || n+len(b.appIDs) <= p.readAhead
-}
-
-func (p *Planner) reserveLocked(b *batch) {
-	b.reserved = len(b.appIDs)
-	p.ahead[b.identity] += b.reserved
-}
-
-func (p *Planner) setHeldLocked(identity any, held []*batch) {
-	if len(held) == 0 {
-		delete(p.held, identity)
-		return
-	}
-	p.held[identity] = held
-}
-
-// unholdLocked lets go the batches of identity held for room that a listing took: the listing
-// answers them, and their goroutines end.
-func (p *Planner) unholdLocked(identity any) {
-	var held []*batch
-	for _, b := range p.held[identity] {
-		if b.listed {
-			close(b.room)
-			continue
-		}
-		held = append(held, b)
-	}
-	p.setHeldLocked(identity, held)
-}
-
-// holdLocked is what b waits for before it is read, or nil when it may be read now, having taken
-// room for its answers: when they fit beside its identity's answers waiting and no batch held
-// came before it. A batch that a listing took, or that a read waits on (a rotation's, which must
-// never be held back), takes no room and is never held.
-func (p *Planner) holdLocked(b *batch) <-chan struct{} {
-	if b.listed {
-		return nil
-	}
-	for _, w := range b.wants {
-		if len(w.waiters) > 0 {
-			return nil
-		}
-	}
-	if len(p.held[b.identity]) == 0 && p.roomLocked(b) {
-		p.reserveLocked(b)
-		return nil
-	}
-	b.room = make(chan struct{})
-	p.held[b.identity] = append(p.held[b.identity], b)
-	return b.room
-}
-
-// readTurn waits for room for b's answers and then for a turn of b's identity, and returns what
-// gives the turn back. A batch held for room stays queued, so a listing of the tenant counts it,
-// and holds no turn, so a read that must be fresh is not held behind it. A batch a listing took
-// needs no turn.
-func (p *Planner) readTurn(b *batch) func() {
-	p.mu.Lock()
-	room := p.holdLocked(b)
-	var expire clock.Timer
-	if room != nil {
-		// Set with the hold, under the lock: time that passes from then counts.
-		expire = p.clock.NewTimer(expireEvery)
-	}
-	p.mu.Unlock()
-	for room != nil {
-		select {
-		case <-room:
-			room = nil
-			expire.Stop()
-		case <-expire.C():
-			p.mu.Lock()
-			p.expireLocked(p.clock.Now())
-			p.mu.Unlock()
-			expire = p.clock.NewTimer(expireEvery)
-		}
-	}
-	p.mu.Lock()
-	listed := b.listed
-	p.mu.Unlock()
-	if listed {
-		return func() {}
-	}
-	return p.turn(b.identity)
 }
