@@ -34,9 +34,10 @@ const (
 // pendingRecheck is when a watch whose planned read is not answered comes back if nothing wakes
 // it first. Its answer wakes it: within a second, when the budget allows behind a throttled
 // Graph, or, in a sweep of 100,000 watches, when the status writes ahead of it let the planner
-// read it, minutes later. Sooner, each of those watches would be reconciled again every minute
-// for nothing; the planner keeps an answer no longer than this either.
-const pendingRecheck = 10 * time.Minute
+// read it, minutes later; every minute, each of those watches was reconciled again for nothing.
+// Well under the ten minutes the planner keeps an answer: a watch whose wake was lost comes back
+// while its answer is still there.
+const pendingRecheck = 5 * time.Minute
 
 // heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken.
 const heldClusterTTL = 10 * time.Minute
