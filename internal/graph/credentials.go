@@ -131,6 +131,8 @@ type AppClient interface {
 // Ask is a check asking for an appId's credentials.
 type Ask struct {
 	// Asker is who asks, a watch: an answer goes to those who asked for it, and no one else.
+	// An asker waits for one answer at a time: asking for another appId, or through another
+	// identity, withdraws what it asked before.
 	Asker string
 	// Wake is called when the answer is in.
 	Wake func()

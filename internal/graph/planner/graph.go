@@ -42,6 +42,11 @@ func (g *Graph) Check(ctx context.Context, cred azcore.TokenCredential, appID st
 	return g.plan.Check(ctx, cred, appID, ask)
 }
 
+// Withdraw is Planner.Withdraw.
+func (g *Graph) Withdraw(asker string) {
+	g.plan.Withdraw(asker)
+}
+
 // ScanTenant lists the tenant. A listing of all of it also answers the checks of the same
 // identity waiting for their turn, and counts the tenant for the choice between lists and a
 // listing.

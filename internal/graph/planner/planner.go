@@ -92,6 +92,9 @@ type Planner struct {
 	open map[any]*batch
 	// asked is the batch, open or sent, that will answer each appId asked for by a check.
 	asked map[key]*batch
+	// askers is the appId, of one identity, that each asker waits for: asked, or answered and
+	// not yet taken.
+	askers map[string]key
 	// answers wait for the checks that asked for them.
 	answers map[key]*answer
 	// queued are each identity's batches sent and waiting for a turn to be read: a listing of
@@ -189,7 +192,7 @@ type answer struct {
 // graph.MaxListedAppIDs appIds or window after its first, whichever is sooner.
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
-		open: map[any]*batch{}, asked: map[key]*batch{}, answers: map[key]*answer{},
+		open: map[any]*batch{}, asked: map[key]*batch{}, askers: map[string]key{}, answers: map[key]*answer{},
 		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{},
 		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{},
 		ahead: map[any]int{}, held: map[any][]*batch{}, readAhead: readAhead}
@@ -197,8 +200,9 @@ func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 
 // Check returns the credentials of appID read with cred since ask.Asker (a watch) asked for them,
 // or graph.ErrPending after asking for them; ask.Wake is called when they are in. An asker that
-// asks again before they are in is woken once. Credentials are planned by identity, so one must
-// be comparable; for one that is not, Check reads at once.
+// asks again before they are in is woken once; one that asks for another appId, or through
+// another identity, withdraws what it asked before (Withdraw). Credentials are planned by
+// identity, so one must be comparable; for one that is not, Check reads at once.
 func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error) {
 	asker := ask.Asker
 	if !plannable(cred) {
@@ -208,15 +212,16 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
-		a.askers = slices.DeleteFunc(a.askers, func(s string) bool { return s == asker })
-		if len(a.askers) == 0 {
-			p.dropLocked(k)
-			p.answers = shrunk(p.answers)
-		}
+		p.takeLocked(k, a, asker)
 		if p.clock.Since(a.at) < answerTTL {
 			return a.read.Snapshot, a.read.Err
 		}
 	}
+	if before, ok := p.askers[asker]; ok && before != k {
+		// Its watch names another application or identity now.
+		p.withdrawLocked(asker, before)
+	}
+	p.askers[asker] = k
 	b := p.asked[k]
 	if b == nil {
 		b = p.openLocked(cred)
@@ -336,10 +341,16 @@ func (p *Planner) send(b *batch) {
 	p.mu.Lock()
 	p.unqueueLocked(b)
 	listed := b.listed
-	together := p.listingLocked(b)
+	withdrawn := !listed && p.withdrawnLocked(b)
+	var together []*batch
+	if !listed && !withdrawn {
+		together = p.listingLocked(b)
+	}
 	p.mu.Unlock()
 	switch {
 	case listed: // a listing read it with others
+		return
+	case withdrawn:
 		return
 	case together != nil:
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeoutOf(together))
@@ -378,6 +389,12 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 	for i, appID := range b.appIDs {
 		w, r := b.wants[appID], reads[i]
 		k := key{b.identity, appID}
+		if p.asked[k] == b {
+			delete(p.asked, k)
+		}
+		if len(w.wakers) == 0 && len(w.waiters) == 0 {
+			continue // all that asked withdrew
+		}
 		stale := false
 		if at, ok := p.written[strings.ToLower(r.Snapshot.ApplicationObjectID)]; ok && !at.Before(b.sentAt) {
 			// Written since this batch was read: its answer may not show the write.
@@ -410,16 +427,15 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if len(w.wakers) == 0 {
 			continue
 		}
-		if p.asked[k] == b {
-			delete(p.asked, k)
-		}
 		a := p.answers[k]
-		if a == nil {
-			p.ahead[b.identity]++
+		if a != nil && now.Sub(a.at) >= answerTTL {
+			p.unaskLocked(k, a)
+			a.askers = nil
 		}
-		if a == nil || now.Sub(a.at) >= answerTTL {
+		if a == nil {
 			a = &answer{}
 			p.answers[k] = a
+			p.ahead[b.identity]++
 		}
 		// A newer answer for all: whoever asked before it waits for no older one.
 		a.read, a.at = r, now
@@ -427,10 +443,12 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			if !slices.Contains(a.askers, wk.asker) {
 				a.askers = append(a.askers, wk.asker)
 			}
+			p.askers[wk.asker] = k
 			wake = append(wake, wk.wake)
 		}
 	}
 	p.asked = shrunk(p.asked)
+	p.askers = shrunk(p.askers)
 	p.unreserveLocked(b)
 	p.pruneLocked(now)
 	p.mu.Unlock()

@@ -5,8 +5,9 @@ import "k8s.io/utils/clock"
 // When a batch may be read: when there is room for its answers beside those of its identity
 // waiting for their checks (readAhead), and then when it has one of its identity's turns
 // (inFlight). Held batches are let go, first come first, as checks take answers; the listings
-// that answer held batches let those go themselves (unholdLocked), so a batch let go for room
-// is always read, and always gives its room back when answered.
+// that answer held batches let those go themselves (unholdLocked), and so does the withdrawal of
+// the last check a held batch would answer (withdrawLocked). A batch let go for room is read, or
+// dropped unread when all its checks withdrew, and gives its room back either way.
 
 // turns lets inFlight batches of an identity be read at once; users counts the batches that hold
 // or wait for one, so that the identity's entry goes when none does.
@@ -17,6 +18,11 @@ type turns struct {
 
 // dropLocked drops k's answer, making room for a batch held.
 func (p *Planner) dropLocked(k key) {
+	a := p.answers[k]
+	if a == nil {
+		return
+	}
+	p.unaskLocked(k, a)
 	delete(p.answers, k)
 	p.countLocked(k.identity, -1)
 }
@@ -127,9 +133,10 @@ func (p *Planner) readTurn(b *batch) func() {
 		}
 	}
 	p.mu.Lock()
-	listed := b.listed
+	// No turn for a batch a listing took, or one left with no check to answer.
+	done := b.listed || p.withdrawnLocked(b)
 	p.mu.Unlock()
-	if listed {
+	if done {
 		return func() {}
 	}
 	return p.turn(b.identity)

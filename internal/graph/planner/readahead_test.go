@@ -124,6 +124,8 @@ func TestAnswersNoCheckTakesExpire(t *testing.T) {
 	}
 	// Within expireEvery of their expiry.
 	h.awaitWakes(graph.MaxListedAppIDs)
+	h.takeAnswers(c, ids[graph.MaxListedAppIDs:])
+	h.expectNoAskers()
 }
 
 // TestATenantScanAnswersBatchesHeldForRoom: a scan answers the checks held behind answers not yet
