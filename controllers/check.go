@@ -292,9 +292,13 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	key := client.ObjectKeyFromObject(obj)
 	// An identity allowed to scan the tenant may read a sweep's watches in one listing of it.
 	mayList := g.allow(access.Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}) == nil
-	res.snap, err = app.Check(ctx, graph.Ask{Asker: key.String(), Wake: r.wakeup(key), MayList: mayList})
+	res.snap, err = app.Check(ctx, graph.Ask{Asker: askerOf(key), Wake: r.wakeup(key), MayList: mayList})
 	return res, err
 }
+
+// askerOf is who the watch key is to the read planner: asking again, it is answered once, and
+// deleted, it withdraws what it asked.
+func askerOf(key client.ObjectKey) string { return key.String() }
 
 // heldCluster is a cluster read by a check told to wait for Graph, kept for the reconcile its
 // answer wakes, so that a planned check reads the cluster once.

@@ -50,6 +50,9 @@ type Azure interface {
 	Fleet(id azure.Identity, tenantID string) (aks.FleetClient, error)
 	// SignIn reports whether Entra ID accepts id now, with a fresh sign-in.
 	SignIn(ctx context.Context, id azure.Identity) error
+	// Withdraw forgets the planned reads a watch's checks asked for, by its askerOf: it is
+	// deleted, and an answer it would never take holds back its identity's other reads.
+	Withdraw(asker string)
 }
 
 // statusWriteTimeout bounds the final status write of a reconcile.
@@ -152,6 +155,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			r.Digests.Delete(req.NamespacedName)
 			r.Fleets.Forget(req.NamespacedName)
 			r.heldClusters.Delete(req.NamespacedName)
+			r.Azure.Withdraw(askerOf(req.NamespacedName))
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -184,6 +188,14 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		scanned = true
 	}
 	w := &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
+	defer func() {
+		if !w.readPending {
+			// What the watch asked the read planner before, it will not come for: it has its
+			// answer, checks some other way now (another target, an identity that refuses it),
+			// or is deleted. A reconcile that failed asks again when retried.
+			r.Azure.Withdraw(askerOf(req.NamespacedName))
+		}
+	}()
 	if obj.DeletionTimestamp != nil {
 		// Only a rotation in flight holds a deleted watch: nothing else is done for it.
 		next, err := r.finalizeRotation(ctx, w)

@@ -761,3 +761,69 @@ func TestUnitAWatchWithoutRotationIsNotWritten(t *testing.T) {
 		t.Errorf("%d updates of the watch, want none", counted.n)
 	}
 }
+
+// A watch that will not come for the answer its check asked the planner for withdraws it, by the
+// name it asked with: deleted, or checking some other way now. An answer no one takes would hold
+// back the reads of every watch on its identity.
+func TestUnitAWatchThatWillNotTakeItsAnswerWithdrawsIt(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, u *unit, w *v1alpha1.CredentialWatch)
+	}{
+		{"deleted", func(t *testing.T, u *unit, w *v1alpha1.CredentialWatch) {
+			if err := u.c.Delete(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"deleted while a rotation holds it", func(t *testing.T, u *unit, w *v1alpha1.CredentialWatch) {
+			if err := u.c.Get(context.Background(), u.key, w); err != nil {
+				t.Fatal(err)
+			}
+			w.Finalizers = append(w.Finalizers, rotationFinalizer)
+			if err := u.c.Update(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+			if err := u.c.Delete(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a tenant scan now", func(t *testing.T, u *unit, w *v1alpha1.CredentialWatch) {
+			if err := u.c.Get(context.Background(), u.key, w); err != nil {
+				t.Fatal(err)
+			}
+			w.Spec.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: unitTenant}}
+			w.Generation++
+			if err := u.c.Update(context.Background(), w); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := unitWatch(nil)
+			u := newUnit(t, nil, w)
+			var asker string
+			var withdrawn []string
+			u.r.Azure = &azurefake.Azure{
+				ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
+					return &azurefake.App{CheckFunc: func(_ context.Context, ask graph.Ask) (graph.Snapshot, error) {
+						asker = ask.Asker
+						return graph.Snapshot{}, graph.ErrPending
+					}}, nil
+				},
+				WithdrawFunc: func(a string) { withdrawn = append(withdrawn, a) },
+			}
+			u.reconcile()
+			if asker == "" || len(withdrawn) != 0 {
+				t.Fatalf("asked as %q, withdrawn %q while the check waits", asker, withdrawn)
+			}
+			tc.change(t, u, w)
+			if _, err := u.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: u.key}); err != nil {
+				t.Fatal(err)
+			}
+			if len(withdrawn) != 1 || withdrawn[0] != asker {
+				t.Errorf("withdrawn %q, want what the check asked as, %q", withdrawn, asker)
+			}
+		})
+	}
+}

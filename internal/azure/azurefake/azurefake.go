@@ -23,6 +23,8 @@ type Azure struct {
 	ClusterFunc     func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
 	FleetFunc       func(id azure.Identity, tenantID string) (aks.FleetClient, error)
 	SignInFunc      func(ctx context.Context, id azure.Identity) error
+	// WithdrawFunc sees the watches withdrawn; nil ignores them, as there is nothing to forget.
+	WithdrawFunc func(asker string)
 }
 
 // Application calls ApplicationFunc.
@@ -63,6 +65,13 @@ func (a *Azure) SignIn(ctx context.Context, id azure.Identity) error {
 		return ErrUnexpected
 	}
 	return a.SignInFunc(ctx, id)
+}
+
+// Withdraw calls WithdrawFunc, if set.
+func (a *Azure) Withdraw(asker string) {
+	if a.WithdrawFunc != nil {
+		a.WithdrawFunc(asker)
+	}
 }
 
 // App is one application.

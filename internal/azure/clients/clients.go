@@ -28,6 +28,8 @@ type Identities interface {
 type Graph interface {
 	ReadCredentials(ctx context.Context, cred azcore.TokenCredential, appID string) (graph.Snapshot, error)
 	Check(ctx context.Context, cred azcore.TokenCredential, appID string, ask graph.Ask) (graph.Snapshot, error)
+	// Withdraw forgets what the checks of asker asked for: they will not come for it.
+	Withdraw(asker string)
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
@@ -63,6 +65,11 @@ func (c *Clients) Application(id azure.Identity, app graph.AppRef) (graph.AppCli
 		return nil, err
 	}
 	return application{graph: c.graph, cred: cred, ref: app}, nil
+}
+
+// Withdraw forgets what asker's checks asked Graph for, under any identity: its watch is gone.
+func (c *Clients) Withdraw(asker string) {
+	c.graph.Withdraw(asker)
 }
 
 // Tenant is id's tenant, as id sees it.

@@ -58,6 +58,10 @@ func (g fakeGraph) Check(_ context.Context, cred azcore.TokenCredential, appID s
 	return graph.Snapshot{}, graph.ErrPending
 }
 
+func (g fakeGraph) Withdraw(asker string) {
+	g.note(nil, "withdraw", asker)
+}
+
 func (g fakeGraph) ScanTenant(_ context.Context, cred azcore.TokenCredential, filter string, _ func(graph.Object)) error {
 	g.note(cred, "scan", filter)
 	return nil
