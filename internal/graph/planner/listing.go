@@ -45,7 +45,8 @@ func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit f
 	for _, b := range slices.Clone(p.queued[id]) {
 		if !b.noListing {
 			p.unqueueLocked(b)
-			b.listed, b.sentAt = true, p.clock.Now()
+			b.listed = true
+			p.sentLocked(b, p.clock.Now())
 			with = append(with, b)
 		}
 	}
@@ -88,10 +89,11 @@ func (p *Planner) listingLocked(b *batch) []*batch {
 		return nil
 	}
 	now := p.clock.Now()
-	b.sentAt = now
+	p.sentLocked(b, now)
 	for _, q := range with {
 		p.unqueueLocked(q)
-		q.listed, q.sentAt = true, now
+		q.listed = true
+		p.sentLocked(q, now)
 	}
 	p.unholdLocked(b.identity) // this listing answers those held for room
 	return append([]*batch{b}, with...)

@@ -182,3 +182,42 @@ func TestAThrottledBatchKeepsItsNoListing(t *testing.T) {
 	}
 	h.awaitWakes(len(ids))
 }
+
+// TestAListingLongerThanABatchMissesNoWrite: a tenant scan's listing may take longer than any
+// batch; a write made while it lists still makes its answer stale, and the check is read again.
+func TestAListingLongerThanABatchMissesNoWrite(t *testing.T) {
+	h := newHarness(t)
+	release, begun := h.holdLists()
+	c := &cred{"reader"}
+	ids := appIDs(3)
+	h.r.tenant = tenantOf(ids)
+	gate := make(chan struct{})
+	h.r.scanGate = gate
+	// Two batches being read hold the identity's turns, and a third waits for one.
+	h.check(c, ids[0])
+	h.elapse()
+	<-begun
+	h.check(c, ids[1])
+	h.elapse()
+	<-begun
+	h.checkListable(c, ids[2])
+	h.elapse()
+	h.awaitQueued(c, 1)
+	scanned := make(chan error, 1)
+	go func() { scanned <- h.p.Scan(context.Background(), c, func(graph.Object) {}) }()
+	h.awaitQueued(c, 0)
+	h.clock.Step(time.Minute)
+	h.p.Forget("obj-" + ids[2])
+	// Answered after more than a batch may last: their answers prune what was written.
+	h.clock.Step(batchTimeout)
+	close(release)
+	h.awaitWakes(2)
+	close(gate)
+	if err := <-scanned; err != nil {
+		t.Fatal(err)
+	}
+	h.awaitWakes(1)
+	if lists, _ := h.r.calls(); len(lists) != 3 || lists[2][0] != ids[2] {
+		t.Errorf("list calls %v, want %s read again after the listing that began before its write", lists, ids[2])
+	}
+}

@@ -87,6 +87,9 @@ type Planner struct {
 	listRefused map[any]time.Time
 	// written is when each application (by object ID, in lower case) was last written.
 	written map[string]time.Time
+	// sent are the batches being read: a write is kept in written while one read before it
+	// may still be answered, however long a tenant's listing takes.
+	sent map[*batch]struct{}
 	// open holds each identity's batch still taking appIds. A batch already sent may predate
 	// a caller's own write, so only a check, never a read that must be fresh, joins one.
 	open map[any]*batch
@@ -193,7 +196,7 @@ type answer struct {
 func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
 		open: map[any]*batch{}, asked: map[key]*batch{}, askers: map[string]key{}, answers: map[key]*answer{},
-		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{},
+		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{}, sent: map[*batch]struct{}{},
 		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{},
 		ahead: map[any]int{}, held: map[any][]*batch{}, readAhead: readAhead}
 }
@@ -371,7 +374,7 @@ func (p *Planner) send(b *batch) {
 		// Read under the lock: a check may still extend a batch that left p.open.
 		p.mu.Lock()
 		timeout := b.timeout
-		b.sentAt = p.clock.Now()
+		p.sentLocked(b, p.clock.Now())
 		p.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -449,12 +452,19 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 	}
 	p.asked = shrunk(p.asked)
 	p.askers = shrunk(p.askers)
+	delete(p.sent, b)
 	p.unreserveLocked(b)
 	p.pruneLocked(now)
 	p.mu.Unlock()
 	for _, f := range wake {
 		f()
 	}
+}
+
+// sentLocked marks b read from now: a write after now makes its answers stale.
+func (p *Planner) sentLocked(b *batch, now time.Time) {
+	b.sentAt = now
+	p.sent[b] = struct{}{}
 }
 
 // shrunk is m, or a new map once m is empty: a Go map keeps the room of the most it ever held, and
@@ -488,10 +498,15 @@ func (p *Planner) pruneLocked(now time.Time) {
 			delete(p.sizes, id)
 		}
 	}
+	oldest := now
+	for b := range p.sent {
+		if b.sentAt.Before(oldest) {
+			oldest = b.sentAt
+		}
+	}
 	for obj, at := range p.written {
-		// A batch lasts at most batchTimeout: none read before this can still come.
-		if now.Sub(at) >= batchTimeout {
-			delete(p.written, obj)
+		if at.Before(oldest) {
+			delete(p.written, obj) // no batch read before it is still to be answered
 		}
 	}
 }

@@ -35,6 +35,8 @@ type reader struct {
 	listFn  func(ids []string) []graph.Read
 	pointFn func(ids []string) []graph.Read
 	scanErr error
+	// scanGate, when set, holds each listing of the tenant until it is closed.
+	scanGate chan struct{}
 }
 
 func found(ids []string) []graph.Read {
@@ -70,8 +72,11 @@ func (r *reader) ReadCredentialsBatch(_ context.Context, _ azcore.TokenCredentia
 func (r *reader) ScanTenant(_ context.Context, _ azcore.TokenCredential, filter string, visit func(graph.Object)) error {
 	r.mu.Lock()
 	r.scans++
-	tenant, err := r.tenant, r.scanErr
+	tenant, err, gate := r.tenant, r.scanErr, r.scanGate
 	r.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if filter != "" {
 		return errors.New("the planner lists the whole tenant")
 	}
