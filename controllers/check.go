@@ -32,12 +32,13 @@ const (
 )
 
 // pendingRecheck is when a watch whose planned read is not answered comes back if nothing wakes
-// it first. Its answer wakes it: within a second, when the budget allows behind a throttled
-// Graph, or, in a sweep of 100,000 watches, when the status writes ahead of it let the planner
-// read it, minutes later; every minute, each of those watches was reconciled again for nothing.
-// Well under the ten minutes the planner keeps an answer: a watch whose wake was lost comes back
-// while its answer is still there.
-const pendingRecheck = 5 * time.Minute
+// it first: its answer wakes it, within a second, when the budget allows behind a throttled
+// Graph, or, in a sweep of 100,000 watches, minutes later, when the status writes ahead of it
+// let the planner read it. Longer than such a sweep: every watch still waiting came back at
+// once, reconciled for nothing, and the garbage of tens of thousands of reconciles raised the
+// sweep's peak memory by 50 MiB (BENCHMARKS.md, ninth run). Under the twenty minutes the planner
+// keeps an answer: a watch whose wake was lost comes back while its answer is still there.
+const pendingRecheck = 15 * time.Minute
 
 // heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken.
 const heldClusterTTL = 10 * time.Minute

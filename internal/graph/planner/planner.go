@@ -52,8 +52,9 @@ const (
 	// answerTTL is how long an answer waits for the check that asked for it. A sweep of many
 	// watches wakes them faster than the API server takes their status writes: an answer
 	// taken minutes after it came is still far fresher than the check interval, and reading
-	// it again would cost the budget twice.
-	answerTTL = 10 * time.Minute
+	// it again would cost the budget twice. Longer than controllers' pendingRecheck, at which a
+	// watch whose wake was lost comes back for it.
+	answerTTL = 20 * time.Minute
 	// throttledTries is how many times a list Graph throttles is sent before its appIds fail.
 	throttledTries = 3
 	// listRefusedFor is how long an identity Graph refused a list reads by point reads alone.
