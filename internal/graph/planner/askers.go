@@ -34,12 +34,15 @@ func (p *Planner) withdrawLocked(asker string, k key) {
 	if w := b.wants[k.appID]; w != nil {
 		w.wakers = slices.DeleteFunc(w.wakers, func(wk waker) bool { return wk.asker == asker })
 	}
-	if held := p.held[b.identity]; idle(b) {
-		// Let go, to be dropped unread: it would hold its room, and the batches behind it.
-		if i := slices.Index(held, b); i >= 0 {
+	if idle(b) && slices.Contains(p.queued[b.identity], b) {
+		// Not read yet, and now never to be: it gives back its room, and if held lets the
+		// batches behind it go first. Its goroutine finds it withdrawn.
+		if held := p.held[b.identity]; slices.Contains(held, b) {
 			close(b.room)
-			p.setHeldLocked(b.identity, slices.Delete(held, i, i+1))
+			p.setHeldLocked(b.identity, slices.DeleteFunc(held, func(o *batch) bool { return o == b }))
 		}
+		p.unqueueLocked(b)
+		p.withdrawnLocked(b)
 	}
 }
 

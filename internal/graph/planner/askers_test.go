@@ -62,6 +62,54 @@ func TestABatchHeldWhoseWatchesAreDeletedIsDroppedUnread(t *testing.T) {
 	h.expectNoAskers()
 }
 
+// TestAWatchMovingOffAHeldBatchDoesNotRejoinIt: a watch that asks for another appId of the batch
+// it was held in, whose other checks withdrew, waits in a new batch behind the bound; it does
+// not take the dropped batch past the bound and ahead of the queue.
+func TestAWatchMovingOffAHeldBatchDoesNotRejoinIt(t *testing.T) {
+	h := newHarness(t)
+	h.p.readAhead = graph.MaxListedAppIDs
+	c := &cred{"reader"}
+	ids := appIDs(graph.MaxListedAppIDs + 2)
+	h.fillThenHold(c, ids, h.check)
+	a, b := ids[graph.MaxListedAppIDs], ids[graph.MaxListedAppIDs+1]
+	h.p.Withdraw(watchOf(b))
+	h.checkAs(c, b, watchOf(a))
+	h.awaitHeld(c)
+	h.expectHeld(c, 1)
+	if lists, _ := h.r.calls(); len(lists) != 1 {
+		t.Errorf("%d lists, want the first batch's alone while the bound is full", len(lists))
+	}
+	h.takeAnswers(c, ids[:graph.MaxListedAppIDs])
+	h.awaitWakes(1)
+	if _, err := h.p.Check(context.Background(), c, b, graph.Ask{Asker: watchOf(a)}); err != nil {
+		t.Errorf("the moved watch: %v, want its answer", err)
+	}
+	h.expectNothingAhead(c)
+	h.expectNoAskers()
+}
+
+// TestABatchWithdrawnWhileOpenIsNotHeld: a batch whose checks withdrew before it was sent is
+// dropped, not held for room it would never use.
+func TestABatchWithdrawnWhileOpenIsNotHeld(t *testing.T) {
+	h := newHarness(t)
+	h.p.readAhead = graph.MaxListedAppIDs
+	c := &cred{"reader"}
+	ids := appIDs(graph.MaxListedAppIDs + 1)
+	for _, id := range ids[:graph.MaxListedAppIDs] {
+		h.check(c, id)
+	}
+	h.awaitWakes(graph.MaxListedAppIDs)
+	last := ids[graph.MaxListedAppIDs]
+	h.check(c, last)
+	h.p.Withdraw(watchOf(last))
+	h.elapse()
+	h.awaitNoneAsked()
+	h.expectHeld(c, 0)
+	if lists, _ := h.r.calls(); len(lists) != 1 {
+		t.Errorf("%d lists, want the first batch's alone", len(lists))
+	}
+}
+
 // TestAWatchAskingForAnotherAppIDGivesItsAnswerUp: a watch that names another application (or
 // identity) takes no room for the answer it asked for before.
 func TestAWatchAskingForAnotherAppIDGivesItsAnswerUp(t *testing.T) {

@@ -90,8 +90,8 @@ func (p *Planner) unholdLocked(identity any) {
 // came before it. A batch that a listing took, or that a read waits on (a rotation's, which must
 // never be held back), takes no room and is never held.
 func (p *Planner) holdLocked(b *batch) <-chan struct{} {
-	if b.listed {
-		return nil
+	if b.listed || idle(b) {
+		return nil // read at once, or dropped unread
 	}
 	for _, w := range b.wants {
 		if len(w.waiters) > 0 {

@@ -206,11 +206,15 @@ func (h *harness) fillThenHold(c *cred, ids []string, ask func(c azcore.TokenCre
 	h.awaitHeld(c)
 }
 
-// awaitHeld waits until a batch of c's identity is held for room.
+// awaitHeld waits until a batch of c's identity is held for room, moving the clock on for a
+// batch that waits for its window.
 func (h *harness) awaitHeld(c *cred) {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		if h.clock.HasWaiters() {
+			h.clock.Step(window)
+		}
 		h.p.mu.Lock()
 		held := len(h.p.held[identityOf(c)]) > 0
 		h.p.mu.Unlock()
