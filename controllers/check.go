@@ -36,12 +36,13 @@ const (
 // Graph, or, in a sweep of 100,000 watches, minutes later, when the status writes ahead of it
 // let the planner read it. Longer than such a sweep: every watch still waiting came back at
 // once, reconciled for nothing, and the garbage of tens of thousands of reconciles raised the
-// sweep's peak memory by 50 MiB (BENCHMARKS.md, ninth run). Under the twenty minutes the planner
+// sweep's peak memory by 56 MiB (BENCHMARKS.md, ninth run). Under the twenty minutes the planner
 // keeps an answer: a watch whose wake was lost comes back while its answer is still there.
 const pendingRecheck = 15 * time.Minute
 
-// heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken.
-const heldClusterTTL = 10 * time.Minute
+// heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken:
+// longer than pendingRecheck, or a watch woken late would read its cluster again.
+const heldClusterTTL = pendingRecheck + 5*time.Minute
 
 // defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
 // second, so that a Graph that never answers cannot hold a worker.

@@ -178,6 +178,16 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}()
 
+	var w *watchState
+	defer func() {
+		if w == nil || !w.readPending {
+			// What the watch asked the read planner before, it will not come for: it has its
+			// answer, checks some other way now (another target, an identity that refuses it),
+			// or is deleted. A reconcile that failed asks again when retried.
+			r.Azure.Withdraw(askerOf(req.NamespacedName))
+		}
+	}()
+
 	s, err := settingsOf(obj.Spec)
 	if err != nil {
 		// The API server validates the spec; getting here means it did not, and retrying won't help.
@@ -187,15 +197,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if _, found := r.Fleets.Get(req.NamespacedName); found {
 		scanned = true
 	}
-	w := &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
-	defer func() {
-		if !w.readPending {
-			// What the watch asked the read planner before, it will not come for: it has its
-			// answer, checks some other way now (another target, an identity that refuses it),
-			// or is deleted. A reconcile that failed asks again when retried.
-			r.Azure.Withdraw(askerOf(req.NamespacedName))
-		}
-	}()
+	w = &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
 	if obj.DeletionTimestamp != nil {
 		// Only a rotation in flight holds a deleted watch: nothing else is done for it.
 		next, err := r.finalizeRotation(ctx, w)
