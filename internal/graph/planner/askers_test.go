@@ -207,16 +207,22 @@ func (h *harness) expectNoAskers() {
 // awaitNoneAsked waits until no batch is to answer a check.
 func (h *harness) awaitNoneAsked() {
 	h.t.Helper()
+	h.await("no appId asked", func() bool { return len(h.p.asked) == 0 })
+}
+
+// await waits until done, called under the planner's lock, or fails after five seconds.
+func (h *harness) await(what string, done func() bool) {
+	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.p.mu.Lock()
-		n := len(h.p.asked)
+		ok := done()
 		h.p.mu.Unlock()
-		if n == 0 {
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%d appIds still asked", n)
+			h.t.Fatalf("waited 5s for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

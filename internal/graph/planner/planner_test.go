@@ -585,19 +585,7 @@ func TestAnIdentityIsItsKeyNotItsCredential(t *testing.T) {
 		t.Errorf("with the identity's new credential: %+v, %v", snap, err)
 	}
 	// The turn is given back just after the wake.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		h.p.mu.Lock()
-		n := len(h.p.reading)
-		h.p.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d identities keep their turns after reading", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	h.await("the identity to give its turn back", func() bool { return len(h.p.reading) == 0 })
 }
 
 // TestAWriteMakesABatchInFlightStale: an application written while a batch reads it is asked for
