@@ -37,10 +37,7 @@ func (p *Planner) withdrawLocked(asker string, k key) {
 	if idle(b) && slices.Contains(p.queued[b.identity], b) {
 		// Not read yet, and now never to be: it gives back its room, and if held lets the
 		// batches behind it go first. Its goroutine finds it withdrawn.
-		if held := p.held[b.identity]; slices.Contains(held, b) {
-			close(b.room)
-			p.setHeldLocked(b.identity, slices.DeleteFunc(held, func(o *batch) bool { return o == b }))
-		}
+		p.unholdLocked(b.identity, func(o *batch) bool { return o == b })
 		p.unqueueLocked(b)
 		p.withdrawnLocked(b)
 	}

@@ -50,7 +50,7 @@ func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit f
 			with = append(with, b)
 		}
 	}
-	p.unholdLocked(id) // this listing answers those held for room
+	p.unholdLocked(id, takenByListing) // this listing answers those held for room
 	p.mu.Unlock()
 	wanted, err := p.list(ctx, cred, with, visit)
 	// The checks' answers are theirs to wait for, not the scan's: the point reads that confirm
@@ -95,7 +95,7 @@ func (p *Planner) listingLocked(b *batch) []*batch {
 		q.listed = true
 		p.sentLocked(q, now)
 	}
-	p.unholdLocked(b.identity) // this listing answers those held for room
+	p.unholdLocked(b.identity, takenByListing) // this listing answers those held for room
 	return append([]*batch{b}, with...)
 }
 

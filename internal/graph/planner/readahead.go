@@ -71,12 +71,12 @@ func (p *Planner) setHeldLocked(identity any, held []*batch) {
 	p.held[identity] = held
 }
 
-// unholdLocked lets go the batches of identity held for room that a listing took: the listing
-// answers them, and their goroutines end.
-func (p *Planner) unholdLocked(identity any) {
+// unholdLocked lets go the batches of identity held for room that will not be read: those a
+// listing took, which it answers, or one no check waits for any more. Their goroutines end.
+func (p *Planner) unholdLocked(identity any, unread func(*batch) bool) {
 	var held []*batch
 	for _, b := range p.held[identity] {
-		if b.listed {
+		if unread(b) {
 			close(b.room)
 			continue
 		}
@@ -84,6 +84,8 @@ func (p *Planner) unholdLocked(identity any) {
 	}
 	p.setHeldLocked(identity, held)
 }
+
+func takenByListing(b *batch) bool { return b.listed }
 
 // holdLocked is what b waits for before it is read, or nil when it may be read now, having taken
 // room for its answers: when they fit beside its identity's answers waiting and no batch held
