@@ -26,7 +26,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -265,19 +264,6 @@ func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredenti
 	}
 }
 
-// Forget drops the answers of the application with object ID objectID, and those of batches read
-// before now when they come: a write to it makes them stale.
-func (p *Planner) Forget(objectID string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.written[strings.ToLower(objectID)] = p.clock.Now()
-	for k, a := range p.answers {
-		if strings.EqualFold(a.read.Snapshot.ApplicationObjectID, objectID) {
-			p.dropLocked(k)
-		}
-	}
-}
-
 func plannable(cred azcore.TokenCredential) bool {
 	_, keyed := cred.(interface{ PlanKey() string })
 	return cred != nil && (keyed || reflect.ValueOf(cred).Comparable())
@@ -399,11 +385,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if len(w.wakers) == 0 && len(w.waiters) == 0 {
 			continue // all that asked withdrew
 		}
-		stale := false
-		if at, ok := p.written[strings.ToLower(r.Snapshot.ApplicationObjectID)]; ok && !at.Before(b.sentAt) {
-			// Written since this batch was read: its answer may not show the write.
-			stale = true
-		}
+		stale := p.writtenSinceLocked(b, r.Snapshot.ApplicationObjectID)
 		if stale || (azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries) {
 			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
 			again := p.openLocked(b.cred)
@@ -462,12 +444,6 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 	}
 }
 
-// sentLocked marks b read from now: a write after now makes its answers stale.
-func (p *Planner) sentLocked(b *batch, now time.Time) {
-	b.sentAt = now
-	p.sent[b] = struct{}{}
-}
-
 // shrunk is m, or a new map once m is empty: a Go map keeps the room of the most it ever held, and
 // a sweep of 100,000 watches fills the planner's to that many for a few minutes a check interval.
 func shrunk[K comparable, V any](m map[K]V) map[K]V {
@@ -499,17 +475,7 @@ func (p *Planner) pruneLocked(now time.Time) {
 			delete(p.sizes, id)
 		}
 	}
-	oldest := now
-	for b := range p.sent {
-		if b.sentAt.Before(oldest) {
-			oldest = b.sentAt
-		}
-	}
-	for obj, at := range p.written {
-		if at.Before(oldest) {
-			delete(p.written, obj) // no batch read before it is still to be answered
-		}
-	}
+	p.pruneWrittenLocked(now)
 }
 
 // expireLocked drops the answers no check took within answerTTL of their coming.
