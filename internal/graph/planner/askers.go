@@ -12,10 +12,9 @@ import "slices"
 // other asker waits for is dropped, and gives its room to the batches held.
 func (p *Planner) Withdraw(asker string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if k, ok := p.askers[asker]; ok {
 		p.withdrawLocked(asker, k)
-		p.askers = shrunk(p.askers)
 	}
 }
 
@@ -61,7 +60,6 @@ func (p *Planner) takeLocked(k key, a *answer, asker string) {
 	}
 	if len(a.askers) == 0 {
 		p.dropLocked(k)
-		p.answers = shrunk(p.answers)
 	}
 }
 
@@ -85,7 +83,6 @@ func (p *Planner) withdrawnLocked(b *batch) bool {
 			delete(p.asked, k)
 		}
 	}
-	p.asked = shrunk(p.asked)
 	p.unreserveLocked(b)
 	return true
 }

@@ -51,7 +51,7 @@ func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit f
 		}
 	}
 	p.unholdLocked(id, takenByListing) // this listing answers those held for room
-	p.mu.Unlock()
+	p.unlock()
 	wanted, err := p.list(ctx, cred, with, visit)
 	// The checks' answers are theirs to wait for, not the scan's: the point reads that confirm
 	// what the listing did not hold, or the lists read in place of a failed listing, are bounded
@@ -102,7 +102,7 @@ func (p *Planner) listingLocked(b *batch) []*batch {
 // timeoutOf is the longest any of batches allows.
 func (p *Planner) timeoutOf(batches []*batch) time.Duration {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	var d time.Duration
 	for _, b := range batches {
 		d = max(d, b.timeout)
@@ -121,7 +121,7 @@ func (p *Planner) list(ctx context.Context, cred azcore.TokenCredential, batches
 			err = fmt.Errorf("listing the tenant: panic: %v", r)
 		}
 		p.mu.Lock()
-		defer p.mu.Unlock()
+		defer p.unlock()
 		switch id := identityOf(cred); {
 		case err == nil:
 		case azerr.KindOf(err) == azerr.KindForbidden:
@@ -154,7 +154,7 @@ func (p *Planner) list(ctx context.Context, cred azcore.TokenCredential, batches
 	if err == nil {
 		p.mu.Lock()
 		p.sizes[identityOf(cred)] = tenantSize{apps: apps, sps: sps, at: p.clock.Now()}
-		p.mu.Unlock()
+		p.unlock()
 	}
 	return wanted, err
 }

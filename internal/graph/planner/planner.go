@@ -113,6 +113,8 @@ type Planner struct {
 	ahead map[any]int
 	// held are each identity's batches waiting for room among ahead, first come first.
 	held map[any][]*batch
+	// most is how full asked, askers and answers have been: see unlock.
+	most most
 	// readAhead is the bound on ahead of each identity.
 	readAhead int
 }
@@ -213,7 +215,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	}
 	k := key{identityOf(cred), appID}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
 		p.takeLocked(k, a, asker)
 		if p.clock.Since(a.at) < answerTTL {
@@ -251,7 +253,7 @@ func (p *Planner) ReadCredentials(ctx context.Context, cred azcore.TokenCredenti
 	b.noListing = true
 	b.until(ctx)
 	b.fullLocked(p)
-	p.mu.Unlock()
+	p.unlock()
 	select {
 	case r := <-got:
 		return r.Snapshot, r.Err
@@ -320,13 +322,13 @@ func (p *Planner) send(b *batch) {
 		if p.open[b.identity] == b {
 			delete(p.open, b.identity)
 		}
-		p.mu.Unlock()
+		p.unlock()
 	}
 	// No more joins: the batch left p.open under the lock. Checks may still add their wakers
 	// to its appIds while it waits its turn.
 	p.mu.Lock()
 	p.queued[b.identity] = append(p.queued[b.identity], b)
-	p.mu.Unlock()
+	p.unlock()
 	defer p.readTurn(b)()
 	p.mu.Lock()
 	p.unqueueLocked(b)
@@ -336,7 +338,7 @@ func (p *Planner) send(b *batch) {
 	if !listed && !withdrawn {
 		together = p.listingLocked(b)
 	}
-	p.mu.Unlock()
+	p.unlock()
 	switch {
 	case listed: // a listing read it with others
 		return
@@ -362,7 +364,7 @@ func (p *Planner) send(b *batch) {
 		p.mu.Lock()
 		timeout := b.timeout
 		p.sentLocked(b, p.clock.Now())
-		p.mu.Unlock()
+		p.unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		reads = p.read(ctx, b.cred, b.appIDs)
@@ -433,24 +435,13 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			wake = append(wake, wk.wake)
 		}
 	}
-	p.asked = shrunk(p.asked)
-	p.askers = shrunk(p.askers)
 	delete(p.sent, b)
 	p.unreserveLocked(b)
 	p.pruneLocked(now)
-	p.mu.Unlock()
+	p.unlock()
 	for _, f := range wake {
 		f()
 	}
-}
-
-// shrunk is m, or a new map once m is empty: a Go map keeps the room of the most it ever held, and
-// a sweep of 100,000 watches fills the planner's to that many for a few minutes a check interval.
-func shrunk[K comparable, V any](m map[K]V) map[K]V {
-	if len(m) == 0 {
-		return map[K]V{}
-	}
-	return m
 }
 
 // pruneLocked drops the answers no check came for, at most once per answerTTL.
@@ -485,5 +476,4 @@ func (p *Planner) expireLocked(now time.Time) {
 			p.dropLocked(k)
 		}
 	}
-	p.answers = shrunk(p.answers)
 }

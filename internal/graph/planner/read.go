@@ -24,7 +24,7 @@ func (p *Planner) read(ctx context.Context, cred azcore.TokenCredential, appIDs 
 	id := identityOf(cred)
 	p.mu.Lock()
 	listing := !p.clock.Now().Before(p.listRefused[id])
-	p.mu.Unlock()
+	p.unlock()
 	reads := graph.FailedReads(len(appIDs), graph.ErrNotListed)
 	if listing {
 		// An appId that is no GUID fails alone, and names no other watch's appId.
@@ -86,7 +86,7 @@ func (p *Planner) confirm(ctx context.Context, cred azcore.TokenCredential, appI
 			// Refused a list and allowed a read: this identity may read and not list.
 			p.mu.Lock()
 			p.listRefused[identityOf(cred)] = p.clock.Now().Add(listRefusedFor)
-			p.mu.Unlock()
+			p.unlock()
 			break
 		}
 	}

@@ -121,7 +121,7 @@ func (p *Planner) readTurn(b *batch) func() {
 		// Set with the hold, under the lock: time that passes from then counts.
 		expire = p.clock.NewTimer(expireEvery)
 	}
-	p.mu.Unlock()
+	p.unlock()
 	for room != nil {
 		select {
 		case <-room:
@@ -130,14 +130,14 @@ func (p *Planner) readTurn(b *batch) func() {
 		case <-expire.C():
 			p.mu.Lock()
 			p.expireLocked(p.clock.Now())
-			p.mu.Unlock()
+			p.unlock()
 			expire = p.clock.NewTimer(expireEvery)
 		}
 	}
 	p.mu.Lock()
 	// No turn for a batch a listing took, or one left with no check to answer.
 	done := b.listed || p.withdrawnLocked(b)
-	p.mu.Unlock()
+	p.unlock()
 	if done {
 		return func() {}
 	}
@@ -153,7 +153,7 @@ func (p *Planner) turn(identity any) func() {
 		p.reading[identity] = t
 	}
 	t.users++
-	p.mu.Unlock()
+	p.unlock()
 	t.ch <- struct{}{}
 	return func() {
 		<-t.ch
@@ -161,6 +161,6 @@ func (p *Planner) turn(identity any) func() {
 		if t.users--; t.users == 0 {
 			delete(p.reading, identity)
 		}
-		p.mu.Unlock()
+		p.unlock()
 	}
 }

@@ -12,7 +12,7 @@ import (
 // before now when they come: a write to it makes them stale.
 func (p *Planner) Forget(objectID string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	p.written[strings.ToLower(objectID)] = p.clock.Now()
 	for k, a := range p.answers {
 		if strings.EqualFold(a.read.Snapshot.ApplicationObjectID, objectID) {
