@@ -325,16 +325,13 @@ func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj
 // SetupWithManager registers the reconciler. Status-only updates are filtered out: the
 // reconciler wrote them and schedules its own return.
 func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := r.indexIdentities(context.Background(), mgr); err != nil {
-		return err
-	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Annotations too: the rotate annotation asks for a rotation now.
 		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
 		// A watch asks its identity, and its namespace's labels, at every reconcile.
-		Watches(&v1alpha1.AzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindAzureIdentity)), builder.WithPredicates(identityChanged)).
-		Watches(&v1alpha1.ClusterAzureIdentity{}, handler.EnqueueRequestsFromMapFunc(watchesOfIdentity(mgr.GetClient(), v1alpha1.KindClusterAzureIdentity)), builder.WithPredicates(identityChanged)).
+		Watches(&v1alpha1.AzureIdentity{}, handler.EnqueueRequestsFromMapFunc(r.watchesOfIdentity(mgr.GetClient(), v1alpha1.KindAzureIdentity)), builder.WithPredicates(identityChanged)).
+		Watches(&v1alpha1.ClusterAzureIdentity{}, handler.EnqueueRequestsFromMapFunc(r.watchesOfIdentity(mgr.GetClient(), v1alpha1.KindClusterAzureIdentity)), builder.WithPredicates(identityChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(watchesOfNamespace(mgr.GetClient())), builder.WithPredicates(labelsChanged)).
 		// A fleet's watch deleted by hand is created again at once, not at the fleet's next check.
 		Watches(&v1alpha1.CredentialWatch{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.CredentialWatch{}, handler.OnlyControllerOwner()),

@@ -240,33 +240,21 @@ func (s signIns) secretData(ctx context.Context, id access.Identity, key types.N
 	return sec.Data, nil
 }
 
-// identityIndex indexes watches by the identity they use: kind/name, the default identity for
-// those that name none.
-const identityIndex = "credwatch.dev/identity"
-
-func identityKey(kind, name string) string { return kind + "/" + name }
-
-// indexIdentities registers identityIndex.
-func (r *CredentialWatchReconciler) indexIdentities(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.CredentialWatch{}, identityIndex, func(o client.Object) []string {
-		if ref := r.identityRefOf(o.(*v1alpha1.CredentialWatch)); ref != nil {
-			return []string{identityKey(ref.Kind, ref.Name)}
-		}
-		return nil
-	})
-}
-
 // watchesOfIdentity maps an identity to the watches that use it: a watch asks its identity at
 // every reconcile, so that a narrowed identity stops what it no longer allows at once, and one
-// that signs in again lets its watches check.
-func watchesOfIdentity(c client.Reader, kind string) handler.MapFunc {
+// that signs in again lets its watches check. It filters the cached watches rather than keep an
+// index of them: an index costs every watch two set entries for the life of the process (7.7 MiB
+// at 100,000), and identityChanged lets through only the rare changes that concern watches.
+func (r *CredentialWatchReconciler) watchesOfIdentity(c client.Reader, kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.CredentialWatchList
-		opts := []client.ListOption{client.MatchingFields{identityIndex: identityKey(kind, o.GetName())}}
+		var opts []client.ListOption
 		if kind == v1alpha1.KindAzureIdentity {
 			opts = append(opts, client.InNamespace(o.GetNamespace()))
 		}
-		return requestsOf(ctx, c, &list, opts...)
+		return requestsOf(ctx, c, "Listing the watches an identity's change concerns", func(w *v1alpha1.CredentialWatch) bool {
+			ref := r.identityRefOf(w)
+			return ref != nil && ref.Kind == kind && ref.Name == o.GetName()
+		}, opts...)
 	}
 }
 
@@ -274,20 +262,24 @@ func watchesOfIdentity(c client.Reader, kind string) handler.MapFunc {
 // admit them.
 func watchesOfNamespace(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.CredentialWatchList
-		return requestsOf(ctx, c, &list, client.InNamespace(o.GetName()))
+		return requestsOf(ctx, c, "Listing the watches a namespace's labels concern", func(*v1alpha1.CredentialWatch) bool { return true }, client.InNamespace(o.GetName()))
 	}
 }
 
-func requestsOf(ctx context.Context, c client.Reader, list *v1alpha1.CredentialWatchList, opts ...client.ListOption) []reconcile.Request {
-	if err := c.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+// requestsOf requests the cached watches that keep lets through, of those opts list; listing is
+// logged, should it fail.
+func requestsOf(ctx context.Context, c client.Reader, listing string, keep func(*v1alpha1.CredentialWatch) bool, opts ...client.ListOption) []reconcile.Request {
+	var list v1alpha1.CredentialWatchList
+	if err := c.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		// Only before the cache syncs; the watches' own reconciles catch up after.
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the watches an identity or namespace change concerns")
+		ctrl.LoggerFrom(ctx).Error(err, listing)
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
+	var out []reconcile.Request
 	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		if w := &list.Items[i]; keep(w) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+		}
 	}
 	return out
 }

@@ -1,9 +1,14 @@
 package controllers
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -51,5 +56,52 @@ func TestUnitIdentityChanged(t *testing.T) {
 	})
 	if !identityChanged.Delete(event.DeleteEvent{Object: signedIn}) {
 		t.Error("Delete: the watches of a deleted identity must learn it is gone")
+	}
+}
+
+// TestUnitAnIdentityMapsToTheWatchesThatUseIt: a change to an identity reconciles the watches
+// that name it, and those that name none when it is the default, in the namespaces it serves.
+func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(ns, name string, ref *v1alpha1.IdentityRef) client.Object {
+		return &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.CredentialWatchSpec{IdentityRef: ref}}
+	}
+	c := crfake.NewClientBuilder().WithScheme(s).WithObjects(
+		watch("a", "own", &v1alpha1.IdentityRef{Name: "ops"}),
+		watch("a", "own-kind-named", &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "ops"}),
+		watch("b", "own", &v1alpha1.IdentityRef{Name: "ops"}),
+		watch("a", "other", &v1alpha1.IdentityRef{Name: "dev"}),
+		watch("a", "cluster", &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: "ops"}),
+		watch("b", "default", nil),
+	).Build()
+	r := &CredentialWatchReconciler{DefaultIdentity: testIdentity}
+	for _, tc := range []struct {
+		name     string
+		kind     string
+		identity client.Object
+		want     []string
+	}{
+		{"an identity of a namespace", v1alpha1.KindAzureIdentity, &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "ops"}},
+			[]string{"a/own", "a/own-kind-named"}},
+		{"a cluster identity", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "ops"}},
+			[]string{"a/cluster"}},
+		{"the default identity", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: testIdentity}},
+			[]string{"b/default"}},
+		{"an identity no watch uses", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "dev"}},
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, req := range r.watchesOfIdentity(c, tc.kind)(context.Background(), tc.identity) {
+				got = append(got, req.String())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("reconciles %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -191,20 +191,11 @@ var scopeReasons = map[v1alpha1.PullScope]string{
 // covers it.
 func watchesOfRegistry(c client.Reader) func(ctx context.Context, registry string) []reconcile.Request {
 	return func(ctx context.Context, registry string) []reconcile.Request {
-		var list v1alpha1.CredentialWatchList
-		if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			// Only before the cache syncs; the watches' own reconciles catch up after.
-			ctrl.LoggerFrom(ctx).Error(err, "Listing the watches of a registry whose image pulls changed", "registry", registry)
-			return nil
-		}
-		var out []reconcile.Request
-		for i := range list.Items {
-			w := &list.Items[i]
+		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("registry", registry))
+		return requestsOf(ctx, c, "Listing the watches of a registry whose image pulls changed", func(w *v1alpha1.CredentialWatch) bool {
 			// A registry that turned into a pods' registry may concern any watch that covers them.
-			if p := w.Spec.ImagePulls; p != nil && (p.CoversPodRegistries() || pullauth.Matches(p.Registries, registry)) {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
-			}
-		}
-		return out
+			p := w.Spec.ImagePulls
+			return p != nil && (p.CoversPodRegistries() || pullauth.Matches(p.Registries, registry))
+		})
 	}
 }
