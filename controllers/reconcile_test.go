@@ -827,3 +827,30 @@ func TestUnitAWatchThatWillNotTakeItsAnswerWithdrawsIt(t *testing.T) {
 		})
 	}
 }
+
+func TestUnitStatusPatch(t *testing.T) {
+	at := func(ns int) *metav1.Time {
+		tm := metav1.NewTime(time.Date(2026, 12, 3, 9, 0, 0, ns, time.UTC))
+		return &tm
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after v1alpha1.CredentialWatchStatus
+		want          string
+	}{
+		{"a field set", v1alpha1.CredentialWatchStatus{}, v1alpha1.CredentialWatchStatus{ExpiresIn: "12d"},
+			`{"status":{"expiresIn":"12d"}}`},
+		{"a field cleared", v1alpha1.CredentialWatchStatus{ExpiresIn: "12d", State: v1alpha1.StateValid}, v1alpha1.CredentialWatchStatus{State: v1alpha1.StateValid},
+			`{"status":{"expiresIn":null}}`},
+		// Times are written to the second: a difference below it is no change to write.
+		{"the same to the second", v1alpha1.CredentialWatchStatus{LastCheckTime: at(1)}, v1alpha1.CredentialWatchStatus{LastCheckTime: at(2)},
+			""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := statusPatch(&tc.before, &tc.after)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("statusPatch = %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
