@@ -318,7 +318,8 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 // patchStatus writes what changed in obj's status since before. The patch is made from the two
 // statuses alone, and the API server is asked to answer with the watch's metadata alone: no
 // reconcile reads the object it returns, and decoding all of it took a twelfth of the operator's
-// processor time in a sweep (BENCHMARKS.md).
+// processor time in a sweep (BENCHMARKS.md). So obj is not refreshed: its resourceVersion is the
+// one it was read with.
 func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj *v1alpha1.CredentialWatch) error {
 	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		return nil

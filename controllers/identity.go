@@ -48,7 +48,9 @@ func (e *identityError) Error() string { return e.msg }
 func (r *CredentialWatchReconciler) identityRefOf(obj *v1alpha1.CredentialWatch) *v1alpha1.IdentityRef {
 	if ref := obj.Spec.IdentityRef; ref != nil {
 		out := *ref
-		if out.Kind == "" {
+		// Any kind but a cluster identity is one of the watch's namespace, as grantOf reads it:
+		// mapping an identity's changes to its watches must agree.
+		if out.Kind != v1alpha1.KindClusterAzureIdentity {
 			out.Kind = v1alpha1.KindAzureIdentity
 		}
 		return &out
@@ -244,7 +246,9 @@ func (s signIns) secretData(ctx context.Context, id access.Identity, key types.N
 // every reconcile, so that a narrowed identity stops what it no longer allows at once, and one
 // that signs in again lets its watches check. It filters the cached watches rather than keep an
 // index of them: an index costs every watch two set entries for the life of the process (7.7 MiB
-// at 100,000), and identityChanged lets through only the rare changes that concern watches.
+// at 100,000), and identityChanged lets through only the rare changes that concern watches. The
+// listing copies each watch's struct (about 650 bytes) for the moment it is filtered, as it did
+// with the index for an identity that every watch uses, the default one.
 func (r *CredentialWatchReconciler) watchesOfIdentity(c client.Reader, kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var opts []client.ListOption
