@@ -375,6 +375,7 @@ func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watc
 		// the writes that must not be lost (a claimed alert's outcome, a new secret) run on their own.
 		GracefulShutdownTimeout: &gracefulShutdown,
 		Cache:                   cacheOpts,
+		MapperProvider:          newRememberedMappings,
 	}
 }
 
