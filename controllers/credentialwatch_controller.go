@@ -2,20 +2,16 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -313,47 +309,6 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 		return settings{}, err
 	}
 	return s, nil
-}
-
-// patchStatus writes what changed in obj's status since before. The patch is made from the two
-// statuses alone, and the API server is asked to answer with the watch's metadata alone: no
-// reconcile reads the object it returns, and decoding all of it took a twelfth of the operator's
-// processor time in a sweep (BENCHMARKS.md). So obj is not refreshed: its resourceVersion is the
-// one it was read with.
-func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj *v1alpha1.CredentialWatch) error {
-	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
-		return nil
-	}
-	patch, err := statusPatch(&before.Status, &obj.Status)
-	if err != nil || patch == nil {
-		return err
-	}
-	written := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name}}
-	written.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CredentialWatch"))
-	if err := r.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patching status: %w", err)
-	}
-	return nil
-}
-
-// statusPatch is the JSON merge patch that makes before after, as a patch of the whole watch; nil
-// when their JSON is the same (times that differ below a second).
-func statusPatch(before, after *v1alpha1.CredentialWatchStatus) ([]byte, error) {
-	from, err := json.Marshal(before)
-	if err != nil {
-		return nil, err
-	}
-	to, err := json.Marshal(after)
-	if err != nil {
-		return nil, err
-	}
-	patch, err := jsonpatch.CreateMergePatch(from, to)
-	if err != nil || string(patch) == "{}" {
-		return nil, err
-	}
-	return json.Marshal(struct {
-		Status json.RawMessage `json:"status"`
-	}{patch})
 }
 
 // SetupWithManager registers the reconciler. Status-only updates are filtered out: the
