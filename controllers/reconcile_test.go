@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -847,6 +849,9 @@ func TestUnitStatusPatch(t *testing.T) {
 			v1alpha1.CredentialWatchStatus{ServicePrincipal: &v1alpha1.ServicePrincipalStatus{AppID: "a", DisplayName: "api"}},
 			v1alpha1.CredentialWatchStatus{ServicePrincipal: &v1alpha1.ServicePrincipalStatus{AppID: "a"}},
 			`{"status":{"servicePrincipal":{"displayName":null}}}`},
+		{"an object set", v1alpha1.CredentialWatchStatus{ExpiresIn: "12d"},
+			v1alpha1.CredentialWatchStatus{ExpiresIn: "12d", ServicePrincipal: &v1alpha1.ServicePrincipalStatus{AppID: "a"}},
+			`{"status":{"servicePrincipal":{"appID":"a"}}}`},
 		{"an object gone", v1alpha1.CredentialWatchStatus{ServicePrincipal: &v1alpha1.ServicePrincipalStatus{AppID: "a"}}, v1alpha1.CredentialWatchStatus{},
 			`{"status":{"servicePrincipal":null}}`},
 		// and replaces lists whole.
@@ -868,6 +873,26 @@ func TestUnitStatusPatch(t *testing.T) {
 			got, err := statusPatch(&tc.before, &tc.after)
 			if err != nil || string(got) != tc.want {
 				t.Errorf("statusPatch = %s, %v; want %s", got, err, tc.want)
+			}
+			// Applied as the API server does, the patch makes before after.
+			from, _ := json.Marshal(tc.before)
+			patched := from
+			if got != nil {
+				var whole struct{ Status json.RawMessage }
+				if err := json.Unmarshal(got, &whole); err != nil {
+					t.Fatal(err)
+				}
+				if patched, err = jsonpatch.MergePatch(from, whole.Status); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var applied v1alpha1.CredentialWatchStatus
+			if err := json.Unmarshal(patched, &applied); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(tc.after)
+			if have, _ := json.Marshal(applied); string(have) != string(want) {
+				t.Errorf("before, patched: %s; want %s", have, want)
 			}
 		})
 	}
