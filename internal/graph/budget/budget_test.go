@@ -12,7 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/internal/azerr"
-	"github.com/credwatch/credwatch/internal/clockstep"
+	"github.com/credwatch/credwatch/test/clockstep"
 )
 
 func TestCost(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
-	"github.com/credwatch/credwatch/internal/clockstep"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
+	"github.com/credwatch/credwatch/test/clockstep"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
