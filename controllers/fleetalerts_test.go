@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -63,7 +64,7 @@ func TestAKSFleetAlerts(t *testing.T) {
 	}
 	for _, p := range got {
 		if seen[p.ID] || seen[p.Cluster] || !strings.HasPrefix(p.Cluster, "/subscriptions/") || p.ServicePrincipal.AppID == "" ||
-			(p.Kind != notify.KindReminder && p.Kind != notify.KindExpired) || !strings.Contains(p.Fix, "--enable-managed-identity") {
+			(p.Kind != alertkind.Reminder && p.Kind != alertkind.Expired) || !strings.Contains(p.Fix, "--enable-managed-identity") {
 			t.Errorf("message %+v: want one per cluster, naming it, its appId and the move to a managed identity", p)
 		}
 		seen[p.ID], seen[p.Cluster] = true, true
@@ -90,7 +91,7 @@ func TestAKSFleetAlerts(t *testing.T) {
 	if len(all) != len(got)+1 {
 		t.Fatalf("%d messages after the move, want one more", len(all)-len(got))
 	}
-	if p := all[len(all)-1]; p.Kind != notify.KindManagedIdentity || !strings.EqualFold(p.Cluster, clusterID(onSP[0])) ||
+	if p := all[len(all)-1]; p.Kind != alertkind.ManagedIdentity || !strings.EqualFold(p.Cluster, clusterID(onSP[0])) ||
 		!strings.Contains(p.Title, "managed identity") || !strings.Contains(p.Fix, "--node-image-only") {
 		t.Errorf("message %+v: want the move to a managed identity, with the node pool upgrade it still needs", p)
 	}
@@ -115,9 +116,9 @@ func TestAKSFleetAlerts(t *testing.T) {
 		switch {
 		case seen[p.ID] || seen[p.Cluster+string(p.Kind)]:
 			t.Errorf("message %+v: told before", p)
-		case p.Kind == notify.KindReminder && p.Severity == notify.SeverityWarning:
+		case p.Kind == alertkind.Reminder && p.Severity == notify.SeverityWarning:
 			warned++
-		case p.Kind == notify.KindExpired:
+		case p.Kind == alertkind.Expired:
 			expired++
 		}
 		seen[p.ID], seen[p.Cluster+string(p.Kind)] = true, true

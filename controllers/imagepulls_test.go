@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
 	"github.com/credwatch/credwatch/internal/pullauth"
@@ -225,7 +226,7 @@ func pullStory(t *testing.T, left time.Duration, nodes ...string) (*harness, see
 func pullAlerts(rc *receiver) []webhook.Payload {
 	var out []webhook.Payload
 	for _, a := range rc.received() {
-		if a.Kind == notify.KindPullsRefused || a.Kind == notify.KindPullsRecovered {
+		if a.Kind == alertkind.PullsRefused || a.Kind == alertkind.PullsRecovered {
 			out = append(out, a)
 		}
 	}
@@ -374,7 +375,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 		t.Errorf("status.imagePulls = %+v after the incident", w.Status.ImagePulls)
 	}
 	got := pullAlerts(rc)
-	if len(got) != 2 || got[1].Kind != notify.KindPullsRecovered || got[1].ImagePulls == nil || got[1].ImagePulls.Registry != p.registry {
+	if len(got) != 2 || got[1].Kind != alertkind.PullsRecovered || got[1].ImagePulls == nil || got[1].ImagePulls.Registry != p.registry {
 		t.Errorf("alerts = %+v, want the incident and its end", got)
 	}
 	if n := countEvents(h.takeEvents(), eventImagePullsRecovered); n != 1 {
@@ -431,7 +432,7 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	p.waitFor(h, "the incident to end", func(in *pullauth.Incident) bool { return in == nil })
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures)
-	if got := pullAlerts(rc); len(got) != 2 || got[1].Kind != notify.KindPullsRecovered {
+	if got := pullAlerts(rc); len(got) != 2 || got[1].Kind != alertkind.PullsRecovered {
 		t.Errorf("alerts = %+v, want the incident and its end", got)
 	}
 }

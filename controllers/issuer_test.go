@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/test/controlplane"
 )
@@ -52,7 +52,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		st.Endpoints[1].Problem == "" {
 		t.Fatalf("status.serviceAccountIssuer = %+v", st)
 	}
-	if n := countKind(rc, notify.KindSigningKeyDrift); n != 1 {
+	if n := countKind(rc, alertkind.SigningKeyDrift); n != 1 {
 		t.Errorf("%d SigningKeyDrift alerts, want 1", n)
 	}
 	if n := countEvents(h.takeEvents(), v1alpha1.ReasonSigningKeyNotShared); n != 1 {
@@ -72,7 +72,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	if next := w.Status.NextCheckTime; next == nil || next.Sub(h.clock.Now()) > time.Hour {
 		t.Errorf("next check at %v, want it when the aftermath ends, within the hour", next)
 	}
-	if n := countKind(rc, notify.KindSigningKeyDrift); n != 2 {
+	if n := countKind(rc, alertkind.SigningKeyDrift); n != 2 {
 		t.Errorf("%d SigningKeyDrift alerts, want 2: the drift, then its aftermath", n)
 	}
 	h.step(time.Hour)
@@ -84,7 +84,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	h.step(7 * time.Hour)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
-	if n := countKind(rc, notify.KindSigningKeysAgree); n != 1 {
+	if n := countKind(rc, alertkind.SigningKeysAgree); n != 1 {
 		t.Errorf("%d SigningKeysAgree alerts, want 1", n)
 	}
 
@@ -107,7 +107,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		}
 	}
 	// The drift, then its aftermath: news each, the second saying when it ends.
-	if n := countKind(rc, notify.KindSigningKeyDrift); n != 2 {
+	if n := countKind(rc, alertkind.SigningKeyDrift); n != 2 {
 		t.Errorf("%d SigningKeyDrift alerts after the rotation, want still 2", n)
 	}
 
@@ -136,7 +136,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	if n := countEvents(h.takeEvents(), eventIssuerChanged); n != 1 {
 		t.Errorf("%d IssuerChanged events, want 1", n)
 	}
-	if n := countKind(rc, notify.KindIssuerChanged); n != 1 {
+	if n := countKind(rc, alertkind.IssuerChanged); n != 1 {
 		t.Errorf("%d IssuerChanged alerts, want 1", n)
 	}
 
@@ -149,7 +149,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	}
 }
 
-func countKind(rc *receiver, kind notify.Kind) int {
+func countKind(rc *receiver, kind alertkind.Kind) int {
 	n := 0
 	for _, p := range rc.received() {
 		if p.Kind == kind {

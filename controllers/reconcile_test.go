@@ -23,6 +23,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/azurefake"
@@ -470,7 +471,7 @@ func TestUnitAlertsAreClaimedSentOnceAndRetried(t *testing.T) {
 	u.clock.Step(30 * time.Second)
 	w, _ = u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
-	if len(n.sent) != 1 || n.sent[0].Kind != notify.KindReminder || n.sent[0].Title() != "Secret of payments-api expires in 5 days" {
+	if len(n.sent) != 1 || n.sent[0].Kind != alertkind.Reminder || n.sent[0].Title() != "Secret of payments-api expires in 5 days" {
 		t.Fatalf("sent %+v, want the 7d reminder", n.sent)
 	}
 	if len(w.Status.Alerts.Sent) != 1 || w.Status.Alerts.Sent[0].Step != "7d" {

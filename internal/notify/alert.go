@@ -7,42 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-)
 
-// Kind is what an alert announces.
-type Kind string
-
-const (
-	// KindReminder: a credential expires within one of the watch's reminder steps.
-	KindReminder Kind = "Reminder"
-	// KindExpired: a credential has expired; repeated daily while it stays.
-	KindExpired Kind = "Expired"
-	// KindResolved: a credential that was alerted on is gone (rotated or removed), or was renewed by
-	// credwatch's own rotation, whose new secret is in use.
-	KindResolved Kind = "Resolved"
-	// KindCheckFailing: the watch has not been able to read Graph for longer than allowed.
-	KindCheckFailing Kind = "CheckFailing"
-	// KindCheckRecovered: reading Graph works again after a KindCheckFailing alert.
-	KindCheckRecovered Kind = "CheckRecovered"
-	// KindRotated: credwatch put a new secret in place.
-	KindRotated Kind = "Rotated"
-	// KindRotationFailing: a rotation step keeps failing.
-	KindRotationFailing Kind = "RotationFailing"
-	// KindPullsRefused: a registry refuses the cluster's image pulls for want of credentials.
-	KindPullsRefused Kind = "PullsRefused"
-	// KindPullsRecovered: the registry of a KindPullsRefused alert refuses no pull any more.
-	KindPullsRecovered Kind = "PullsRecovered"
-	// KindSigningKeyDrift: the cluster's API servers disagree on the service-account token keys.
-	KindSigningKeyDrift Kind = "SigningKeyDrift"
-	// KindSigningKeysAgree: the API servers of a KindSigningKeyDrift alert agree again.
-	KindSigningKeysAgree Kind = "SigningKeysAgree"
-	// KindIssuerChanged: the cluster's service-account issuer URL changed.
-	KindIssuerChanged Kind = "IssuerChanged"
-	// KindManagedIdentity: an AKS cluster of a fleet signs in with a managed identity now, and no
-	// longer depends on a service principal's secret.
-	KindManagedIdentity Kind = "ManagedIdentity"
-	// KindDigestsLate: a period of owner digests ended before they could all go out.
-	KindDigestsLate Kind = "DigestsLate"
+	"github.com/credwatch/credwatch/internal/alertkind"
 )
 
 // Severity orders alerts for people and for routing (PagerDuty bridges key on it).
@@ -81,7 +47,7 @@ type Pulls struct {
 type Alert struct {
 	// ID is stable for one alert (watch, subject, step), so receivers can drop a duplicate.
 	ID       string
-	Kind     Kind
+	Kind     alertkind.Kind
 	Severity Severity
 	// Namespace and Name are the CredentialWatch's.
 	Namespace, Name string
@@ -93,7 +59,7 @@ type Alert struct {
 	Credential *Credential
 	// Pulls is set for refused image pulls and their recovery.
 	Pulls *Pulls
-	// Problem is why checks fail, for KindCheckFailing.
+	// Problem is why checks fail, for alertkind.CheckFailing.
 	Problem string
 	// Fix is what a person should do, as an exact command or a sentence.
 	Fix string
@@ -125,48 +91,48 @@ func AlertID(watchUID, subject, step string) string {
 // GoodNews reports whether the alert announces that a problem is over, which channels show as
 // such whatever its severity.
 func (a Alert) GoodNews() bool {
-	return a.Kind == KindResolved || a.Kind == KindCheckRecovered || a.Kind == KindRotated || a.Kind == KindPullsRecovered ||
-		a.Kind == KindSigningKeysAgree || a.Kind == KindManagedIdentity
+	return a.Kind == alertkind.Resolved || a.Kind == alertkind.CheckRecovered || a.Kind == alertkind.Rotated || a.Kind == alertkind.PullsRecovered ||
+		a.Kind == alertkind.SigningKeysAgree || a.Kind == alertkind.ManagedIdentity
 }
 
 // Title is a one-line summary: an email subject, a notification preview.
 func (a Alert) Title() string {
 	sp := a.spName()
 	switch a.Kind {
-	case KindReminder:
+	case alertkind.Reminder:
 		return fmt.Sprintf("%s of %s expires %s", a.credentialNoun(), sp, a.When())
-	case KindExpired:
+	case alertkind.Expired:
 		return fmt.Sprintf("%s of %s expired %s", a.credentialNoun(), sp, a.When())
-	case KindResolved:
+	case alertkind.Resolved:
 		return fmt.Sprintf("Resolved: the expiring %s of %s is gone", strings.ToLower(a.credentialNoun()), sp)
-	case KindCheckFailing:
+	case alertkind.CheckFailing:
 		return fmt.Sprintf("credwatch cannot check the credentials of %s", sp)
-	case KindCheckRecovered:
+	case alertkind.CheckRecovered:
 		return fmt.Sprintf("credwatch can check the credentials of %s again", sp)
-	case KindRotated:
+	case alertkind.Rotated:
 		return fmt.Sprintf("credwatch rotated the client secret of %s", sp)
-	case KindRotationFailing:
+	case alertkind.RotationFailing:
 		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
-	case KindPullsRefused:
+	case alertkind.PullsRefused:
 		if p := a.Pulls; p != nil && p.Scope == "NodeLocal" {
 			return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
 		}
 		if p := a.Pulls; p != nil {
 			return fmt.Sprintf("%s refuses image pulls on %s: the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
 		}
-	case KindPullsRecovered:
+	case alertkind.PullsRecovered:
 		if p := a.Pulls; p != nil {
 			return fmt.Sprintf("Resolved: %s refuses no image pull any more", p.Registry)
 		}
-	case KindSigningKeyDrift:
+	case alertkind.SigningKeyDrift:
 		return "The API servers disagree on the service-account token keys: pods may lose API access"
-	case KindSigningKeysAgree:
+	case alertkind.SigningKeysAgree:
 		return "Resolved: the API servers agree on the service-account token keys again"
-	case KindIssuerChanged:
+	case alertkind.IssuerChanged:
 		return "The cluster's service-account issuer changed"
-	case KindManagedIdentity:
+	case alertkind.ManagedIdentity:
 		return fmt.Sprintf("AKS cluster %s signs in with a managed identity now, no longer with %s", a.clusterName(), sp)
-	case KindDigestsLate:
+	case alertkind.DigestsLate:
 		return fmt.Sprintf("Owner digests of tenant %s could not all go out before the next period began", a.TenantID)
 	}
 	return string(a.Kind)

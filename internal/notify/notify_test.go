@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/credwatch/credwatch/internal/alertkind"
 )
 
 var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
 func reminder(left time.Duration) Alert {
 	return Alert{
-		ID: AlertID("uid", "Application/k1", "7d"), Kind: KindReminder, Severity: SeverityCritical,
+		ID: AlertID("uid", "Application/k1", "7d"), Kind: alertkind.Reminder, Severity: SeverityCritical,
 		Namespace: "platform", Name: "aks-prod", DisplayName: "aks-prod-sp",
 		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
 		Credential: &Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(left)},
@@ -29,11 +31,11 @@ func TestTitleAndWhen(t *testing.T) {
 		"reminder in days":  {a: reminder(6*24*time.Hour + 5*time.Hour), want: "Secret of aks-prod-sp expires in 6 days"},
 		"reminder in a day": {a: reminder(36 * time.Hour), want: "Secret of aks-prod-sp expires in 1 day"},
 		"reminder in hours": {a: reminder(5 * time.Hour), want: "Secret of aks-prod-sp expires in 5 hours"},
-		"expired":           {a: func() Alert { a := reminder(-3 * 24 * time.Hour); a.Kind = KindExpired; return a }(), want: "Secret of aks-prod-sp expired 3 days ago"},
-		"expired right now": {a: func() Alert { a := reminder(0); a.Kind = KindExpired; return a }(), want: "Secret of aks-prod-sp expired just now"},
-		"resolved":          {a: func() Alert { a := reminder(0); a.Kind = KindResolved; return a }(), want: "Resolved: the expiring secret of aks-prod-sp is gone"},
+		"expired":           {a: func() Alert { a := reminder(-3 * 24 * time.Hour); a.Kind = alertkind.Expired; return a }(), want: "Secret of aks-prod-sp expired 3 days ago"},
+		"expired right now": {a: func() Alert { a := reminder(0); a.Kind = alertkind.Expired; return a }(), want: "Secret of aks-prod-sp expired just now"},
+		"resolved":          {a: func() Alert { a := reminder(0); a.Kind = alertkind.Resolved; return a }(), want: "Resolved: the expiring secret of aks-prod-sp is gone"},
 		"check failing, SP known by appId only": {
-			a:    Alert{Kind: KindCheckFailing, AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"},
+			a:    Alert{Kind: alertkind.CheckFailing, AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"},
 			want: "credwatch cannot check the credentials of 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c",
 		},
 	}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/alertkind"
 )
 
 // DefaultRemindBefore is the reminder schedule of a watch that sets none.
@@ -158,7 +158,7 @@ func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c
 // PlannedAlert is one alert due on one channel.
 type PlannedAlert struct {
 	Channel string
-	Kind    notify.Kind
+	Kind    alertkind.Kind
 	Subject string
 	Step    Step
 	// Credential is what a reminder or an expiry is about; nil for the others.
@@ -331,15 +331,15 @@ func (p *planner) credentials(ch string) {
 		if !ok || !Due(step, p.last(ch, subject)) {
 			continue
 		}
-		kind := notify.KindReminder
+		kind := alertkind.Reminder
 		if step.Expired {
-			kind = notify.KindExpired
+			kind = alertkind.Expired
 		}
 		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: newer})
 	}
 	for _, s := range p.in.Sent {
 		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindResolved, Subject: s.Subject,
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.Resolved, Subject: s.Subject,
 				Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 		}
 	}
@@ -349,14 +349,14 @@ func (p *planner) credentials(ch string) {
 func (p *planner) rotation(ch string) {
 	last := p.last(ch, RotationSubject)
 	if r := p.in.LastRotation; r != nil && (last == nil || last.Step != r.KeyID) {
-		p.due(PlannedAlert{Channel: ch, Kind: notify.KindRotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
+		p.due(PlannedAlert{Channel: ch, Kind: alertkind.Rotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
 	}
 	// The first refusals of a new secret are replication; a cluster that fails is news at once.
 	if r := p.in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||
 		r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
 		step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
 		if last == nil || last.Step != step.Name {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindRotationFailing, Subject: RotationSubject, Step: step})
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.RotationFailing, Subject: RotationSubject, Step: step})
 		}
 	}
 }
@@ -382,13 +382,13 @@ func (p *planner) pulls(ch string) {
 			continue
 		}
 		if last == nil || last.Step != string(in.Scope) {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRefused, Subject: subject,
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.PullsRefused, Subject: subject,
 				Step: Step{Name: string(in.Scope), Due: in.Since.Time}, Pull: in})
 		}
 	}
 	for _, s := range p.in.Sent {
 		if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !p.live[s.Subject] {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindPullsRecovered, Subject: s.Subject,
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.PullsRecovered, Subject: s.Subject,
 				Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
 		}
 	}
@@ -397,15 +397,15 @@ func (p *planner) pulls(ch string) {
 // issuer tells drift once per reason, and its end once; an issuer change once per change.
 func (p *planner) issuer(ch string) {
 	if last := p.last(ch, DriftSubject); p.drifting() && (last == nil || last.Step != p.in.Drift.Reason) {
-		p.due(PlannedAlert{Channel: ch, Kind: notify.KindSigningKeyDrift, Subject: DriftSubject,
+		p.due(PlannedAlert{Channel: ch, Kind: alertkind.SigningKeyDrift, Subject: DriftSubject,
 			Step: Step{Name: p.in.Drift.Reason, Due: p.in.Drift.LastTransitionTime.Time}})
 	} else if last != nil && !p.drifting() {
-		p.due(PlannedAlert{Channel: ch, Kind: notify.KindSigningKeysAgree, Subject: DriftSubject,
+		p.due(PlannedAlert{Channel: ch, Kind: alertkind.SigningKeysAgree, Subject: DriftSubject,
 			Step: Step{Name: "agree", Due: last.DueTime.Time}, Forget: true})
 	}
 	if c := p.in.IssuerChanged; c != nil {
 		if step := (Step{Name: "changed", Due: c.Time}); Due(step, p.last(ch, IssuerSubject)) {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindIssuerChanged, Subject: IssuerSubject, Step: step})
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.IssuerChanged, Subject: IssuerSubject, Step: step})
 		}
 	}
 }
@@ -420,10 +420,10 @@ func (p *planner) check(ch string) {
 		if p.now.Before(due) {
 			p.soonest(due)
 		} else if Due(step, last) {
-			p.due(PlannedAlert{Channel: ch, Kind: notify.KindCheckFailing, Subject: CheckSubject, Step: step})
+			p.due(PlannedAlert{Channel: ch, Kind: alertkind.CheckFailing, Subject: CheckSubject, Step: step})
 		}
 	case last != nil:
-		p.due(PlannedAlert{Channel: ch, Kind: notify.KindCheckRecovered, Subject: CheckSubject,
+		p.due(PlannedAlert{Channel: ch, Kind: alertkind.CheckRecovered, Subject: CheckSubject,
 			Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
 	}
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/alertkind"
 )
 
 func TestCurrentStepAndNextStepDue(t *testing.T) {
@@ -337,7 +337,7 @@ func TestPlanAlerts(t *testing.T) {
 				t.Errorf("due =\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(tc.want, "; "))
 			}
 			for _, p := range plan.Due {
-				if p.Kind == notify.KindResolved || p.Kind == notify.KindCheckRecovered {
+				if p.Kind == alertkind.Resolved || p.Kind == alertkind.CheckRecovered {
 					if p.Step.Due.Equal(now) {
 						t.Errorf("%s is due at now: its ID would change with every plan", p.Kind)
 					}

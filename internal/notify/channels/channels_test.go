@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 )
@@ -274,7 +275,7 @@ func sendOne(t *testing.T, b *Builder, w *v1alpha1.CredentialWatch, p *peers, wa
 		t.Fatalf("For = %v, %v", set, err)
 	}
 	before := p.reached()
-	err = set[0].Notifier.Send(context.Background(), notify.Alert{ID: "a1", Kind: notify.KindReminder, Namespace: "team", Name: "w"})
+	err = set[0].Notifier.Send(context.Background(), notify.Alert{ID: "a1", Kind: alertkind.Reminder, Namespace: "team", Name: "w"})
 	if reached := p.reached() > before; reached == wantRefused {
 		t.Errorf("reached the peer: %v, want %v (Send: %v)", reached, !wantRefused, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -30,25 +31,25 @@ func Alert(w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) no
 		a.Cluster = c.ResourceGroup + "/" + c.Name
 	}
 	switch p.Kind {
-	case notify.KindReminder, notify.KindExpired:
+	case alertkind.Reminder, alertkind.Expired:
 		credentialAlert(&a, w, *p.Credential, p.Newer)
-	case notify.KindResolved:
+	case alertkind.Resolved:
 		source, keyID, _ := policy.SubjectCredential(p.Subject)
 		a.Credential = &notify.Credential{KeyID: keyID, Source: string(source)}
 		a.Fix = "Nothing: the credential no longer exists on the " + string(source) + " object."
-	case notify.KindCheckFailing:
+	case alertkind.CheckFailing:
 		a.Severity = notify.SeverityWarning
 		if ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
 			a.Problem = ready.Reason + ": " + ready.Message
 			a.Fix = CheckFix(ready.Reason)
 		}
-	case notify.KindCheckRecovered:
+	case alertkind.CheckRecovered:
 		a.Fix = "Nothing: checks work again."
-	case notify.KindRotated, notify.KindRotationFailing:
+	case alertkind.Rotated, alertkind.RotationFailing:
 		rotationAlert(&a, w)
-	case notify.KindPullsRefused, notify.KindPullsRecovered:
+	case alertkind.PullsRefused, alertkind.PullsRecovered:
 		pullsAlert(&a, w, p, now)
-	case notify.KindSigningKeyDrift, notify.KindSigningKeysAgree, notify.KindIssuerChanged:
+	case alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged:
 		issuerAlert(&a, w)
 	}
 	return a
@@ -106,7 +107,7 @@ func rotationWhen(w *v1alpha1.CredentialWatch) string {
 }
 
 func rotationAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
-	if a.Kind == notify.KindRotated {
+	if a.Kind == alertkind.Rotated {
 		if r := w.Status.LastRotation; r != nil {
 			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
 		}
@@ -121,7 +122,7 @@ func rotationAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 }
 
 func pullsAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) {
-	if a.Kind == notify.KindPullsRecovered {
+	if a.Kind == alertkind.PullsRecovered {
 		registry, _ := policy.PullRegistry(p.Subject)
 		a.Pulls = &notify.Pulls{Registry: registry}
 		a.Fix = "Nothing: the registry refuses no pull any more."
@@ -139,16 +140,16 @@ func pullsAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, p policy.PlannedAl
 
 func issuerAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 	switch a.Kind {
-	case notify.KindSigningKeyDrift:
+	case alertkind.SigningKeyDrift:
 		a.Severity = notify.SeverityCritical
 		if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSigningKeyDrift); c != nil {
 			a.Problem = c.Reason + ": " + c.Message
 		}
 		a.Fix = "Give every API server the same --service-account-key-file keys (every key any of them signs with, and old keys for a token lifetime after they stop signing) " +
 			"before switching --service-account-signing-key-file; status.serviceAccountIssuer.endpoints shows what each serves and signs with."
-	case notify.KindSigningKeysAgree:
+	case alertkind.SigningKeysAgree:
 		a.Fix = "Nothing: every API server accepts the tokens the others sign."
-	case notify.KindIssuerChanged:
+	case alertkind.IssuerChanged:
 		a.Severity = notify.SeverityWarning
 		if st := w.Status.ServiceAccountIssuer; st != nil {
 			a.Problem = fmt.Sprintf("The issuer changed from %s to %s", st.PreviousIssuer, st.Issuer)

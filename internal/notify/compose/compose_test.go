@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
@@ -18,16 +19,16 @@ import (
 // files show its rendering of the same alerts.
 func TestAlertWordsGolden(t *testing.T) {
 	all := notifytest.Composed()
-	kinds := map[notify.Kind]bool{}
+	kinds := map[alertkind.Kind]bool{}
 	for name, a := range all {
 		kinds[a.Kind] = true
 		t.Run(name, func(t *testing.T) {
 			notifytest.Golden(t, name, []byte(notify.Text(a)))
 		})
 	}
-	for _, k := range []notify.Kind{notify.KindReminder, notify.KindExpired, notify.KindResolved, notify.KindCheckFailing,
-		notify.KindCheckRecovered, notify.KindRotated, notify.KindRotationFailing, notify.KindPullsRefused, notify.KindPullsRecovered,
-		notify.KindSigningKeyDrift, notify.KindSigningKeysAgree, notify.KindIssuerChanged} {
+	for _, k := range []alertkind.Kind{alertkind.Reminder, alertkind.Expired, alertkind.Resolved, alertkind.CheckFailing,
+		alertkind.CheckRecovered, alertkind.Rotated, alertkind.RotationFailing, alertkind.PullsRefused, alertkind.PullsRecovered,
+		alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged} {
 		if !kinds[k] {
 			t.Errorf("no golden alert of kind %s", k)
 		}
@@ -79,7 +80,7 @@ func TestAlertIDFollowsTheStep(t *testing.T) {
 	w := notifytest.Watch()
 	c := w.Status.Credentials[0]
 	plan := func(step string) policy.PlannedAlert {
-		return policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: step, Due: c.EndTime.Time}, Credential: &c}
+		return policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: step, Due: c.EndTime.Time}, Credential: &c}
 	}
 	a, b := compose.Alert(w, plan("7d"), notifytest.At), compose.Alert(w, plan("7d"), notifytest.At.Add(3*time.Hour))
 	if a.ID != b.ID {
@@ -114,7 +115,7 @@ func TestAReminderOfARenewedSecretNamesTheNewer(t *testing.T) {
 	c := w.Status.Credentials[0]
 	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", DisplayName: "renewed", Type: c.Type, Source: c.Source,
 		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
-	a := compose.Alert(w, policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time},
+	a := compose.Alert(w, policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time},
 		Credential: &c, Newer: &newer}, notifytest.At)
 	for _, want := range []string{`A newer secret "renewed" (keyId 0f1e2d3c-4b5a-4697-8877-665544332211`, "make sure every consumer moved to it",
 		"for an AKS cluster, it moved only if you reset it"} {
@@ -136,7 +137,7 @@ func TestARenewedSecretOfAWatchThatRotates(t *testing.T) {
 	c := w.Status.Credentials[0]
 	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", Type: c.Type, Source: c.Source,
 		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
-	plan := policy.PlannedAlert{Kind: notify.KindReminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time}, Credential: &c, Newer: &newer}
+	plan := policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time}, Credential: &c, Newer: &newer}
 	if a := compose.Alert(w, plan, notifytest.At); !strings.Contains(a.Fix, "make sure every consumer moved to it") {
 		t.Errorf("renewed by hand: fix %q", a.Fix)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -133,7 +134,7 @@ func DigestsLate(w *v1alpha1.CredentialWatch, start time.Time, sent, recipients,
 	}
 	return notify.Alert{
 		ID:   notify.AlertID(string(w.UID), "digests", "late@"+start.UTC().Format(time.RFC3339)),
-		Kind: notify.KindDigestsLate, Severity: notify.SeverityWarning,
+		Kind: alertkind.DigestsLate, Severity: notify.SeverityWarning,
 		Namespace: w.Namespace, Name: w.Name, TenantID: w.Spec.Target.TenantID(),
 		Problem: problem + ". The rest are dropped: this period's digests list what still needs attention.",
 		Fix: fmt.Sprintf("See kubectl get cw -n %s %s -o jsonpath='{.status.ownerDigests}' and its events: a relay that refuses or is slow, "+

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -27,14 +28,14 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 	group := "--subscription " + c.SubscriptionID + " --resource-group '" + c.ResourceGroup + "'"
 	name := "'" + policy.ClusterName(c.ID) + "'"
 	if p.Kind == policy.FleetManagedIdentity {
-		a.Kind = notify.KindManagedIdentity
+		a.Kind = alertkind.ManagedIdentity
 		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade %s --cluster-name %s --name <pool> --node-image-only): "+
 			"until then kubelets still sign in with the service principal, so keep its secret valid; then remove the secret.", group, name)
 		return a
 	}
-	a.Kind, a.Severity = notify.KindReminder, severities[c.State]
+	a.Kind, a.Severity = alertkind.Reminder, severities[c.State]
 	if c.State == v1alpha1.StateExpired {
-		a.Kind = notify.KindExpired
+		a.Kind = alertkind.Expired
 	}
 	for _, cred := range c.Credentials {
 		if a.DisplayName == "" {

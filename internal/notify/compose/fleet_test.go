@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -26,7 +27,7 @@ func TestFleetAlert(t *testing.T) {
 	note := "Expired 1"
 	a := FleetAlert(w, policy.FleetAlert{Channel: "slack", Kind: policy.FleetStateWorsened, Note: &note,
 		Cluster: policy.ClusterView{FleetCluster: &c, Earliest: &soon, State: v1alpha1.StateExpired}}, now)
-	if a.Kind != notify.KindExpired || a.Severity != notify.SeverityCritical || a.Credential == nil || a.Credential.KeyID != "k-soon" ||
+	if a.Kind != alertkind.Expired || a.Severity != notify.SeverityCritical || a.Credential == nil || a.Credential.KeyID != "k-soon" ||
 		a.Cluster != c.ID || a.DisplayName != "aks-1-sp" || a.GoodNews() {
 		t.Errorf("expired: %+v", a)
 	}
@@ -34,7 +35,7 @@ func TestFleetAlert(t *testing.T) {
 		t.Errorf("fix %q: want the move to a managed identity, names quoted for the shell, and its caveat", a.Fix)
 	}
 	mi := FleetAlert(w, policy.FleetAlert{Channel: "slack", Kind: policy.FleetManagedIdentity, Cluster: policy.ClusterView{FleetCluster: &c}}, now)
-	if mi.Kind != notify.KindManagedIdentity || !mi.GoodNews() || !strings.Contains(mi.Title(), "aks-1 signs in with a managed identity") ||
+	if mi.Kind != alertkind.ManagedIdentity || !mi.GoodNews() || !strings.Contains(mi.Title(), "aks-1 signs in with a managed identity") ||
 		!strings.Contains(mi.Fix, "--node-image-only") || mi.ID == a.ID {
 		t.Errorf("managed identity: %+v, title %q", mi, mi.Title())
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
@@ -15,7 +16,7 @@ var at = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
 func reminder() notify.Alert {
 	return notify.Alert{
-		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityCritical,
+		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: alertkind.Reminder, Severity: notify.SeverityCritical,
 		Namespace: "platform", Name: "aks-prod", Cluster: "aks-prod-weu", DisplayName: "aks-prod-sp",
 		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
 		Credential: &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: at.Add(6 * 24 * time.Hour)},
@@ -38,19 +39,19 @@ func hostile() notify.Alert {
 
 func goldenAlerts() map[string]notify.Alert {
 	expired := reminder()
-	expired.Kind, expired.Severity = notify.KindExpired, notify.SeverityCritical
+	expired.Kind, expired.Severity = alertkind.Expired, notify.SeverityCritical
 	expired.Credential.Type, expired.Credential.DisplayName = "Certificate", "CN=aks-prod"
 	expired.Credential.End = at.Add(-3 * 24 * time.Hour)
 
 	failing := notify.Alert{
-		ID: notify.AlertID("uid", "check", "failing"), Kind: notify.KindCheckFailing, Severity: notify.SeverityWarning,
+		ID: notify.AlertID("uid", "check", "failing"), Kind: alertkind.CheckFailing, Severity: notify.SeverityWarning,
 		Namespace: "platform", Name: "aks-prod", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c",
 		Problem: "Graph answered 403 Forbidden: the operator's identity lacks Application.Read.All",
 		Fix:     "Grant the operator's managed identity the Microsoft Graph permission Application.Read.All",
 		At:      at,
 	}
 	nodeLocal := notify.Alert{
-		ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "NodeLocal"), Kind: notify.KindPullsRefused, Severity: notify.SeverityWarning,
+		ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "NodeLocal"), Kind: alertkind.PullsRefused, Severity: notify.SeverityWarning,
 		Namespace: "platform", Name: "aks-prod", DisplayName: "aks-prod-sp", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c",
 		Pulls:   &notify.Pulls{Registry: "myacr.azurecr.io", Scope: "NodeLocal", Nodes: []string{"aks-pool1-3"}, Failing: 1, Pulling: 4},
 		Problem: "myacr.azurecr.io refuses image pulls for want of credentials on 1 node only (aks-pool1-3), while 4 other nodes pull from it",

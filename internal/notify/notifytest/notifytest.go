@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 )
 
@@ -22,7 +23,7 @@ var At = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 // the cluster, the same in every channel's tests.
 func Alerts() map[string]notify.Alert {
 	reminder := notify.Alert{
-		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: notify.KindReminder, Severity: notify.SeverityWarning,
+		ID: notify.AlertID("uid", "Application/k1", "7d"), Kind: alertkind.Reminder, Severity: notify.SeverityWarning,
 		Namespace: "platform", Name: "aks-prod", Cluster: "aks-prod-weu", DisplayName: "aks-prod-sp",
 		AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
 		Credential: &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: At.Add(6 * 24 * time.Hour)},
@@ -30,23 +31,23 @@ func Alerts() map[string]notify.Alert {
 		At:         At,
 	}
 	expired := reminder
-	expired.ID, expired.Kind, expired.Severity = notify.AlertID("uid", "Application/k1", "expired"), notify.KindExpired, notify.SeverityCritical
+	expired.ID, expired.Kind, expired.Severity = notify.AlertID("uid", "Application/k1", "expired"), alertkind.Expired, notify.SeverityCritical
 	expired.Credential = &notify.Credential{KeyID: "k1", Type: "Password", Source: "Application", DisplayName: "rbac", Hint: "aPp", End: At.Add(-3 * 24 * time.Hour)}
 	resolved := reminder
-	resolved.ID, resolved.Kind, resolved.Severity, resolved.Fix = notify.AlertID("uid", "Application/k1", "resolved"), notify.KindResolved, notify.SeverityInfo, ""
+	resolved.ID, resolved.Kind, resolved.Severity, resolved.Fix = notify.AlertID("uid", "Application/k1", "resolved"), alertkind.Resolved, notify.SeverityInfo, ""
 	return map[string]notify.Alert{
 		"reminder": reminder,
 		"expired":  expired,
 		"resolved": resolved,
 		"check-failing": {
-			ID: notify.AlertID("uid", "check", "failing"), Kind: notify.KindCheckFailing, Severity: notify.SeverityWarning,
+			ID: notify.AlertID("uid", "check", "failing"), Kind: alertkind.CheckFailing, Severity: notify.SeverityWarning,
 			Namespace: "platform", Name: "aks-prod", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
 			Problem: "access denied (HTTP 403, Authorization_RequestDenied)",
 			Fix:     "Grant the operator's identity the Application.Read.All permission on Microsoft Graph, with admin consent.",
 			At:      At,
 		},
 		"pulls-refused": {
-			ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "ClusterWide"), Kind: notify.KindPullsRefused, Severity: notify.SeverityCritical,
+			ID: notify.AlertID("uid", "pull/myacr.azurecr.io", "ClusterWide"), Kind: alertkind.PullsRefused, Severity: notify.SeverityCritical,
 			Namespace: "platform", Name: "aks-prod", Cluster: "rg-prod/aks-prod-weu", DisplayName: "aks-prod-sp",
 			AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c", TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
 			Pulls: &notify.Pulls{Registry: "myacr.azurecr.io", Scope: "ClusterWide", Nodes: []string{"aks-pool1-0", "aks-pool1-1", "aks-pool1-2"}, Failing: 3},

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
@@ -41,7 +42,7 @@ func TestBlocksStayWithinSlackLimits(t *testing.T) {
 	long.Cluster = "aks-prod-weu"
 	long.Problem = strings.Repeat("x", 3000)
 	long.Credential = notifytest.Alerts()["reminder"].Credential // every fact at once: more than ten fields
-	tests := map[string]notify.Alert{"long": long, "escaped": {Kind: notify.KindCheckFailing, AppID: "a<b>&c", Fix: "run <this> && that"}}
+	tests := map[string]notify.Alert{"long": long, "escaped": {Kind: alertkind.CheckFailing, AppID: "a<b>&c", Fix: "run <this> && that"}}
 	for name, a := range tests {
 		t.Run(name, func(t *testing.T) {
 			fields := 0

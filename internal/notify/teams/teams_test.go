@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
 )
@@ -190,7 +191,7 @@ func TestNameIsTeams(t *testing.T) {
 }
 
 func TestAzureTextCannotBecomeALink(t *testing.T) {
-	a := notify.Alert{Kind: notify.KindCheckFailing, DisplayName: "[Renew here](https://evil.example) *now*", AppID: "x"}
+	a := notify.Alert{Kind: alertkind.CheckFailing, DisplayName: "[Renew here](https://evil.example) *now*", AppID: "x"}
 	card := render(a).Attachments[0].Content
 	for _, text := range []string{card.Body[0].Text, card.Body[1].Facts[0].Value} {
 		if strings.Contains(text, "[Renew here](") || strings.Contains(text, " *now*") {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"time"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 )
 
@@ -16,7 +17,7 @@ const SchemaVersion = "credwatch.dev/v1"
 type Payload struct {
 	SchemaVersion    string           `json:"schemaVersion"`
 	ID               string           `json:"id"`
-	Kind             notify.Kind      `json:"kind"`
+	Kind             alertkind.Kind   `json:"kind"`
 	Severity         notify.Severity  `json:"severity"`
 	Title            string           `json:"title"`
 	Text             string           `json:"text"`

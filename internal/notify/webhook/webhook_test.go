@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
@@ -98,7 +99,7 @@ func TestSendDeliversThePayload(t *testing.T) {
 			if tc.wantSigned && rv.headers.Get(HeaderTimestamp) != "1796202060" {
 				t.Errorf("%s = %q, want the sending time 1796202060", HeaderTimestamp, rv.headers.Get(HeaderTimestamp))
 			}
-			if rv.got.SchemaVersion != SchemaVersion || rv.got.ID != a.ID || rv.got.Kind != notify.KindReminder ||
+			if rv.got.SchemaVersion != SchemaVersion || rv.got.ID != a.ID || rv.got.Kind != alertkind.Reminder ||
 				rv.got.Watch != (Watch{"platform", "aks-prod"}) || rv.got.Credential == nil || rv.got.Credential.KeyID != "k1" {
 				t.Errorf("received %+v", rv.got)
 			}

@@ -1,0 +1,40 @@
+// Package alertkind names what an alert announces. It is a leaf of its own so that deciding
+// which alerts are due (internal/policy and the target kinds) and delivering them
+// (internal/notify) share the words without either importing the other.
+package alertkind
+
+// Kind is what an alert announces.
+type Kind string
+
+const (
+	// Reminder: a credential expires within one of the watch's reminder steps.
+	Reminder Kind = "Reminder"
+	// Expired: a credential has expired; repeated daily while it stays.
+	Expired Kind = "Expired"
+	// Resolved: a credential that was alerted on is gone (rotated or removed), or was renewed by
+	// credwatch's own rotation, whose new secret is in use.
+	Resolved Kind = "Resolved"
+	// CheckFailing: the watch has not been able to read Graph for longer than allowed.
+	CheckFailing Kind = "CheckFailing"
+	// CheckRecovered: reading Graph works again after a CheckFailing alert.
+	CheckRecovered Kind = "CheckRecovered"
+	// Rotated: credwatch put a new secret in place.
+	Rotated Kind = "Rotated"
+	// RotationFailing: a rotation step keeps failing.
+	RotationFailing Kind = "RotationFailing"
+	// PullsRefused: a registry refuses the cluster's image pulls for want of credentials.
+	PullsRefused Kind = "PullsRefused"
+	// PullsRecovered: the registry of a PullsRefused alert refuses no pull any more.
+	PullsRecovered Kind = "PullsRecovered"
+	// SigningKeyDrift: the cluster's API servers disagree on the service-account token keys.
+	SigningKeyDrift Kind = "SigningKeyDrift"
+	// SigningKeysAgree: the API servers of a SigningKeyDrift alert agree again.
+	SigningKeysAgree Kind = "SigningKeysAgree"
+	// IssuerChanged: the cluster's service-account issuer URL changed.
+	IssuerChanged Kind = "IssuerChanged"
+	// ManagedIdentity: an AKS cluster of a fleet signs in with a managed identity now, and no
+	// longer depends on a service principal's secret.
+	ManagedIdentity Kind = "ManagedIdentity"
+	// DigestsLate: a period of owner digests ended before they could all go out.
+	DigestsLate Kind = "DigestsLate"
+)
