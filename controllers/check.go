@@ -139,11 +139,11 @@ var identityReasons = map[string]bool{
 // authorizeCheck finds the watch's identity and asks it for the check's first request: the
 // application's credentials, the cluster (whose service principal is asked for once the cluster
 // names it), or the tenant scan.
-func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watchState) (grant, error) {
+func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watchState) (access.Grant, error) {
 	obj := w.obj
 	g, err := r.grantOnce(ctx, w)
 	if err != nil {
-		return grant{}, err
+		return access.Grant{}, err
 	}
 	req := access.Request{Operation: v1alpha1.OperationWatch, TenantID: obj.Spec.Target.TenantID()}
 	switch t := obj.Spec.Target; {
@@ -157,7 +157,7 @@ func (r *CredentialWatchReconciler) authorizeCheck(ctx context.Context, w *watch
 		// It asks again for each subscription and service principal as it finds them.
 		req.Operation = v1alpha1.OperationFleetScan
 	}
-	return g, g.allow(req)
+	return g, g.Allow(req)
 }
 
 func (r *CredentialWatchReconciler) checkTimeout(t v1alpha1.Target) time.Duration {
@@ -223,7 +223,7 @@ func (r *CredentialWatchReconciler) checkSucceeded(w *watchState, before metav1.
 type checkResult struct {
 	// grant is the identity the check used, and id who it signed in as; the owners are read
 	// as the same, if the identity allows it.
-	grant           grant
+	grant           access.Grant
 	id              azure.Identity
 	appID           string
 	snap            graph.Snapshot
@@ -253,7 +253,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	}
 	tenant := obj.Spec.Target.TenantID()
 	res := checkResult{grant: g}
-	if res.id, err = r.signIns().identity(ctx, g.id, tenant); err != nil {
+	if res.id, err = r.signIns().identity(ctx, g.Identity, tenant); err != nil {
 		return checkResult{}, err
 	}
 	switch t := obj.Spec.Target; {
@@ -270,7 +270,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		}
 		res.appID = c.ClientID
 		// The cluster's service principal is a second request, asked for before Graph is.
-		if err := g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: res.appID}); err != nil {
+		if err := g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: res.appID}); err != nil {
 			return checkResult{cluster: &c}, err
 		}
 	case t.TenantScan != nil:
@@ -293,7 +293,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	}
 	key := client.ObjectKeyFromObject(obj)
 	// An identity allowed to scan the tenant may read a sweep's watches in one listing of it.
-	mayList := g.allow(access.Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}) == nil
+	mayList := g.Allow(access.Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}) == nil
 	res.snap, err = app.Check(ctx, graph.Ask{Asker: askerOf(key), Wake: r.wakeup(key), MayList: mayList})
 	return res, err
 }

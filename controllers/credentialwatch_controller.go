@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/digests"
@@ -240,7 +241,7 @@ type watchState struct {
 	// until the fleet is evaluated, which needs a check by this process.
 	fleet *fleetNow
 	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
-	grant    grant
+	grant    access.Grant
 	grantErr error
 	granted  bool
 }

@@ -198,12 +198,12 @@ func (run *digestRun) noticeSince() time.Time { return policy.Latest(run.start, 
 // bindOwners sets how the run looks owners up: as read this period, except that the owners of an
 // application the identity may not read owners of are never mailed (its lines go to the
 // fallback), nor, past the period's deadline, owners that could not be read.
-func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g grant, expired []v1alpha1.Credential, apps []policy.DigestApp) {
+func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g access.Grant, expired []v1alpha1.Credential, apps []policy.DigestApp) {
 	tenant := run.obj.Spec.Target.TenantID()
 	denied := map[string]bool{}
 	judge := func(appID, objectID string) {
 		if _, seen := denied[objectID]; !seen && objectID != "" {
-			denied[objectID] = g.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant, AppID: appID}) != nil
+			denied[objectID] = g.Allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant, AppID: appID}) != nil
 		}
 	}
 	for _, a := range apps {
@@ -247,13 +247,13 @@ func (run *digestRun) unread(expired []v1alpha1.Credential, apps []policy.Digest
 
 // readOwners reads the owners the messages need, a thousand applications a reconcile at most,
 // through the watch's identity.
-func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g grant, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
+func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g access.Grant, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
 	unread := run.unread(expired, apps)
 	run.st.OwnersUnread = int32(len(unread))
 	if len(unread) == 0 {
 		return nil
 	}
-	id, err := r.signIns().identity(ctx, g.id, run.obj.Spec.Target.TenantID())
+	id, err := r.signIns().identity(ctx, g.Identity, run.obj.Spec.Target.TenantID())
 	if err != nil {
 		return nil // the check says why
 	}

@@ -83,7 +83,7 @@ func (r *CredentialWatchReconciler) fleetAllowed(ctx context.Context, obj *v1alp
 // readFleet lists the clusters of the fleet's subscriptions and reads the credentials of the
 // service principals they sign in with. A subscription that cannot be listed is reported with
 // the reason, and the others are read; the check fails only when none could be.
-func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g grant, id azure.Identity, t *v1alpha1.AKSFleetTarget) (fleets.Found, error) {
+func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g access.Grant, id azure.Identity, t *v1alpha1.AKSFleetTarget) (fleets.Found, error) {
 	fc, err := r.Azure.Fleet(id, t.TenantID)
 	if err != nil {
 		return fleets.Found{}, err
@@ -169,7 +169,7 @@ type fleetListing struct {
 // listFleet lists the clusters of each subscription where the identity allows it. A
 // subscription the watch names that the identity does not cover, or that is not the tenant's,
 // is reported; one that only the list of subscriptions showed is not the fleet's, and is left out.
-func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetClient, g grant, t *v1alpha1.AKSFleetTarget, subs []string, inTenant map[string]bool, explicit bool) []fleetListing {
+func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetClient, g access.Grant, t *v1alpha1.AKSFleetTarget, subs []string, inTenant map[string]bool, explicit bool) []fleetListing {
 	out := make([]fleetListing, len(subs))
 	wanted := lowerSet(t.ResourceGroups)
 	var wg sync.WaitGroup
@@ -178,7 +178,7 @@ func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetC
 		out[i].sub = sub
 		// The identity's scope first: what it does not cover is refused alike, whether or not
 		// Resource Manager shows it the subscription.
-		groups, err := access.ListedGroups(g.id, g.ns, t.TenantID, sub, wanted)
+		groups, err := access.ListedGroups(g.Identity, g.Namespace, t.TenantID, sub, wanted)
 		if err != nil {
 			out[i].err = err
 			continue
@@ -216,7 +216,7 @@ func (r *CredentialWatchReconciler) listFleet(ctx context.Context, fc aks.FleetC
 // readFleetCredentials reads the credentials of each service principal the clusters sign in
 // with, once however many clusters share it, into the clusters; a cluster whose service
 // principal the identity does not cover, or that could not be read, says why instead.
-func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g grant, id azure.Identity, tenant string, clusters []policy.FleetCluster) {
+func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g access.Grant, id azure.Identity, tenant string, clusters []policy.FleetCluster) {
 	type answer struct {
 		creds  []v1alpha1.Credential
 		reason string
@@ -230,7 +230,7 @@ func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g 
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, fleetReads)
 	for appID, a := range answers {
-		if err := g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: appID}); err != nil {
+		if err := g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: appID}); err != nil {
 			a.reason = v1alpha1.ReasonIdentityNotAllowed
 			continue
 		}
@@ -279,21 +279,21 @@ func lowerSet(names []string) []string {
 
 // visible is what found shows that g still allows: an identity narrowed since the check shows
 // at once, not at the next check. found is left as it is: the metrics read it.
-func visible(found fleets.Found, g grant, tenant string) fleets.Found {
+func visible(found fleets.Found, g access.Grant, tenant string) fleets.Found {
 	out := found
 	out.Clusters, out.Unread = nil, nil
 	for _, u := range found.Unread {
 		// What failed in a subscription the identity no longer covers is not the namespace's
 		// to read any more; the refusal of one the watch names still is.
-		if _, err := access.ListedGroups(g.id, g.ns, tenant, u.SubscriptionID, nil); err == nil || u.Reason == v1alpha1.ReasonIdentityNotAllowed {
+		if _, err := access.ListedGroups(g.Identity, g.Namespace, tenant, u.SubscriptionID, nil); err == nil || u.Reason == v1alpha1.ReasonIdentityNotAllowed {
 			out.Unread = append(out.Unread, u)
 		}
 	}
 	for _, c := range found.Clusters {
-		if g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, Cluster: &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}}) != nil {
+		if g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, Cluster: &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}}) != nil {
 			continue
 		}
-		if c.AppID != "" && c.Reason == "" && g.allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: c.AppID}) != nil {
+		if c.AppID != "" && c.Reason == "" && g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: c.AppID}) != nil {
 			c.Credentials, c.Reason = nil, v1alpha1.ReasonIdentityNotAllowed
 		}
 		out.Clusters = append(out.Clusters, c)

@@ -24,15 +24,6 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 )
 
-// grant is the identity a watch uses, as access sees it, and the namespace it is used from.
-type grant struct {
-	id access.Identity
-	ns access.Namespace
-}
-
-// allow is nil when the identity serves req, and the *access.Refusal otherwise.
-func (g grant) allow(req access.Request) error { return access.Check(g.id, g.ns, req) }
-
 // identityError is why a watch has no identity it may use: a person must create, fix or name
 // one. reason is the Ready condition's.
 type identityError struct {
@@ -63,7 +54,7 @@ func (r *CredentialWatchReconciler) identityRefOf(obj *v1alpha1.CredentialWatch)
 
 // grantOnce is the watch's identity, found at most once a reconcile: the check and the rotation
 // ask the same question of the same cache, and would get the same answer.
-func (r *CredentialWatchReconciler) grantOnce(ctx context.Context, w *watchState) (grant, error) {
+func (r *CredentialWatchReconciler) grantOnce(ctx context.Context, w *watchState) (access.Grant, error) {
 	if !w.granted {
 		w.grant, w.grantErr = r.grantOf(ctx, w.obj)
 		w.granted = true
@@ -74,18 +65,18 @@ func (r *CredentialWatchReconciler) grantOnce(ctx context.Context, w *watchState
 // grantOf finds the identity obj uses, and checks that it is there and signs in. It never falls
 // back from a watch's own choice to another identity: a watch that names one it may not use, or
 // still names a Secret the old way, gets nothing.
-func (r *CredentialWatchReconciler) grantOf(ctx context.Context, obj *v1alpha1.CredentialWatch) (grant, error) {
+func (r *CredentialWatchReconciler) grantOf(ctx context.Context, obj *v1alpha1.CredentialWatch) (access.Grant, error) {
 	if obj.Spec.AzureCredentialRef != nil {
-		return grant{}, &identityError{reason: v1alpha1.ReasonIdentityMigrationNeeded, msg: "spec.azureCredentialRef is no longer supported, and this watch is not checked: " +
+		return access.Grant{}, &identityError{reason: v1alpha1.ReasonIdentityMigrationNeeded, msg: "spec.azureCredentialRef is no longer supported, and this watch is not checked: " +
 			"create an AzureIdentity in namespace " + obj.Namespace + " with spec.clientSecret naming Secret " + obj.Spec.AzureCredentialRef.Name +
 			" and spec.allow covering the target, set spec.identityRef to it, and remove azureCredentialRef (see the README's upgrade notes)"}
 	}
 	ref := r.identityRefOf(obj)
 	if ref == nil {
-		return grant{}, &identityError{reason: v1alpha1.ReasonNoIdentity, msg: "the watch names no identity and the operator has no default one (--default-identity): " +
+		return access.Grant{}, &identityError{reason: v1alpha1.ReasonNoIdentity, msg: "the watch names no identity and the operator has no default one (--default-identity): " +
 			"create an AzureIdentity in namespace " + obj.Namespace + " that allows the target, and set spec.identityRef to it"}
 	}
-	var g grant
+	var g access.Grant
 	var conds []metav1.Condition
 	var generation int64
 	var observed int64
@@ -94,34 +85,34 @@ func (r *CredentialWatchReconciler) grantOf(ctx context.Context, obj *v1alpha1.C
 		var id v1alpha1.ClusterAzureIdentity
 		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, &id); err != nil {
 			if obj.Spec.IdentityRef == nil && apierrors.IsNotFound(err) {
-				return grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotFound, msg: "the operator's default identity, ClusterAzureIdentity " + ref.Name +
+				return access.Grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotFound, msg: "the operator's default identity, ClusterAzureIdentity " + ref.Name +
 					", does not exist: a cluster admin creates it (the chart's defaultIdentity.tenants), or set spec.identityRef to an identity of this namespace"}
 			}
-			return grant{}, identityLookupError(err, "ClusterAzureIdentity "+ref.Name)
+			return access.Grant{}, identityLookupError(err, "ClusterAzureIdentity "+ref.Name)
 		}
-		g.id, conds, generation, observed = access.OfCluster(&id), id.Status.Conditions, id.Generation, id.Status.ObservedGeneration
+		g.Identity, conds, generation, observed = access.OfCluster(&id), id.Status.Conditions, id.Generation, id.Status.ObservedGeneration
 	default:
 		var id v1alpha1.AzureIdentity
 		if err := r.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}, &id); err != nil {
-			return grant{}, identityLookupError(err, "AzureIdentity "+obj.Namespace+"/"+ref.Name)
+			return access.Grant{}, identityLookupError(err, "AzureIdentity "+obj.Namespace+"/"+ref.Name)
 		}
-		g.id, conds, generation, observed = access.Of(&id), id.Status.Conditions, id.Generation, id.Status.ObservedGeneration
+		g.Identity, conds, generation, observed = access.Of(&id), id.Status.Conditions, id.Generation, id.Status.ObservedGeneration
 	}
 	ready := meta.FindStatusCondition(conds, v1alpha1.ConditionReady)
 	switch {
 	case ready == nil || observed != generation:
-		return grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotReady, msg: "Waiting for " + g.id.String() + " to sign in", pending: true}
+		return access.Grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotReady, msg: "Waiting for " + g.Identity.String() + " to sign in", pending: true}
 	case ready.Status != metav1.ConditionTrue:
-		return grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotReady, msg: fmt.Sprintf("%s does not sign in: %s", g.id, ready.Message)}
+		return access.Grant{}, &identityError{reason: v1alpha1.ReasonIdentityNotReady, msg: fmt.Sprintf("%s does not sign in: %s", g.Identity, ready.Message)}
 	}
-	g.ns.Name = obj.Namespace
+	g.Namespace.Name = obj.Namespace
 	if ref.Kind == v1alpha1.KindClusterAzureIdentity {
 		// Labels only matter to a cluster identity's namespaceSelector.
 		var ns corev1.Namespace
 		if err := r.Get(ctx, types.NamespacedName{Name: obj.Namespace}, &ns); err != nil {
-			return grant{}, &kubernetesError{fmt.Errorf("reading namespace %s: %w", obj.Namespace, err)}
+			return access.Grant{}, &kubernetesError{fmt.Errorf("reading namespace %s: %w", obj.Namespace, err)}
 		}
-		g.ns.Labels = ns.Labels
+		g.Namespace.Labels = ns.Labels
 	}
 	return g, nil
 }

@@ -65,7 +65,7 @@ func (r *CredentialWatchReconciler) ownerEmails(ctx context.Context, obj *v1alph
 	if !r.Channels.NotifiesOwners(obj) || snap.ApplicationObjectID == "" {
 		return nil
 	}
-	if err := res.grant.allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID}); err != nil {
+	if err := res.grant.Allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: res.id.TenantID, AppID: snap.AppID}); err != nil {
 		// Not allowed any more: what was read while it was is not kept either.
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "The application's owners are not read, so they are not mailed: %v", err)
 		return nil

@@ -305,17 +305,17 @@ func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (ti
 // step on: rotating the application's secrets, and, with reset, until the cluster has been moved
 // onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
 // Azure, so that an identity that no longer allows the rotation stops it at its next step.
-func (ro *rotationRun) authorize(ctx context.Context, reset bool) (grant, error) {
+func (ro *rotationRun) authorize(ctx context.Context, reset bool) (access.Grant, error) {
 	g, err := ro.r.grantOnce(ctx, ro.w)
 	if err != nil {
-		return grant{}, err
+		return access.Grant{}, err
 	}
-	if err := g.allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
-		return grant{}, err
+	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
+		return access.Grant{}, err
 	}
 	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
-		if err := g.allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: accessCluster(pinnedRef(c))}); err != nil {
-			return grant{}, err
+		if err := g.Allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: accessCluster(pinnedRef(c))}); err != nil {
+			return access.Grant{}, err
 		}
 	}
 	return g, nil

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -29,7 +30,7 @@ import (
 // machine binds a rotation machine to the watch: its identity g, the pinned application and
 // cluster, the Secret store and the watch's status. On error the machine has no clients, and
 // serves only to record that its step could not be tried.
-func (ro *rotationRun) machine(ctx context.Context, g grant, store rotation.Store) (*rotation.Machine, error) {
+func (ro *rotationRun) machine(ctx context.Context, g access.Grant, store rotation.Store) (*rotation.Machine, error) {
 	m := &rotation.Machine{
 		Store:  store,
 		Ledger: &watchLedger{r: ro.r, w: ro.w},
@@ -42,7 +43,7 @@ func (ro *rotationRun) machine(ctx context.Context, g grant, store rotation.Stor
 			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
 		},
 	}
-	id, err := ro.r.signIns().identity(ctx, g.id, ro.pin.TenantID)
+	id, err := ro.r.signIns().identity(ctx, g.Identity, ro.pin.TenantID)
 	if err != nil {
 		return m, err
 	}

@@ -77,6 +77,16 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Identity + " does not allow this: " + r.Rule }
 
+// Grant is an identity a watch uses, and the namespace it is used from: what every request of
+// the watch is checked against.
+type Grant struct {
+	Identity  Identity
+	Namespace Namespace
+}
+
+// Allow is nil when the identity serves req from the namespace, and the *Refusal otherwise.
+func (g Grant) Allow(req Request) error { return Check(g.Identity, g.Namespace, req) }
+
 // Check returns nil when id may serve req for a watch in ns, and a *Refusal naming the rule that
 // refuses it otherwise.
 func Check(id Identity, ns Namespace, req Request) error {
