@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // armClusters are the AKS clusters Resource Manager knows, served through the SDK's own fake.
@@ -204,7 +205,7 @@ func TestAKSClusterTarget(t *testing.T) {
 	h.step(6 * time.Hour)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonClusterNotFound)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "reading AKS cluster rg-prod/aks-prod: not found (HTTP 404, ResourceNotFound)") {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "reading AKS cluster rg-prod/aks-prod: not found (HTTP 404, ResourceNotFound)") {
 		t.Errorf("message %q does not say which cluster is missing", msg)
 	}
 	if w.Status.AKSCluster != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // ChannelSource builds the alert channels of a watch.
@@ -62,7 +63,7 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 	ledger, keep := alertsLedger(obj, set)
 	defer keep()
 	if len(set) == 0 {
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
 			"No alert channel: set spec.alerts, or the operator's default channels", now)
 		return time.Time{}, nil
 	}
@@ -107,7 +108,7 @@ func (r *CredentialWatchReconciler) alertsDelivered(obj *v1alpha1.CredentialWatc
 	if cfgErr != nil {
 		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
 	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
+	target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
 	return next
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/mailpit"
 )
@@ -235,7 +236,7 @@ func TestFailedDeliveryIsRetriedWithBackoffAndNeverLost(t *testing.T) {
 	if res.RequeueAfter != time.Minute {
 		t.Errorf("retry after %v, want 1m", res.RequeueAfter)
 	}
-	msg := condition(w, v1alpha1.ConditionAlertsDelivered).Message
+	msg := target.Condition(w, v1alpha1.ConditionAlertsDelivered).Message
 	if !strings.Contains(msg, "webhook-") || !strings.Contains(msg, "503") || strings.Contains(msg, "T0K3N") {
 		t.Errorf("condition message %q: want the channel and the status, never the URL", msg)
 	}
@@ -286,7 +287,7 @@ func TestMisconfiguredChannelIsAClearConditionAndLosesNothing(t *testing.T) {
 	})
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured)
-	if msg := condition(w, v1alpha1.ConditionAlertsDelivered).Message; !strings.Contains(msg, "webhook.urlSecretRef: Secret "+h.key.Namespace+"/alert-hook does not exist") {
+	if msg := target.Condition(w, v1alpha1.ConditionAlertsDelivered).Message; !strings.Contains(msg, "webhook.urlSecretRef: Secret "+h.key.Namespace+"/alert-hook does not exist") {
 		t.Errorf("message %q does not say which Secret is missing", msg)
 	}
 	if n := countPrefix(h.takeEvents(), "Warning AlertChannelMisconfigured"); n != 1 {

@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // Event reasons of a check.
@@ -61,7 +62,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	if err != nil || !due {
 		return time.Time{}, err
 	}
-	before := condition(obj, v1alpha1.ConditionReady)
+	before := target.Condition(obj, v1alpha1.ConditionReady)
 
 	checkCtx, cancel := context.WithTimeout(ctx, r.checkTimeout(obj.Spec.Target))
 	defer cancel()
@@ -95,7 +96,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 	if errors.As(err, &ie) && ie.pending {
 		// An identity created with its watches signs in within seconds: nothing has failed yet,
 		// and its signing in reconciles the watch.
-		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionUnknown, ie.reason, ie.msg, w.now)
+		target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionUnknown, ie.reason, ie.msg, w.now)
 		return time.Time{}, nil
 	}
 	if err != nil {
@@ -124,9 +125,9 @@ func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState)
 	if errors.As(err, &ke) {
 		return false, ke
 	}
-	ready := condition(obj, v1alpha1.ConditionReady)
+	ready := target.Condition(obj, v1alpha1.ConditionReady)
 	refused := ready.Status != metav1.ConditionTrue && identityReasons[ready.Reason]
-	return refused || (err != nil && reasonFor(err) != ready.Reason), nil
+	return refused || (err != nil && target.ReasonFor(err) != ready.Reason), nil
 }
 
 // identityReasons are the Ready reasons of a watch whose check was refused before Azure was
@@ -179,9 +180,9 @@ func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchSta
 	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), w.settings.interval), checkJitter, r.Rand)
 	next := metav1.NewTime(w.now.Add(wait))
 	obj.Status.NextCheckTime = &next
-	reason := reasonFor(err)
+	reason := target.ReasonFor(err)
 	ctrl.LoggerFrom(ctx).Info("Checking "+what+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
-	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
 		fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), w.now)
 	if before.Status != metav1.ConditionFalse || before.Reason != reason {
 		// Once per kind of failure: retries would differ only in ports and times, which the
@@ -348,7 +349,7 @@ func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Id
 	}
 	cl, err := c.Read(ctx)
 	if err != nil {
-		return aks.Cluster{}, &clusterError{err}
+		return aks.Cluster{}, &target.ClusterError{Err: err}
 	}
 	return cl, nil
 }
@@ -379,12 +380,6 @@ func clusterRef(t *v1alpha1.AKSClusterTarget) aks.ClusterRef {
 	return aks.ClusterRef{SubscriptionID: t.SubscriptionID, ResourceGroup: t.ResourceGroup, Name: t.Name}
 }
 
-// clusterError is a failure to read the AKS cluster, told apart from Graph's failures by reason.
-type clusterError struct{ err error }
-
-func (e *clusterError) Error() string { return e.err.Error() }
-func (e *clusterError) Unwrap() error { return e.err }
-
 // filterError is Graph refusing a tenant scan's query, which only a change of its filter mends.
 type filterError struct {
 	filter string
@@ -396,10 +391,16 @@ func (e *filterError) Error() string {
 }
 func (e *filterError) Unwrap() error { return e.err }
 
+// Reason is ReasonFilterRejected.
+func (e *filterError) Reason() string { return v1alpha1.ReasonFilterRejected }
+
 // secretError is a problem with the Secret an identity signs in with: a person must fix it.
 type secretError struct{ msg string }
 
 func (e *secretError) Error() string { return e.msg }
+
+// Reason is ReasonCredentialSecretInvalid.
+func (e *secretError) Reason() string { return v1alpha1.ReasonCredentialSecretInvalid }
 
 // kubernetesError is a failure to talk to the API server while checking: not the check's fault,
 // so it is retried by controller-runtime instead of counted against the watch.
@@ -414,70 +415,4 @@ func checked(target v1alpha1.Target) string {
 		return "the service-account issuer"
 	}
 	return "credentials"
-}
-
-// reasonFor is the one place failures become Ready condition reasons.
-func reasonFor(err error) string {
-	var ee *saissuer.EndpointError
-	if errors.As(err, &ee) {
-		return v1alpha1.ReasonEndpointUnreachable
-	}
-	var ne *saissuer.NotAPIServerError
-	if errors.As(err, &ne) {
-		return v1alpha1.ReasonEndpointNotAllowed
-	}
-	if errors.Is(err, errIssuerNotChecked) {
-		return v1alpha1.ReasonIssuerNotChecked
-	}
-	var ce *saissuer.CanaryError
-	if errors.As(err, &ce) {
-		return v1alpha1.ReasonCanaryUnavailable
-	}
-	var se *secretError
-	if errors.As(err, &se) {
-		return v1alpha1.ReasonCredentialSecretInvalid
-	}
-	var ie *identityError
-	if errors.As(err, &ie) {
-		return ie.reason
-	}
-	var sae *serviceAccountError
-	if errors.As(err, &sae) {
-		return v1alpha1.ReasonIdentityNotReady
-	}
-	var fle *fleetLimitError
-	if errors.As(err, &fle) {
-		return v1alpha1.ReasonTooManyFleets
-	}
-	var refusal *access.Refusal
-	if errors.As(err, &refusal) {
-		return v1alpha1.ReasonIdentityNotAllowed
-	}
-	var fe *filterError
-	if errors.As(err, &fe) {
-		return v1alpha1.ReasonFilterRejected
-	}
-	var cle *clusterError
-	if errors.As(err, &cle) {
-		switch azerr.KindOf(err) {
-		case azerr.KindNotFound:
-			return v1alpha1.ReasonClusterNotFound
-		case azerr.KindUnavailable:
-			return v1alpha1.ReasonResourceManagerUnreachable
-		}
-	}
-	switch azerr.KindOf(err) {
-	case azerr.KindNotFound:
-		return v1alpha1.ReasonServicePrincipalNotFound
-	case azerr.KindForbidden:
-		return v1alpha1.ReasonAccessDenied
-	case azerr.KindUnauthenticated:
-		return v1alpha1.ReasonAuthenticationFailed
-	case azerr.KindThrottled:
-		return v1alpha1.ReasonThrottled
-	case azerr.KindUnavailable:
-		return v1alpha1.ReasonGraphUnreachable
-	default:
-		return v1alpha1.ReasonGraphError
-	}
 }

@@ -10,8 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -340,26 +338,6 @@ func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.PullsChanged, handler.TypedEnqueueRequestsFromMapFunc(watchesOfRegistry(mgr.GetClient()))))
 	}
 	return b.Complete(r)
-}
-
-func setCondition(obj *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason, message string, now time.Time) {
-	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: obj.Generation,
-		LastTransitionTime: metav1.NewTime(now),
-	})
-}
-
-// condition is a copy of the watch's condition of type t, empty when it has none. A copy, because
-// setCondition rewrites conditions in place: a pointer kept across it would read the new one.
-func condition(w *v1alpha1.CredentialWatch, t string) metav1.Condition {
-	if c := meta.FindStatusCondition(w.Status.Conditions, t); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
 }
 
 // writeNow writes a part of status at once, with an optimistic lock, where the deferred patch

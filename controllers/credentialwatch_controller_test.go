@@ -28,6 +28,7 @@ import (
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -198,7 +199,7 @@ func (h *harness) step(d time.Duration) { h.clock.Step(d) }
 
 func assertCondition(t *testing.T, w *v1alpha1.CredentialWatch, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	c := condition(w, condType)
+	c := target.Condition(w, condType)
 	if c.Status != status || c.Reason != reason {
 		t.Errorf("condition %s = %s/%s (%q), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
 	}
@@ -353,7 +354,7 @@ func TestAlreadyExpiredSecretIsExpired(t *testing.T) {
 		t.Errorf("first credential = %+v, want the service principal's expired secret", c)
 	}
 	assertEvents(t, h.takeEvents(), "Warning CredentialExpired Secret \"reset by az\"")
-	if msg := condition(w, v1alpha1.ConditionExpired).Message; !strings.Contains(msg, "ServicePrincipal object") {
+	if msg := target.Condition(w, v1alpha1.ConditionExpired).Message; !strings.Contains(msg, "ServicePrincipal object") {
 		t.Errorf("Expired message %q does not say the secret is on the service principal", msg)
 	}
 }
@@ -431,7 +432,7 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			}
 			events := h.takeEvents()
 			assertEvents(t, events, "Warning "+story.wantReason+" Checking credentials failed")
-			if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, story.wantMessage) ||
+			if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, story.wantMessage) ||
 				(len(events) > 0 && !strings.Contains(events[0], story.wantMessage)) {
 				t.Errorf("Ready says %q, the event %q; want both to say %q", msg, events, story.wantMessage)
 			}
@@ -562,7 +563,7 @@ func TestWatchSignsInAsItsAzureIdentity(t *testing.T) {
 	// No identity yet: a person has to create it; the condition says which.
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotFound)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "AzureIdentity "+h.key.Namespace+"/graph-reader") {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "AzureIdentity "+h.key.Namespace+"/graph-reader") {
 		t.Errorf("message %q does not name the identity", msg)
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // digestOwnerReads bounds the applications whose owners one reconcile reads: fifty batches.
@@ -108,13 +109,13 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 	run := &digestRun{obj: obj, spec: t.OwnerDigests, found: found, now: w.now, key: key}
 	schedule, err := policy.DigestScheduleOf(run.spec.Schedule)
 	if err != nil {
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, "ownerDigests."+err.Error(), w.now)
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, "ownerDigests."+err.Error(), w.now)
 		return time.Time{}, nil
 	}
 	run.start, run.next = policy.DigestPeriod(schedule, w.now)
 	run.last, _ = policy.DigestPeriod(schedule, run.start.Add(-time.Second))
 	if run.relay, err = r.Channels.Digests(ctx, obj, &run.spec.Email); err != nil {
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(err.Error()), w.now)
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(err.Error()), w.now)
 		return w.now.Add(misconfiguredRecheck), nil
 	}
 	if run.book, err = r.Ledger.Load(ctx, ledgerOwner(obj)); err != nil {
@@ -297,7 +298,7 @@ func (run *digestRun) refuse(r *CredentialWatchReconciler, msg string) {
 		r.Recorder.Event(run.obj, corev1.EventTypeWarning, eventOwnersUnread, msg)
 	}
 	run.st.Message = msg
-	setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, "Owner digests: "+msg, run.now)
+	target.SetCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, "Owner digests: "+msg, run.now)
 	run.next = policy.Earliest(run.next, run.now.Add(time.Minute))
 }
 

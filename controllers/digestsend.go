@@ -16,6 +16,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // The sending of owner digests: claiming in the ledger, sending within the pace and budget,
@@ -53,12 +54,12 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 	}
 	switch {
 	case run.st.Failing > 0:
-		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed,
+		target.SetCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed,
 			fmt.Sprintf("Owner digests: %d of %d sent this period, %d failing and retried with backoff: %s", run.st.Sent, run.st.Recipients, run.st.Failing, sent.lastError), run.now)
 	case run.st.Message == "" || len(notes) > 0 && run.st.Message == strings.Join(notes, "; "):
 		msg := fmt.Sprintf("Owner digests: %d of %d sent for the period that began %s; the next begins %s",
 			run.st.Sent, run.st.Recipients, run.start.UTC().Format(time.RFC3339), run.st.NextPeriod.UTC().Format(time.RFC3339))
-		setCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered, msg, run.now)
+		target.SetCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered, msg, run.now)
 	}
 	return nil
 }

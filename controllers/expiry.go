@@ -10,6 +10,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // Event reasons of credentials changing state, one per state worth telling someone about.
@@ -109,6 +110,6 @@ type expiryGroups struct {
 
 func setExpiryConditions(obj *v1alpha1.CredentialWatch, g expiryGroups, t policy.Thresholds, now time.Time) {
 	expiring, expired := compose.ExpiryConditions(g.Groups, g.total, t, now)
-	setCondition(obj, v1alpha1.ConditionExpiring, expiring.Status, expiring.Reason, expiring.Message, now)
-	setCondition(obj, v1alpha1.ConditionExpired, expired.Status, expired.Reason, expired.Message, now)
+	target.SetCondition(obj, v1alpha1.ConditionExpiring, expiring.Status, expiring.Reason, expiring.Message, now)
+	target.SetCondition(obj, v1alpha1.ConditionExpired, expired.Status, expired.Reason, expired.Message, now)
 }

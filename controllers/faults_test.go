@@ -23,6 +23,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // faults decides, from a seed, which calls to Azure fail and how.
@@ -267,7 +268,7 @@ func TestRotationUnderFaults(t *testing.T) {
 			deletions++
 			continue
 		}
-		if c := condition(w, v1alpha1.ConditionRotating); c.Reason == v1alpha1.ReasonResetNeedsConfirmation && st != nil {
+		if c := target.Condition(w, v1alpha1.ConditionRotating); c.Reason == v1alpha1.ReasonResetNeedsConfirmation && st != nil {
 			// An admin does what the hold says: moves the cluster onto the new secret by hand,
 			// unless a reset that reported failure did, and confirms with the value it names.
 			h.moveByHand(arm, s.appID, st.KeyID)
@@ -415,7 +416,7 @@ func checkFaultInvariants(t *testing.T, h *harness, appID, old string, arm *armC
 	if st == nil || w.DeletionTimestamp != nil || st.NextAttemptTime == nil || st.NextAttemptTime.Sub(h.clock.Now()) <= 2*time.Minute {
 		return
 	}
-	c := condition(&w, v1alpha1.ConditionRotating)
+	c := target.Condition(&w, v1alpha1.ConditionRotating)
 	if c.Message == "" || (c.Reason == string(st.Step) && !strings.Contains(c.Message, st.Message)) {
 		t.Fatalf("round %d: the rotation waits until %v at step %s, and Rotating (%s: %q) does not say why (%q)",
 			round, st.NextAttemptTime, st.Step, c.Reason, c.Message, st.Message)

@@ -23,6 +23,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 const (
@@ -55,6 +56,9 @@ const maxFleetsPerNamespace = 3
 type fleetLimitError struct{ msg string }
 
 func (e *fleetLimitError) Error() string { return e.msg }
+
+// Reason is ReasonTooManyFleets.
+func (e *fleetLimitError) Reason() string { return v1alpha1.ReasonTooManyFleets }
 
 // fleetAllowed refuses a fleet beyond the oldest maxFleetsPerNamespace of its namespace.
 func (r *CredentialWatchReconciler) fleetAllowed(ctx context.Context, obj *v1alpha1.CredentialWatch) error {
@@ -93,7 +97,7 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g access.Gran
 	// list one under another's name.
 	listed, err := fc.Subscriptions(ctx)
 	if err != nil {
-		return fleets.Found{}, &clusterError{err}
+		return fleets.Found{}, &target.ClusterError{Err: err}
 	}
 	inTenant := map[string]bool{}
 	for _, s := range listed {
@@ -147,7 +151,7 @@ func (r *CredentialWatchReconciler) readFleet(ctx context.Context, g access.Gran
 		found.Complete = nil
 	}
 	if found.Subscriptions > 0 && len(found.Unread) == found.Subscriptions {
-		return fleets.Found{}, &clusterError{firstErr}
+		return fleets.Found{}, &target.ClusterError{Err: firstErr}
 	}
 	r.readFleetCredentials(ctx, g, id, t.TenantID, found.Clusters)
 	if err := ctx.Err(); err != nil {
@@ -237,7 +241,7 @@ func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g 
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			a.reason = reasonFor(ctx.Err())
+			a.reason = target.ReasonFor(ctx.Err())
 			continue
 		}
 		wg.Add(1)
@@ -246,12 +250,12 @@ func (r *CredentialWatchReconciler) readFleetCredentials(ctx context.Context, g 
 			defer func() { <-slots }()
 			app, err := r.Azure.Application(id, graph.AppRef{AppID: appID})
 			if err != nil {
-				a.reason = reasonFor(err)
+				a.reason = target.ReasonFor(err)
 				return
 			}
 			snap, err := app.ReadCredentials(ctx)
 			if err != nil {
-				a.reason = reasonFor(err)
+				a.reason = target.ReasonFor(err)
 				return
 			}
 			a.creds = scans.Credentials(snap)
@@ -356,7 +360,7 @@ func (r *CredentialWatchReconciler) recordFleet(obj *v1alpha1.CredentialWatch, f
 	if n := len(found.Unread); n > 0 {
 		msg += fmt.Sprintf("; %d subscriptions could not be read (status.fleet.unread)", n)
 	}
-	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, msg, now)
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, msg, now)
 	switch unread := unreadSet(found.Unread); {
 	case len(unread) > 0 && unread != unreadSet(before):
 		first := found.Unread[0]
@@ -465,20 +469,20 @@ func setFleetConditions(obj *v1alpha1.CredentialWatch, v policy.FleetView, t pol
 	}
 	switch st := v.Status; {
 	case st.Critical > 0:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
+		target.SetCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
 			fmt.Sprintf("%d clusters' service principals have a credential ending within %s, %d more within %s; first %s",
 				st.Critical, policy.HumanDuration(t.Critical), st.Warning, policy.HumanDuration(t.Warning), first(v1alpha1.StateCritical)), now)
 	case st.Warning > 0:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
+		target.SetCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionTrue, v1alpha1.ReasonWithinWarning,
 			fmt.Sprintf("%d clusters' service principals have a credential ending within %s; first %s", st.Warning, policy.HumanDuration(t.Warning), first(v1alpha1.StateWarning)), now)
 	default:
-		setCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
+		target.SetCondition(obj, v1alpha1.ConditionExpiring, metav1.ConditionFalse, v1alpha1.ReasonNoneExpiring,
 			fmt.Sprintf("No cluster's service principal has a credential ending within %s", policy.HumanDuration(t.Warning)), now)
 	}
 	if n := v.Status.Expired; n > 0 {
-		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
+		target.SetCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired,
 			fmt.Sprintf("%d clusters' service principals have an expired credential, such as %s: move each cluster onto a new secret, or onto a managed identity", n, first(v1alpha1.StateExpired)), now)
 	} else {
-		setCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No cluster's service principal has an expired credential", now)
+		target.SetCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No cluster's service principal has an expired credential", now)
 	}
 }

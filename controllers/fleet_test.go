@@ -32,6 +32,7 @@ import (
 	"github.com/credwatch/credwatch/internal/fleets"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // The fleet's subscriptions: two it may read, one Resource Manager refuses it.
@@ -488,7 +489,7 @@ func TestAKSFleetsPerNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertCondition(t, &z3, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTooManyFleets)
-	if c := condition(&z3, v1alpha1.ConditionReady); !strings.Contains(c.Message, "watch, z1, z2") {
+	if c := target.Condition(&z3, v1alpha1.ConditionReady); !strings.Contains(c.Message, "watch, z1, z2") {
 		t.Errorf("Ready says %q: want the fleets that run named", c.Message)
 	}
 }

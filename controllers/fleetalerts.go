@@ -15,6 +15,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // fleetSendsAgain is how soon a fleet comes back for the messages one reconcile left.
@@ -50,7 +51,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	failing, keep := alertsLedger(obj, set)
 	defer keep()
 	if len(set) == 0 {
-		setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels,
 			"No alert channel: a fleet tells only the channels its spec.alerts names (slack, email, teams or webhook), not the operator's defaults", now)
 		return time.Time{}, nil
 	}
@@ -171,10 +172,10 @@ func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch,
 	if !errors.As(err, &foreign) {
 		return time.Time{}, err
 	}
-	if c := condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
+	if c := target.Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
 		r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
 	}
-	setCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
+	target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
 	return now.Add(misconfiguredRecheck), nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // fleetChildren are the watches the fleet w controls, by the resource ID of their cluster.
@@ -108,7 +109,7 @@ func TestAKSFleetCreatesWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertCondition(t, &child, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-	if c := condition(&child, v1alpha1.ConditionRotating); !strings.Contains(c.Message, string(v1alpha1.OperationRotate)) {
+	if c := target.Condition(&child, v1alpha1.ConditionRotating); !strings.Contains(c.Message, string(v1alpha1.OperationRotate)) {
 		t.Errorf("the child's Rotating condition is %+v: want the identity's refusal of Rotate", c)
 	}
 

@@ -35,6 +35,9 @@ type identityError struct {
 
 func (e *identityError) Error() string { return e.msg }
 
+// Reason is the Ready reason the watch gets.
+func (e *identityError) Reason() string { return e.reason }
+
 // identityRefOf is the identity obj names, or the operator's default one; nil when there is none.
 func (r *CredentialWatchReconciler) identityRefOf(obj *v1alpha1.CredentialWatch) *v1alpha1.IdentityRef {
 	if ref := obj.Spec.IdentityRef; ref != nil {
@@ -193,6 +196,9 @@ const AnnotationWorkloadIdentityClientID = "azure.workload.identity/client-id"
 type serviceAccountError struct{ msg string }
 
 func (e *serviceAccountError) Error() string { return e.msg }
+
+// Reason is ReasonIdentityNotReady: for the watch, its identity cannot sign in.
+func (e *serviceAccountError) Reason() string { return v1alpha1.ReasonIdentityNotReady }
 
 // serviceAccountConsents checks that the ServiceAccount names clientID in its workload identity
 // annotation. Whoever may create an identity may not mint that ServiceAccount's tokens: its own

@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/pullauth"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // PullIncidents gives the registries refusing the cluster's image pulls now, once it has read what
@@ -57,7 +58,7 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(_ context.Context, w *wa
 		return time.Time{}, nil
 	}
 	if r.ImagePulls == nil {
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsNotWatched,
+		target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsNotWatched,
 			"The operator does not watch image pulls: it runs with --image-pulls=false", now)
 		return time.Time{}, nil
 	}
@@ -75,13 +76,13 @@ func (r *CredentialWatchReconciler) reconcileImagePulls(_ context.Context, w *wa
 		if spec.CoversPodRegistries() {
 			covered += ", or by any registry pods pull from with the node's credential"
 		}
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
+		target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionTrue, v1alpha1.ReasonNoPullFailures,
 			"No pull refused for want of credentials by "+covered, now)
 		return next, nil
 	}
 	// The condition tells the worst of all, also of one status has no room for.
 	worst := policy.WorstIncident(all)
-	setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], compose.PullProblem(obj, worst, now), now)
+	target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, scopeReasons[worst.Scope], compose.PullProblem(obj, worst, now), now)
 	return next, nil
 }
 
@@ -93,14 +94,14 @@ func pullsNotListed(obj *v1alpha1.CredentialWatch, listErr error, now time.Time)
 		if apierrors.IsForbidden(listErr) {
 			hint = " (it needs list and watch on them cluster-wide)"
 		}
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed,
+		target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed,
 			oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pods and nodes%s, "+
 				"so image pulls are as last seen: %v", hint, listErr)), now)
 		return now.Add(listFailedRetry)
 	}
 	// A condition from before is left for the few seconds listing takes: it is likely still true.
 	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionImagePullsAuthorized); c == nil || c.Reason == v1alpha1.ReasonPullsNotWatched {
-		setCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing,
+		target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing,
 			"The operator is listing the cluster's pull events, pods and nodes", now)
 	}
 	return now.Add(listingRetry)

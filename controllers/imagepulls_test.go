@@ -25,6 +25,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
 	"github.com/credwatch/credwatch/internal/pullauth"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // pulls runs a pullauth.Watcher against the real API server for one test, on the harness's clock.
@@ -285,7 +286,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	h.step(pullauth.DefaultThresholds.Settle) // the refusals settle before the incident is told
 	w, res := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
-	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
+	msg := target.Condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
 	for _, want := range []string{p.registry, "on 3 nodes", p.node("a"), "expired 2h ago: this is why"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("condition message %q does not say %q", msg, want)
@@ -414,7 +415,7 @@ func TestImagePullsRefusedOnOneNodeNameTheNode(t *testing.T) {
 	h.step(pullauth.DefaultThresholds.Settle) // the refusals settle before the incident is told
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonNodeLocalPullFailures)
-	msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
+	msg := target.Condition(w, v1alpha1.ConditionImagePullsAuthorized).Message
 	for _, want := range []string{"on 1 node only (" + p.node("d") + ")", "while 3 other nodes pull", "credential provider was disabled at start-up"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("condition message %q does not say %q", msg, want)
@@ -549,7 +550,7 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 		t.Errorf("events %q, want none", events)
 	}
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
-	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.HasPrefix(msg, "a00.azurecr.io") {
+	if msg := target.Condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.HasPrefix(msg, "a00.azurecr.io") {
 		t.Errorf("condition message %q, want the cluster-wide incident status has no room for", msg)
 	}
 
@@ -659,7 +660,7 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 
 	w, res = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed)
-	if msg := condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
+	if msg := target.Condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
 		t.Errorf("condition message %q does not say why listing fails", msg)
 	}
 	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listFailedRetry {

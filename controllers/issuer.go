@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/saissuer"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -27,8 +27,18 @@ type IssuerProbe interface {
 	Probe(ctx context.Context, endpoints []string) (saissuer.Observation, error)
 }
 
-var errIssuerNotChecked = errors.New("this operator does not check service-account issuers: it runs with --service-account-issuer=false " +
-	"(chart: serviceAccountIssuer.enabled=false)")
+// errIssuerNotChecked: the operator runs without the service-account issuer's checks.
+var errIssuerNotChecked error = issuerNotChecked{}
+
+type issuerNotChecked struct{}
+
+func (issuerNotChecked) Error() string {
+	return "this operator does not check service-account issuers: it runs with --service-account-issuer=false " +
+		"(chart: serviceAccountIssuer.enabled=false)"
+}
+
+// Reason is ReasonIssuerNotChecked.
+func (issuerNotChecked) Reason() string { return v1alpha1.ReasonIssuerNotChecked }
 
 // Event reasons of a serviceAccountIssuer target besides the drift reasons themselves.
 const (
@@ -75,19 +85,19 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 		recheck := metav1.NewTime(a.Recheck)
 		obj.Status.NextCheckTime = &recheck
 	}
-	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
 		fmt.Sprintf("Read the service-account issuer of %d API servers", len(obs.Endpoints)), now)
 
-	was := condition(obj, v1alpha1.ConditionSigningKeyDrift)
+	was := target.Condition(obj, v1alpha1.ConditionSigningKeyDrift)
 	wasDrifting := was.Status == metav1.ConditionTrue
 	if a.Drift == "" {
-		setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
+		target.SetCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
 		if wasDrifting {
 			r.Recorder.Event(obj, corev1.EventTypeNormal, eventSigningKeysAgree, a.Message)
 		}
 		return
 	}
-	setCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, a.Drift, a.Message, now)
+	target.SetCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, a.Drift, a.Message, now)
 	if !wasDrifting || was.Reason != a.Drift {
 		r.Recorder.Event(obj, corev1.EventTypeWarning, a.Drift, a.Message)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/saissuer"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/controlplane"
 )
 
@@ -41,7 +42,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSigningKeyNotShared)
-	msg := condition(w, v1alpha1.ConditionSigningKeyDrift).Message
+	msg := target.Condition(w, v1alpha1.ConditionSigningKeyDrift).Message
 	for _, want := range []string{cp.EndpointA() + " signs with key", "which " + cp.EndpointB() + " does not serve", "rejected by"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("drift message %q does not say %q", msg, want)
@@ -65,7 +66,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 	h.step(10 * time.Minute)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonSignedTokensStillRejected)
-	msg = condition(w, v1alpha1.ConditionSigningKeyDrift).Message
+	msg = target.Condition(w, v1alpha1.ConditionSigningKeyDrift).Message
 	if !strings.Contains(msg, "tokens signed with key") || !strings.Contains(msg, "are rejected by "+cp.EndpointA()+" until") {
 		t.Errorf("aftermath message %q does not name the key, the server rejecting it and when it clears", msg)
 	}
@@ -102,7 +103,7 @@ func TestSigningKeyDriftBetweenAPIServers(t *testing.T) {
 		h.step(7 * time.Hour)
 		w, _ = h.reconcile()
 		assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-		if c := condition(w, v1alpha1.ConditionSigningKeyDrift); c.Status != metav1.ConditionFalse {
+		if c := target.Condition(w, v1alpha1.ConditionSigningKeyDrift); c.Status != metav1.ConditionFalse {
 			t.Errorf("%s: SigningKeyDrift %s/%s: %s", step.what, c.Status, c.Reason, c.Message)
 		}
 	}
@@ -171,7 +172,7 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	// An operator run without issuer checks says so.
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonIssuerNotChecked)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "--service-account-issuer=false") {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "--service-account-issuer=false") {
 		t.Errorf("Ready message %q does not say how to turn the checks on", msg)
 	}
 	h.takeEvents()
@@ -188,7 +189,7 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	if n := countEvents(events, v1alpha1.ReasonCanaryUnavailable); n != 1 || !strings.Contains(strings.Join(events, "\n"), "Checking the service-account issuer failed") {
 		t.Errorf("events = %q, want one CanaryUnavailable about the service-account issuer", events)
 	}
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `serviceaccounts "credwatch-canary" not found`) || strings.Contains(msg, `"kind"`) {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `serviceaccounts "credwatch-canary" not found`) || strings.Contains(msg, `"kind"`) {
 		t.Errorf("Ready message %q, want the API server's own words", msg)
 	}
 
@@ -214,7 +215,7 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	h.clock.SetTime(w.Status.NextCheckTime.Time)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonEndpointUnreachable)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "https://127.0.0.1:1") {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "https://127.0.0.1:1") {
 		t.Errorf("Ready message %q does not name the unreachable API server", msg)
 	}
 }

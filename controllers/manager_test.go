@@ -33,6 +33,7 @@ import (
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
@@ -105,7 +106,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 	key := client.ObjectKeyFromObject(w)
 	eventually(t, 30*time.Second, "the watch to become Ready", func() bool {
 		_ = k8s.Get(ctx, key, w)
-		return condition(w, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
+		return target.Condition(w, v1alpha1.ConditionReady).Status == metav1.ConditionTrue
 	})
 	if len(w.Status.Credentials) != 3 || w.Status.State != v1alpha1.StateWarning || w.Status.ExpiresIn != "19d" && w.Status.ExpiresIn != "20d" {
 		t.Errorf("status: %d credentials, state %s, expires in %q; want 3, Warning, 20d", len(w.Status.Credentials), w.Status.State, w.Status.ExpiresIn)

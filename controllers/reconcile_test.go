@@ -33,6 +33,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // The unit tier: the reconciler against controller-runtime's fake client and func-field fakes of
@@ -341,7 +342,7 @@ func TestUnitIdentityRefusesBeforeAzureIsAsked(t *testing.T) {
 				want = tc.wantStatus
 			}
 			wantCondition(t, w, v1alpha1.ConditionReady, want, tc.wantReason)
-			if c := condition(w, v1alpha1.ConditionReady); !strings.Contains(c.Message, tc.wantMessage) {
+			if c := target.Condition(w, v1alpha1.ConditionReady); !strings.Contains(c.Message, tc.wantMessage) {
 				t.Errorf("Ready says %q, want it to say %q", c.Message, tc.wantMessage)
 			}
 			ev := u.events()
@@ -520,7 +521,7 @@ func TestUnitRotationWithAnUnknownTimeZoneDoesNotStart(t *testing.T) {
 	u.r.Azure = r.azure(snapshot(u.clock.Now().Add(5 * 24 * time.Hour))) // due: within rotateBefore
 	w, _ = u.reconcile()
 	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
-	if c := condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, `maintenanceWindow.timeZone "Mars/Olympus_Mons"`) {
+	if c := target.Condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, `maintenanceWindow.timeZone "Mars/Olympus_Mons"`) {
 		t.Errorf("Rotating says %q, want the unknown time zone named", c.Message)
 	}
 	if w.Status.Rotation != nil {
@@ -552,7 +553,7 @@ func TestUnitRotationPausesWhenItsIdentityNoLongerAllowsIt(t *testing.T) {
 		t.Fatalf("status.rotation = %+v after %d sign-ins, want it left at SecretStored, untouched", st, signIns)
 	}
 	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
-	if c := condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, "waits at step SecretStored") || !strings.Contains(c.Message, "allow.operations does not list Rotate") {
+	if c := target.Condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, "waits at step SecretStored") || !strings.Contains(c.Message, "allow.operations does not list Rotate") {
 		t.Errorf("Rotating says %q, want where it waits and the rule", c.Message)
 	}
 	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], v1alpha1.ReasonIdentityNotAllowed) {
@@ -628,7 +629,7 @@ func TestUnitRotationTargetChanged(t *testing.T) {
 			}, w, storedSecret())
 
 			w, _ = u.reconcile()
-			c := condition(w, v1alpha1.ConditionRotating)
+			c := target.Condition(w, v1alpha1.ConditionRotating)
 			if c.Reason != v1alpha1.ReasonRotationTargetChanged || c.Status != tc.wantStatus {
 				t.Fatalf("Rotating = %+v, want %s %s", c, tc.wantStatus, v1alpha1.ReasonRotationTargetChanged)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // record puts what a check found into status.
@@ -36,7 +37,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 	obj.Status.TenantScan, obj.Status.Fleet = nil, nil // a watch that scanned a tenant or a fleet before its spec changed
 	if res.managedIdentity {
 		obj.Status.ServicePrincipal, obj.Status.Credentials = nil, nil
-		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,
+		target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonManagedIdentity,
 			"The AKS cluster signs in with a managed identity: it has no secret to expire", now)
 		return
 	}
@@ -54,7 +55,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
 	}
 	obj.Status.Credentials = scans.Credentials(snap)
-	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
 }
 
@@ -138,6 +139,6 @@ func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, fo
 	r.Scans.Put(client.ObjectKeyFromObject(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
-	setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
 		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // eventRotationPlanned: a DryRun rotation said what it would do.
@@ -129,25 +130,25 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		if obj.Status.LastCheckTime != nil {
 			msg = "Next rotation due at " + dueAt.UTC().Format(time.RFC3339)
 		}
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle, msg, now)
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle, msg, now)
 		if obj.Status.LastCheckTime == nil {
 			return time.Time{}, nil
 		}
 		return dueAt, nil
 	}
 	if a := obj.Status.LastAbort; a != nil && a.Generation == obj.Generation && (!requested || request == a.Request) {
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted, fmt.Sprintf(
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted, fmt.Sprintf(
 			"A rotation is due, but the last one was aborted at %s (%s): none starts by itself until the spec changes, or one is asked for with kubectl credwatch rotate",
 			a.Time.UTC().Format(time.RFC3339), a.Reason), now)
 		return time.Time{}, nil
 	}
 	if why := ro.blocked(); why != "" {
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
 		return time.Time{}, nil
 	}
 	if _, _, err := policy.InWindow(ro.spec.MaintenanceWindow, now); err != nil {
 		// Found now, not after a secret was created for a reset that could never be scheduled.
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
 			"A rotation is due, but spec.rotation."+err.Error()+": fix it, and the rotation starts", now)
 		return time.Time{}, nil
 	}
@@ -165,7 +166,7 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		if prev == nil || prev.Message != plan {
 			ro.r.Recorder.Event(obj, corev1.EventTypeNormal, eventRotationPlanned, plan)
 		}
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun, plan, now)
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun, plan, now)
 		return time.Time{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
@@ -201,7 +202,7 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 		}
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step),
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step),
 			"The mode is DryRun: the rotation in progress waits at step "+string(st.Step)+" and writes nothing until the mode is Apply", now)
 		return time.Time{}, nil
 	}
@@ -209,10 +210,10 @@ func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (
 	if changed != "" && st.Resets == 0 {
 		msg := fmt.Sprintf("The rotation in progress waits at step %s: %s. Before its first reset it does not act on a target it was not started for: "+
 			"put the spec back and it resumes, or abort it with kubectl credwatch rotate --abort", st.Step, changed)
-		if prev := condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
+		if prev := target.Condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
 			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonRotationTargetChanged, msg)
 		}
-		setCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationTargetChanged, msg, now)
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationTargetChanged, msg, now)
 		return time.Time{}, nil
 	}
 	if t := st.NextAttemptTime; t != nil && now.Before(t.Time) {
@@ -297,7 +298,7 @@ func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (ti
 		c.Message = fmt.Sprintf("The spec changed (%s), but a reset of the pinned cluster began: this rotation finishes with what it pinned, "+
 			"and the change applies to the next. At step %s: %s", changed, res.Status.Step, c.Message)
 	}
-	setCondition(ro.obj, v1alpha1.ConditionRotating, c.Status, c.Reason, c.Message, ro.now)
+	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, c.Status, c.Reason, c.Message, ro.now)
 	return res.Next, nil
 }
 
@@ -338,7 +339,7 @@ func (ro *rotationRun) paused(err error) (time.Time, error) {
 	if errors.As(err, &ke) {
 		return time.Time{}, ke
 	}
-	reason := reasonFor(err)
+	reason := target.ReasonFor(err)
 	if errors.Is(err, rotation.ErrForeign) {
 		reason = v1alpha1.ReasonRotationBlocked
 	}
@@ -346,10 +347,10 @@ func (ro *rotationRun) paused(err error) (time.Time, error) {
 	if st := ro.obj.Status.Rotation; st != nil {
 		msg = fmt.Sprintf("The rotation waits at step %s: %v", st.Step, err)
 	}
-	if prev := condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
+	if prev := target.Condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
 		ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, reason, msg)
 	}
-	setCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, reason, msg, ro.now)
+	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, reason, msg, ro.now)
 	return time.Time{}, nil
 }
 

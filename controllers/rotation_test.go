@@ -19,6 +19,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -212,7 +213,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 
 	w := h.get()
 	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun)
-	if msg := condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "it would add a secret named") || !strings.Contains(msg, "write it to Secret "+h.key.Namespace+"/sp-credentials") {
+	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "it would add a secret named") || !strings.Contains(msg, "write it to Secret "+h.key.Namespace+"/sp-credentials") {
 		t.Errorf("plan = %q", msg)
 	}
 	for _, r := range fake.Requests() {
@@ -487,7 +488,7 @@ func TestRotationWritesOnlyItsOwnSecret(t *testing.T) {
 
 	w, _ := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
-	if msg := condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "credwatch did not create it for this watch") ||
+	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, "credwatch did not create it for this watch") ||
 		!strings.Contains(msg, "kubectl annotate secret -n "+h.key.Namespace+" sp-credentials credwatch.dev/watch=") {
 		t.Errorf("Rotating says %q, want why, and how to adopt the Secret on purpose", msg)
 	}
@@ -509,7 +510,7 @@ func TestRotationWritesOnlyItsOwnSecret(t *testing.T) {
 	got, _ = h.targetSecret()
 	w = h.get()
 	if w.Status.Rotation == nil && w.Status.LastRotation == nil {
-		t.Fatalf("no rotation after the Secret was adopted: %+v", condition(w, v1alpha1.ConditionRotating))
+		t.Fatalf("no rotation after the Secret was adopted: %+v", target.Condition(w, v1alpha1.ConditionRotating))
 	}
 	if len(got.Data["clientSecret"]) == 0 || string(got.Data["password"]) != "the database's" || got.Annotations["credwatch.dev/watch"] != h.key.Name {
 		t.Errorf("the adopted Secret: keys %v, annotations %v; want the new secret merged in beside password, and the watch named", slices.Sorted(maps.Keys(got.Data)), got.Annotations)

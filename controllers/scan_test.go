@@ -13,6 +13,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -47,7 +48,7 @@ func TestTenantScan(t *testing.T) {
 	w, res := h.reconcile()
 
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; msg != "Scanned 151 applications and 1 service principals of the tenant: 153 credentials" {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; msg != "Scanned 151 applications and 1 service principals of the tenant: 153 credentials" {
 		t.Errorf("Ready message %q", msg)
 	}
 	// Expired: apps 0-79 (80); Critical: 80-86 and the vendor's certificate (8); Warning: 87-109 (23).
@@ -68,10 +69,10 @@ func TestTenantScan(t *testing.T) {
 	}
 	assertCondition(t, w, v1alpha1.ConditionExpired, metav1.ConditionTrue, v1alpha1.ReasonCredentialExpired)
 	// The conditions count the whole tenant, not the hundred listed, and name the latest to expire.
-	if msg := condition(w, v1alpha1.ConditionExpired).Message; !strings.HasPrefix(msg, "80 of 152 credentials expired; the latest: secret") || !strings.Contains(msg, `"app-079"`) {
+	if msg := target.Condition(w, v1alpha1.ConditionExpired).Message; !strings.HasPrefix(msg, "80 of 152 credentials expired; the latest: secret") || !strings.Contains(msg, `"app-079"`) {
 		t.Errorf("Expired message %q; want 80 of the 152 not renewed, the latest app-079's", msg)
 	}
-	if msg := condition(w, v1alpha1.ConditionExpiring).Message; !strings.HasPrefix(msg, "31 credentials expire within 30d (8 within 7d); the first: secret") || !strings.Contains(msg, `"app-080"`) {
+	if msg := target.Condition(w, v1alpha1.ConditionExpiring).Message; !strings.HasPrefix(msg, "31 credentials expire within 30d (8 within 7d); the first: secret") || !strings.Contains(msg, `"app-080"`) {
 		t.Errorf("Expiring message %q; want 31 within 30d, 8 within 7d, the first app-080's", msg)
 	}
 	if got := len(fake.Requests()); got != 2 {
@@ -144,7 +145,7 @@ func TestTenantScan(t *testing.T) {
 	}
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonFilterRejected)
-	if msg := condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `"notes eq 'x'"`) || !strings.Contains(msg, "spec.target.tenantScan.filter") {
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `"notes eq 'x'"`) || !strings.Contains(msg, "spec.target.tenantScan.filter") {
 		t.Errorf("Ready message %q should quote the filter and name the field", msg)
 	}
 

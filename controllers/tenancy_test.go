@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/saissuer"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // armCalls is Resource Manager for a test that must not reach it: it counts calls and refuses.
@@ -218,7 +219,7 @@ func TestNamespaceUserCannotSteerTheOperator(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertCondition(t, w, tc.condition, metav1.ConditionFalse, tc.reason)
-			if c := condition(w, tc.condition); !strings.Contains(c.Message, tc.says) {
+			if c := target.Condition(w, tc.condition); !strings.Contains(c.Message, tc.says) {
 				t.Errorf("%s says %q, want %q", tc.condition, c.Message, tc.says)
 			}
 			for _, req := range fake.Requests() {
