@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
 	_ "time/tzdata"
 
@@ -46,7 +47,6 @@ import (
 	"github.com/credwatch/credwatch/internal/compact"
 	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/egress"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
@@ -56,6 +56,7 @@ import (
 	"github.com/credwatch/credwatch/internal/pullauth"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 type options struct {
@@ -242,7 +243,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	scanStore, fleetStore := scans.New(), fleets.New()
+	scanStore, fleetStore := scans.New(), aksfleet.NewStore()
 	ctx := ctrl.SetupSignalHandler()
 	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
 	if err != nil {

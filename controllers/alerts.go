@@ -14,6 +14,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/egress"
+	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/compose"
@@ -251,3 +252,23 @@ func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+const eventLedgerRefused = "LedgerRefused"
+
+// ledgerRefused reports a ledger that cannot be read: a ConfigMap of its name the watch does not
+// own, or the API server failing.
+func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch, err error, now time.Time) (time.Time, error) {
+	var foreign *ledger.ForeignError
+	if !errors.As(err, &foreign) {
+		return time.Time{}, err
+	}
+	if c := target.Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
+		r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
+	}
+	target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
+	return now.Add(misconfiguredRecheck), nil
+}
+
+func ledgerOwner(obj *v1alpha1.CredentialWatch) ledger.Owner {
+	return ledger.Owner{Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch"}
+}

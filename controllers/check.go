@@ -17,12 +17,12 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // Event reasons of a check.
@@ -233,7 +233,7 @@ type checkResult struct {
 	cluster *aks.Cluster
 	tenant  bool
 	scan    scans.Found
-	fleet   *fleets.Found
+	fleet   *aksfleet.Found
 	issuer  *saissuer.Observation
 }
 
@@ -279,10 +279,11 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		res.scan, err = r.scan(ctx, res.id, t.TenantScan)
 		return res, err
 	case t.AKSFleet != nil:
-		if err := r.fleetAllowed(ctx, obj); err != nil {
+		f := r.fleet()
+		if err := f.Allowed(ctx, obj); err != nil {
 			return res, err
 		}
-		found, err := r.readFleet(ctx, g, res.id, t.AKSFleet)
+		found, err := f.Read(ctx, g, res.id, t.AKSFleet)
 		res.fleet = &found
 		return res, err
 	default:

@@ -28,11 +28,11 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/digests"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // Azure gives clients of Azure, each bound to one identity and one target, so that a step can
@@ -91,13 +91,13 @@ type CredentialWatchReconciler struct {
 	Scans *scans.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil
 	// holds nothing: a fleet is then checked at every reconcile.
-	Fleets *fleets.Store
+	Fleets *aksfleet.Store
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
 	// FleetClusters bounds the clusters one fleet holds, in memory, status counts and metrics;
-	// zero means defaultFleetClusters.
+	// zero means aksfleet.DefaultMaxClusters.
 	FleetClusters int
-	// FleetWatches bounds the watches one fleet creates; zero means policy.MaxFleetWatches.
+	// FleetWatches bounds the watches one fleet creates; zero means aksfleet.MaxWatches.
 	FleetWatches int
 	// Ledger keeps what fleets told their channels, and what tenant scans' owner digests told
 	// whom, in ConfigMaps the watches own.
@@ -237,19 +237,11 @@ type watchState struct {
 	readPending bool
 	// fleet is what this process's last check of a fleet found and may show, as of now; nil
 	// until the fleet is evaluated, which needs a check by this process.
-	fleet *fleetNow
+	fleet *aksfleet.Now
 	// grant and grantErr are the watch's identity, once granted is set: see grantOnce.
 	grant    access.Grant
 	grantErr error
 	granted  bool
-}
-
-// fleetNow is a fleet as one reconcile evaluated it, for the steps after.
-type fleetNow struct {
-	// found is all the last check found; shown, what the identity lets the fleet show.
-	found, shown fleets.Found
-	// views are the shown clusters on a service principal, most in need of attention first.
-	views []policy.ClusterView
 }
 
 // step is one named part of a reconcile. It changes the watch's status in memory and returns

@@ -13,13 +13,6 @@ import (
 	"github.com/credwatch/credwatch/internal/target"
 )
 
-// Event reasons of credentials changing state, one per state worth telling someone about.
-var stateEventReasons = map[v1alpha1.CredentialState]string{
-	v1alpha1.StateWarning:  "CredentialWarning",
-	v1alpha1.StateCritical: "CredentialCritical",
-	v1alpha1.StateExpired:  "CredentialExpired",
-}
-
 // reconcileExpiry sets every known credential's state as of now, the Expiring and Expired
 // conditions and the summary fields, and raises an event for each credential that got worse
 // since the status was last written. It runs whether or not Graph was read: expiry is a matter
@@ -85,19 +78,16 @@ func (r *CredentialWatchReconciler) evaluateExpiry(obj *v1alpha1.CredentialWatch
 		worse = policy.Worsened(before.Status.Credentials, st.Credentials)
 	}
 	for i, c := range worse {
-		if i == maxStateEvents {
+		if i == target.MaxStateEvents {
 			// A first scan of a tenant can find hundreds: status and metrics list them all.
 			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventMoreCredentialsWorsened,
-				"%d more credentials turned Warning, Critical or Expired: see status.credentials", len(worse)-maxStateEvents)
+				"%d more credentials turned Warning, Critical or Expired: see status.credentials", len(worse)-target.MaxStateEvents)
 			break
 		}
-		r.Recorder.Event(obj, corev1.EventTypeWarning, stateEventReasons[c.State], compose.StateChange(obj, c, now))
+		r.Recorder.Event(obj, corev1.EventTypeWarning, target.StateEventReasons[c.State], compose.StateChange(obj, c, now))
 	}
 	return summary
 }
-
-// maxStateEvents bounds the events one reconcile raises about credentials changing state.
-const maxStateEvents = 5
 
 const eventMoreCredentialsWorsened = "MoreCredentialsWorsened"
 

@@ -25,14 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
-	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/fleets"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // The fleet's subscriptions: two it may read, one Resource Manager refuses it.
@@ -189,7 +187,7 @@ func fleetCluster(sub, name, clientID string) *armcontainerservice.ManagedCluste
 func newFleetHarness(t *testing.T) (*harness, *fleetARM) {
 	h := newHarness(t)
 	h.r.CheckTimeout = time.Minute
-	h.r.Fleets = fleets.New()
+	h.r.Fleets = aksfleet.NewStore()
 	arm := newFleetARM()
 	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	return h, arm
@@ -314,7 +312,7 @@ func TestAKSFleet(t *testing.T) {
 	}
 
 	// A restarted operator lists the fleet again at once, and tells nothing twice.
-	h.r.Fleets = fleets.New()
+	h.r.Fleets = aksfleet.NewStore()
 	w, _ = h.reconcile()
 	assertFleetCounts(t, w, want)
 	if events := h.takeEvents(); countPrefix(events, "Warning SubscriptionsUnread") != 0 || countPrefix(events, "Warning Credential") != 0 {
@@ -407,38 +405,6 @@ func scrapeFleet(t *testing.T, h *harness, w *v1alpha1.CredentialWatch) string {
 	return "\n" + rec.Body.String()
 }
 
-func TestUnitFleetTagsAndReasons(t *testing.T) {
-	for _, tc := range []struct {
-		tags, wanted map[string]string
-		want         bool
-	}{
-		{nil, nil, true},
-		{map[string]string{"env": "prod"}, map[string]string{"env": "prod"}, true},
-		{map[string]string{"env": "dev"}, map[string]string{"env": "prod"}, false},
-		{map[string]string{"aks": "x"}, map[string]string{"aks": ""}, true},
-		{nil, map[string]string{"aks": ""}, false},
-		{map[string]string{"env": "prod"}, map[string]string{"env": "prod", "team": ""}, false},
-	} {
-		if got := tagged(tc.tags, tc.wanted); got != tc.want {
-			t.Errorf("tagged(%v, %v) = %v, want %v", tc.tags, tc.wanted, got, tc.want)
-		}
-	}
-	for err, want := range map[error]string{
-		&access.Refusal{Identity: "x", Rule: "y"}:                      v1alpha1.ReasonIdentityNotAllowed,
-		&azerr.Error{Kind: azerr.KindForbidden, Status: 403}:           "Forbidden",
-		&azerr.Error{Kind: azerr.KindNotFound, Status: 404}:            "NotFound",
-		&azerr.Error{Kind: azerr.KindThrottled, Status: 429}:           v1alpha1.ReasonThrottled,
-		&azerr.Error{Kind: azerr.KindUnavailable, Status: 503}:         "Unavailable",
-		&azerr.Error{Kind: azerr.KindUnauthenticated, Status: 401}:     v1alpha1.ReasonAuthenticationFailed,
-		fmt.Errorf("listing: %w", &azerr.Error{Kind: azerr.KindOther}): "Error",
-	} {
-		if got := unreadReason(err); got != want {
-			t.Errorf("unreadReason(%v) = %q, want %q", err, got, want)
-		}
-	}
-}
-
-// A fleet holds at most its limit of clusters, says how many more it found, and tells it once.
 func TestAKSFleetHoldsAtMostItsLimit(t *testing.T) {
 	needsAPIServer(t)
 	h, arm := newFleetHarness(t)

@@ -13,8 +13,8 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // TestAKSFleetAlerts: a fleet of 25 clusters with a webhook channel tells it nothing of the
@@ -72,7 +72,7 @@ func TestAKSFleetAlerts(t *testing.T) {
 
 	// A restarted operator lists the fleet again and tells nothing twice.
 	h.restart()
-	h.r.Fleets, h.r.CheckTimeout = fleets.New(), time.Minute
+	h.r.Fleets, h.r.CheckTimeout = aksfleet.NewStore(), time.Minute
 	h.r.Azure = clients.New(identities, graphAPI, arm.reader())
 	for range 2 {
 		h.reconcile()

@@ -13,9 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/fleets"
-	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // fleetChildren are the watches the fleet w controls, by the resource ID of their cluster.
@@ -28,7 +27,7 @@ func fleetChildren(t *testing.T, w *v1alpha1.CredentialWatch) map[string]v1alpha
 	out := map[string]v1alpha1.CredentialWatch{}
 	for _, c := range list.Items {
 		if ref := metav1.GetControllerOf(&c); ref != nil && ref.UID == w.UID && c.DeletionTimestamp == nil {
-			out[strings.ToLower(c.Annotations[annotationCluster])] = c
+			out[strings.ToLower(c.Annotations[aksfleet.AnnotationCluster])] = c
 		}
 	}
 	return out
@@ -56,7 +55,7 @@ func TestAKSFleetCreatesWatches(t *testing.T) {
 		Rotation:   &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}},
 	}})
 	// Someone's watch already holds the name of the first cluster's.
-	taken := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: policy.FleetWatchName(h.key.Name, clusterID(onSP[0]))},
+	taken := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: aksfleet.WatchName(h.key.Name, clusterID(onSP[0]))},
 		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: "11111111-2222-4333-8444-555555555555"}}}}
 	if err := k8s.Create(ctx, taken); err != nil {
 		t.Fatal(err)
@@ -76,7 +75,7 @@ func TestAKSFleetCreatesWatches(t *testing.T) {
 		}
 		sub, name, _ := strings.Cut(subName, "/")
 		suffix := strings.TrimPrefix(c.Name, h.key.Name+"-")
-		if c.Name != policy.FleetWatchName(h.key.Name, id) || len(suffix) != 10 {
+		if c.Name != aksfleet.WatchName(h.key.Name, id) || len(suffix) != 10 {
 			t.Errorf("watch %s of %s: want the fleet's name and 10 hex digits", c.Name, id)
 		}
 		at := c.Spec.Target.AKSCluster
@@ -133,7 +132,7 @@ func TestAKSFleetCreatesWatches(t *testing.T) {
 	if err := k8s.Delete(ctx, &child); err != nil {
 		t.Fatal(err)
 	}
-	h.r.Fleets = fleets.New()
+	h.r.Fleets = aksfleet.NewStore()
 	h.step(time.Minute)
 	w, _ = h.reconcile()
 	if n := len(fleetChildren(t, w)); n != 18 {

@@ -27,13 +27,13 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/digests"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
@@ -53,7 +53,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	registry := prometheus.NewRegistry()
-	scanStore, fleetStore := scans.New(), fleets.New()
+	scanStore, fleetStore := scans.New(), aksfleet.NewStore()
 	// What the operator serves at /metrics: the registry's series and the watches'.
 	cached, err := cwmetrics.CachedWatches(context.Background(), mgr.GetCache())
 	if err != nil {

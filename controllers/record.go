@@ -31,7 +31,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		return
 	}
 	if res.fleet != nil {
-		r.recordFleet(obj, *res.fleet, now)
+		r.fleet().Record(obj, *res.fleet, now)
 		return
 	}
 	obj.Status.TenantScan, obj.Status.Fleet = nil, nil // a watch that scanned a tenant or a fleet before its spec changed

@@ -79,8 +79,8 @@ func TestTenantScan(t *testing.T) {
 		t.Errorf("the scan took %d Graph requests, want 2: one list of applications, one of service principals", got)
 	}
 	events := h.takeEvents()
-	if len(events) != maxStateEvents+1 || !strings.Contains(events[maxStateEvents], fmt.Sprintf("%d more credentials", policy.MaxListed-maxStateEvents)) {
-		t.Errorf("events %q; want %d about credentials and one counting the rest", events, maxStateEvents)
+	if len(events) != target.MaxStateEvents+1 || !strings.Contains(events[target.MaxStateEvents], fmt.Sprintf("%d more credentials", policy.MaxListed-target.MaxStateEvents)) {
+		t.Errorf("events %q; want %d about credentials and one counting the rest", events, target.MaxStateEvents)
 	}
 	if !strings.Contains(events[0], `of "app-080" (appId `) || !strings.Contains(events[0], "az ad app credential reset --id "+first.AppID) {
 		t.Errorf("event %q should name the application and how to renew its secret", events[0])

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/fleets"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target/aksfleet"
 )
 
 // Watches writes the per-watch series straight from the informer cache as Prometheus text, at
@@ -49,7 +49,7 @@ type Scans interface {
 // Fleets gives the clusters a fleet's check last found that its identity still lets it show,
 // which are more than its status lists.
 type Fleets interface {
-	Shown(watch types.NamespacedName) (fleets.Found, bool)
+	Shown(watch types.NamespacedName) (aksfleet.Found, bool)
 }
 
 // NewWatches returns a Watches reporting the watches list returns, the credentials of tenant
@@ -412,7 +412,7 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 		if cw.Spec.Target.AKSFleet == nil {
 			continue
 		}
-		var found fleets.Found
+		var found aksfleet.Found
 		ok := false
 		if w.fleets != nil {
 			found, ok = w.fleets.Shown(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name})
@@ -428,7 +428,7 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 			continue
 		}
 		for _, c := range found.Clusters {
-			byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, policy.EarliestEnd(c.Credentials)})
+			byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, aksfleet.EarliestEnd(c.Credentials)})
 		}
 	}
 	if len(byWatch) == 0 {

@@ -52,6 +52,9 @@ var severity = map[v1alpha1.CredentialState]int{
 // Worse reports whether a is a worse state than b.
 func Worse(a, b v1alpha1.CredentialState) bool { return severity[a] > severity[b] }
 
+// KnownState reports whether s is one of the states a credential can be in.
+func KnownState(s v1alpha1.CredentialState) bool { return severity[s] > 0 }
+
 // Summary is what a set of credentials amounts to at one instant.
 type Summary struct {
 	// State is the worst state of any credential, Valid when there are none.

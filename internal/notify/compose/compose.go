@@ -62,6 +62,9 @@ var severities = map[v1alpha1.CredentialState]notify.Severity{
 	v1alpha1.StateExpired:  notify.SeverityCritical,
 }
 
+// SeverityOf is the severity of an alert about a credential in state s.
+func SeverityOf(s v1alpha1.CredentialState) notify.Severity { return severities[s] }
+
 func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential, newer *v1alpha1.Credential) {
 	a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
 		DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}

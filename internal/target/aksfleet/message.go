@@ -1,4 +1,4 @@
-package compose
+package aksfleet
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
-	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 )
 
-// FleetAlert words what a fleet w tells a channel of one of its clusters, as of now.
-func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time) notify.Alert {
+// Alert words what a fleet w tells a channel of one of its clusters, as of now.
+func Message(w *v1alpha1.CredentialWatch, p Alert, now time.Time) notify.Alert {
 	c := p.Cluster
 	a := notify.Alert{
-		ID:        notify.AlertID(string(w.UID), policy.FleetAlertSubject(p), ""),
+		ID:        notify.AlertID(string(w.UID), AlertSubject(p), ""),
 		Severity:  notify.SeverityInfo,
 		Namespace: w.Namespace,
 		Name:      w.Name,
@@ -26,14 +26,14 @@ func FleetAlert(w *v1alpha1.CredentialWatch, p policy.FleetAlert, now time.Time)
 	// Quoted for the shell: a resource group's name may hold parentheses, and neither name a quote.
 	// The subscription too: a fleet spans several, and a cluster's name may repeat in another.
 	group := "--subscription " + c.SubscriptionID + " --resource-group '" + c.ResourceGroup + "'"
-	name := "'" + policy.ClusterName(c.ID) + "'"
-	if p.Kind == policy.FleetManagedIdentity {
+	name := "'" + ClusterName(c.ID) + "'"
+	if p.Kind == MovedToManagedIdentity {
 		a.Kind = alertkind.ManagedIdentity
 		a.Fix = fmt.Sprintf("Nothing, once every node pool was upgraded (az aks nodepool upgrade %s --cluster-name %s --name <pool> --node-image-only): "+
 			"until then kubelets still sign in with the service principal, so keep its secret valid; then remove the secret.", group, name)
 		return a
 	}
-	a.Kind, a.Severity = alertkind.Reminder, severities[c.State]
+	a.Kind, a.Severity = alertkind.Reminder, compose.SeverityOf(c.State)
 	if c.State == v1alpha1.StateExpired {
 		a.Kind = alertkind.Expired
 	}

@@ -1,4 +1,4 @@
-package policy
+package aksfleet
 
 import (
 	"fmt"
@@ -6,74 +6,77 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// FleetNote is what a channel was last told of a fleet's cluster: the state of its service
+// Note is what a channel was last told of a fleet's cluster: the state of its service
 // principal's first credential to end, and that end. Kept in the fleet's ledger as "State Unix".
-type FleetNote struct {
+type Note struct {
 	State v1alpha1.CredentialState
 	End   time.Time
 }
 
-func (n FleetNote) String() string {
+func (n Note) String() string {
 	return string(n.State) + " " + strconv.FormatInt(n.End.Unix(), 10)
 }
 
-// ParseFleetNote reads a note back; false for anything else.
-func ParseFleetNote(s string) (FleetNote, bool) {
+// ParseNote reads a note back; false for anything else.
+func ParseNote(s string) (Note, bool) {
 	state, end, ok := strings.Cut(s, " ")
 	unix, err := strconv.ParseInt(end, 10, 64)
-	if !ok || err != nil || severity[v1alpha1.CredentialState(state)] == 0 {
-		return FleetNote{}, false
+	if !ok || err != nil || !policy.KnownState(v1alpha1.CredentialState(state)) {
+		return Note{}, false
 	}
-	return FleetNote{State: v1alpha1.CredentialState(state), End: time.Unix(unix, 0).UTC()}, true
+	return Note{State: v1alpha1.CredentialState(state), End: time.Unix(unix, 0).UTC()}, true
 }
 
-// FleetLedgerKey is the ledger's key for what channel was told of the cluster clusterID.
-func FleetLedgerKey(channel, clusterID string) string { return channel + "." + fleetHash(clusterID) }
+// LedgerKey is the ledger's key for what channel was told of the cluster clusterID.
+func LedgerKey(channel, clusterID string) string { return channel + "." + fleetHash(clusterID) }
 
-// fleetBaseline is the key, per channel, that says the channel's ledger was started: before it,
+// baseline is the key, per channel, that says the channel's ledger was started: before it,
 // a fleet's clusters are recorded as they are, without a message each.
-func fleetBaseline(channel string) string { return channel + ".baseline" }
+func baseline(channel string) string { return channel + ".baseline" }
 
-// FleetAlertKind is what a fleet's message tells of one cluster.
-type FleetAlertKind int
+// AlertKind is what a fleet's message tells of one cluster.
+type AlertKind int
 
 const (
-	// FleetStateWorsened: the cluster's service principal entered Warning, Critical or Expired.
-	FleetStateWorsened FleetAlertKind = iota + 1
-	// FleetManagedIdentity: the cluster signs in with a managed identity now.
-	FleetManagedIdentity
+	// StateWorsened: the cluster's service principal entered Warning, Critical or Expired.
+	StateWorsened AlertKind = iota + 1
+	// MovedToManagedIdentity: the cluster signs in with a managed identity now.
+	MovedToManagedIdentity
 )
 
-// FleetAlert is one message to one channel about one cluster, and what the ledger holds once it
+// Alert is one message to one channel about one cluster, and what the ledger holds once it
 // is sent: Note, or no entry when Note is nil.
-type FleetAlert struct {
+type Alert struct {
 	Channel string
 	Key     string
-	Kind    FleetAlertKind
+	Kind    AlertKind
 	Cluster ClusterView
 	Note    *string
 }
 
-// FleetAlertPlan is what a fleet's channels are due to be told, most urgent first, and what its
+// AlertPlan is what a fleet's channels are due to be told, most urgent first, and what its
 // ledger records without a message: clusters as they were when a channel began, states that got
 // better or moved on to a new end, clusters gone.
-type FleetAlertPlan struct {
-	Send   []FleetAlert
+type AlertPlan struct {
+	Send   []Alert
 	Record map[string]*string
 }
 
-// FleetAlertInputs are what deciding a fleet's messages takes.
-type FleetAlertInputs struct {
+// AlertInputs are what deciding a fleet's messages takes.
+type AlertInputs struct {
 	Channels []string
 	// Views are the clusters on a service principal as of now, most in need of attention first.
 	Views []ClusterView
 	// Found are the clusters of the last check the identity lets the fleet show; Known all it
 	// found, whatever the identity shows; Complete the subscriptions it listed whole.
-	Found    []FleetCluster
-	Known    []FleetCluster
+	Found    []Cluster
+	Known    []Cluster
 	Complete map[string]bool
 	// AllComplete is true when every subscription searched was listed whole, and no cluster was
 	// left uncounted: only then is an entry whose cluster was not found known to be gone.
@@ -84,14 +87,14 @@ type FleetAlertInputs struct {
 	Now     time.Time
 }
 
-// PlanFleetAlerts decides, per channel, one message per cluster and step: when its service
+// PlanAlerts decides, per channel, one message per cluster and step: when its service
 // principal's first credential enters a worse state than the channel was last told (Warning,
 // then Critical, then Expired; a renewal that makes it better is recorded, and a later decline
 // told again), and when a cluster the channel was told of signs in with a managed identity, as a
 // complete listing of its subscription shows. A channel's first plan records every cluster as
 // it is, without a message each: a new fleet or channel does not flood anyone.
-func PlanFleetAlerts(in FleetAlertInputs) FleetAlertPlan {
-	plan := FleetAlertPlan{Record: map[string]*string{}}
+func PlanAlerts(in AlertInputs) AlertPlan {
+	plan := AlertPlan{Record: map[string]*string{}}
 	// An entry is forgotten only for a cluster no longer found at all: one the identity hides
 	// now is still there, and told again nothing when it shows again.
 	found := map[string]bool{}
@@ -109,38 +112,38 @@ func PlanFleetAlerts(in FleetAlertInputs) FleetAlertPlan {
 		}
 	})
 	for _, ch := range in.Channels {
-		_, started := in.Ledger(fleetBaseline(ch))
+		_, started := in.Ledger(baseline(ch))
 		if !started {
-			plan.Record[fleetBaseline(ch)] = ptr(in.Now.UTC().Format(time.RFC3339))
+			plan.Record[baseline(ch)] = ptr.To(in.Now.UTC().Format(time.RFC3339))
 		}
 		for _, v := range in.Views {
 			if v.Earliest == nil {
 				continue // not read: nothing known to tell
 			}
-			key := FleetLedgerKey(ch, v.ID)
-			note := FleetNote{State: v.State, End: v.Earliest.Time.Truncate(time.Second).UTC()}
+			key := LedgerKey(ch, v.ID)
+			note := Note{State: v.State, End: v.Earliest.Time.Truncate(time.Second).UTC()}
 			text := note.String()
 			old, ok := in.Ledger(key)
-			was, parsed := ParseFleetNote(old)
+			was, parsed := ParseNote(old)
 			switch {
 			case !started:
 				plan.Record[key] = &text
 			case (!ok || !parsed) && v.State == v1alpha1.StateValid:
 				plan.Record[key] = &text
-			case !ok || !parsed || Worse(v.State, was.State):
-				plan.Send = append(plan.Send, FleetAlert{Channel: ch, Key: key, Kind: FleetStateWorsened, Cluster: v, Note: &text})
+			case !ok || !parsed || policy.Worse(v.State, was.State):
+				plan.Send = append(plan.Send, Alert{Channel: ch, Key: key, Kind: StateWorsened, Cluster: v, Note: &text})
 			case old != text:
 				plan.Record[key] = &text
 			}
 		}
 		for i := range in.Found {
 			c := &in.Found[i]
-			key := FleetLedgerKey(ch, c.ID)
+			key := LedgerKey(ch, c.ID)
 			if _, ok := in.Ledger(key); !ok || c.AppID != "" || !ListedWhole(in.Complete, c.ID) {
 				continue
 			}
 			if started {
-				plan.Send = append(plan.Send, FleetAlert{Channel: ch, Key: key, Kind: FleetManagedIdentity, Cluster: ClusterView{FleetCluster: c}})
+				plan.Send = append(plan.Send, Alert{Channel: ch, Key: key, Kind: MovedToManagedIdentity, Cluster: ClusterView{Cluster: c}})
 			} else {
 				plan.Record[key] = nil
 			}
@@ -150,7 +153,7 @@ func PlanFleetAlerts(in FleetAlertInputs) FleetAlertPlan {
 		}
 		prefix := ch + "."
 		in.Entries(func(key, _ string) {
-			if h, ok := strings.CutPrefix(key, prefix); ok && key != fleetBaseline(ch) && !found[h] {
+			if h, ok := strings.CutPrefix(key, prefix); ok && key != baseline(ch) && !found[h] {
 				plan.Record[key] = nil
 			}
 		})
@@ -158,15 +161,13 @@ func PlanFleetAlerts(in FleetAlertInputs) FleetAlertPlan {
 	return plan
 }
 
-func ptr(s string) *string { return &s }
-
-// FleetSendsPerReconcile bounds the messages one reconcile sends a channel: each may take
+// SendsPerReconcile bounds the messages one reconcile sends a channel: each may take
 // seconds, and a worker is held meanwhile. The rest go at the next reconcile, in a minute.
-const FleetSendsPerReconcile = 10
+const SendsPerReconcile = 10
 
-// FleetAlertSubject names a fleet alert for its ID: the cluster, the step and its end.
-func FleetAlertSubject(a FleetAlert) string {
-	if a.Kind == FleetManagedIdentity {
+// AlertSubject names a fleet alert for its ID: the cluster, the step and its end.
+func AlertSubject(a Alert) string {
+	if a.Kind == MovedToManagedIdentity {
 		return fmt.Sprintf("cluster:%s/managedIdentity", strings.ToLower(a.Cluster.ID))
 	}
 	return fmt.Sprintf("cluster:%s/%s", strings.ToLower(a.Cluster.ID), *a.Note)

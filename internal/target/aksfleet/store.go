@@ -1,7 +1,4 @@
-// Package fleets keeps what each aksFleet watch's last check found, between checks: every
-// cluster and its service principal's credentials, more than a status lists, for the states the
-// clock moves on and for metrics, which report every cluster.
-package fleets
+package aksfleet
 
 import (
 	"sync"
@@ -10,14 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // Found is what one check of a fleet found.
 type Found struct {
 	// Subscriptions is how many subscriptions were searched.
 	Subscriptions int
-	Clusters      []policy.FleetCluster
+	Clusters      []Cluster
 	// Unread are the subscriptions that could not be listed: their clusters are missing.
 	Unread []v1alpha1.UnreadSubscription
 	// Uncounted is how many clusters were found beyond the most a fleet holds.
@@ -28,8 +24,10 @@ type Found struct {
 	Complete map[string]bool
 }
 
-// Store holds the last Found of each fleet watch. It is safe for concurrent use; what it hands
-// out is never modified, by it or by its readers. A nil Store keeps nothing, for
+// Store holds the last Found of each fleet watch between checks: every cluster and its service
+// principal's credentials, more than a status lists, for the states the clock moves on and for
+// metrics, which report every cluster. It is safe for concurrent use; what it hands out is never
+// modified, by it or by its readers. A nil Store keeps nothing, for
 // reconcilers that watch no fleet.
 type Store struct {
 	mu     sync.RWMutex
@@ -43,8 +41,8 @@ type fleet struct {
 	viewed       time.Time
 }
 
-// New returns an empty Store.
-func New() *Store { return &Store{fleets: map[types.NamespacedName]*fleet{}} }
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{fleets: map[types.NamespacedName]*fleet{}} }
 
 // Put records what a watch's check found, replacing the last; all of it is shown until Show
 // says otherwise.

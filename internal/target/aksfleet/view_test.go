@@ -1,4 +1,4 @@
-package policy
+package aksfleet
 
 import (
 	"reflect"
@@ -7,22 +7,22 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-func TestViewFleet(t *testing.T) {
+func TestViewAt(t *testing.T) {
 	pw := v1alpha1.CredentialTypePassword
-	clusters := []FleetCluster{
+	clusters := []Cluster{
 		{ID: "msi", SubscriptionID: "s1"},
-		{ID: "warning", SubscriptionID: "s1", AppID: "a", Credentials: []v1alpha1.Credential{scanned("a", "k1", pw, -300*day, 20*day)}},
+		{ID: "warning", SubscriptionID: "s1", AppID: "a", Credentials: []v1alpha1.Credential{credential("a", "k1", pw, -300*day, 20*day)}},
 		// Renewed with --append, but the cluster may still sign in with the old secret.
 		{ID: "renewed", SubscriptionID: "s2", AppID: "b", Credentials: []v1alpha1.Credential{
-			scanned("b", "old", pw, -400*day, -2*day), scanned("b", "new", pw, -3*day, 360*day)}},
+			credential("b", "old", pw, -400*day, -2*day), credential("b", "new", pw, -3*day, 360*day)}},
 		{ID: "unread", SubscriptionID: "s2", AppID: "c", Reason: v1alpha1.ReasonIdentityNotAllowed},
 		{ID: "none", SubscriptionID: "s2", AppID: "d"},
-		{ID: "critical", SubscriptionID: "s1", AppID: "e", Credentials: []v1alpha1.Credential{scanned("e", "k2", pw, -300*day, 3*day)}},
-		{ID: "valid", SubscriptionID: "s1", AppID: "f", Credentials: []v1alpha1.Credential{scanned("f", "k3", pw, -3*day, 300*day)}},
+		{ID: "critical", SubscriptionID: "s1", AppID: "e", Credentials: []v1alpha1.Credential{credential("e", "k2", pw, -300*day, 3*day)}},
+		{ID: "valid", SubscriptionID: "s1", AppID: "f", Credentials: []v1alpha1.Credential{credential("f", "k3", pw, -3*day, 300*day)}},
 	}
-	before := append([]FleetCluster(nil), clusters...)
+	before := append([]Cluster(nil), clusters...)
 
-	v := ViewFleet(clusters, now, std, 4)
+	v := ViewAt(clusters, now, std, 4)
 	var order []string
 	for _, c := range v.Status.Attention {
 		order = append(order, c.ID+"="+string(c.State))
@@ -44,7 +44,7 @@ func TestViewFleet(t *testing.T) {
 		t.Errorf("next transition %v, want when the critical cluster's secret expires, %v", v.NextTransition, now.Add(3*day))
 	}
 	if !reflect.DeepEqual(clusters, before) {
-		t.Error("ViewFleet changed the clusters it was given: the metrics read them")
+		t.Error("ViewAt changed the clusters it was given: the metrics read them")
 	}
 	if e := EarliestEnd(clusters[2].Credentials); e == nil || !e.Equal(&clusters[2].Credentials[0].EndTime) {
 		t.Errorf("EarliestEnd = %v, want the old secret's end", e)

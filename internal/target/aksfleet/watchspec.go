@@ -1,4 +1,4 @@
-package policy
+package aksfleet
 
 import (
 	"crypto/sha256"
@@ -8,19 +8,19 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-// MaxFleetWatches bounds the watches one fleet creates: each is an object the API server stores
+// MaxWatches bounds the watches one fleet creates: each is an object the API server stores
 // and a watch the operator checks, and a namespace's author should not get thousands by one line.
-const MaxFleetWatches = 1000
+const MaxWatches = 1000
 
 // fleetWatchHash is how many hex digits of a cluster's hashed resource ID end its watch's name:
 // 40 bits, so that a fleet of 1,000 clusters meets a collision about once in two million fleets,
 // and one that does reports it rather than sharing a watch.
 const fleetWatchHash = 10
 
-// FleetWatchName names the watch a fleet creates for the cluster whose resource ID is clusterID.
+// WatchName names the watch a fleet creates for the cluster whose resource ID is clusterID.
 // A cluster's name may hold characters an object's may not ('_', upper case), and names repeat
 // across resource groups: the resource ID, hashed, does neither.
-func FleetWatchName(fleet, clusterID string) string {
+func WatchName(fleet, clusterID string) string {
 	return fleet + "-" + fleetHash(clusterID)
 }
 
@@ -29,10 +29,10 @@ func fleetHash(clusterID string) string {
 	return hex.EncodeToString(sum[:])[:fleetWatchHash]
 }
 
-// FleetWatchSpec is the spec of the watch fleet creates for cluster c: an aksCluster target in
+// WatchSpec is the spec of the watch fleet creates for cluster c: an aksCluster target in
 // the fleet's tenant, the fleet's identity and interval, and its template; a rotation writes the
 // Secret the template's prefix names, ended by the cluster's hash.
-func FleetWatchSpec(fleet v1alpha1.CredentialWatchSpec, c FleetCluster) v1alpha1.CredentialWatchSpec {
+func WatchSpec(fleet v1alpha1.CredentialWatchSpec, c Cluster) v1alpha1.CredentialWatchSpec {
 	f := fleet.Target.AKSFleet
 	spec := v1alpha1.CredentialWatchSpec{
 		Target: v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
@@ -70,12 +70,12 @@ func ClusterName(id string) string {
 	return id[strings.LastIndex(id, "/")+1:]
 }
 
-// FleetWatchFate is what becomes of a watch a fleet created, after a check.
-type FleetWatchFate int
+// WatchFate is what becomes of a watch a fleet created, after a check.
+type WatchFate int
 
 const (
 	// KeepWatch: its cluster is in the fleet on a service principal, or nothing proves otherwise.
-	KeepWatch FleetWatchFate = iota
+	KeepWatch WatchFate = iota
 	// DeleteGone: its subscription was listed whole, and the cluster was not in it.
 	DeleteGone
 	// DeleteManagedIdentity: its subscription was listed whole, and the cluster signs in with a
@@ -83,11 +83,11 @@ const (
 	DeleteManagedIdentity
 )
 
-// FleetWatchFateOf decides what becomes of the watch of the cluster clusterID, from the clusters
+// WatchFateOf decides what becomes of the watch of the cluster clusterID, from the clusters
 // a check found and the subscriptions it listed whole. Deleting a watch drops its ledger and any
 // rotation under way, so only a complete listing of the cluster's subscription may: a refusal, a
 // timeout or a page that failed proves nothing about the clusters it did not return.
-func FleetWatchFateOf(clusterID string, found []FleetCluster, complete map[string]bool) FleetWatchFate {
+func WatchFateOf(clusterID string, found []Cluster, complete map[string]bool) WatchFate {
 	whole := ListedWhole(complete, clusterID)
 	for _, c := range found {
 		if strings.EqualFold(c.ID, clusterID) {

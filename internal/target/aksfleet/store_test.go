@@ -1,20 +1,18 @@
-package fleets
+package aksfleet
 
 import (
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
 	watch := types.NamespacedName{Namespace: "platform", Name: "fleet"}
-	all := Found{Subscriptions: 2, Clusters: []policy.FleetCluster{{ID: "a"}, {ID: "b"}}}
-	narrowed := Found{Subscriptions: 2, Clusters: []policy.FleetCluster{{ID: "a"}}}
+	all := Found{Subscriptions: 2, Clusters: []Cluster{{ID: "a"}, {ID: "b"}}}
+	narrowed := Found{Subscriptions: 2, Clusters: []Cluster{{ID: "a"}}}
 
-	s := New()
+	s := NewStore()
 	if _, ok := s.Get(watch); ok {
 		t.Fatal("a new store holds a fleet")
 	}

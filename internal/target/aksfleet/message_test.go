@@ -1,4 +1,4 @@
-package compose
+package aksfleet
 
 import (
 	"strings"
@@ -10,23 +10,22 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
-func TestFleetAlert(t *testing.T) {
+func TestMessage(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "fleet", UID: "u"},
 		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "t"}}}}
 	soon, later := metav1.NewTime(now.Add(-2*24*time.Hour)), metav1.NewTime(now.Add(300*24*time.Hour))
-	c := policy.FleetCluster{ID: "/subscriptions/s/resourceGroups/rg(prod)/providers/Microsoft.ContainerService/managedClusters/aks-1",
+	c := Cluster{ID: "/subscriptions/s/resourceGroups/rg(prod)/providers/Microsoft.ContainerService/managedClusters/aks-1",
 		SubscriptionID: "s", ResourceGroup: "rg(prod)", AppID: "app",
 		Credentials: []v1alpha1.Credential{
 			{KeyID: "k-later", Type: v1alpha1.CredentialTypePassword, EndTime: later, AppDisplayName: "aks-1-sp"},
 			{KeyID: "k-soon", Type: v1alpha1.CredentialTypePassword, EndTime: soon, AppDisplayName: "aks-1-sp"},
 		}}
 	note := "Expired 1"
-	a := FleetAlert(w, policy.FleetAlert{Channel: "slack", Kind: policy.FleetStateWorsened, Note: &note,
-		Cluster: policy.ClusterView{FleetCluster: &c, Earliest: &soon, State: v1alpha1.StateExpired}}, now)
+	a := Message(w, Alert{Channel: "slack", Kind: StateWorsened, Note: &note,
+		Cluster: ClusterView{Cluster: &c, Earliest: &soon, State: v1alpha1.StateExpired}}, now)
 	if a.Kind != alertkind.Expired || a.Severity != notify.SeverityCritical || a.Credential == nil || a.Credential.KeyID != "k-soon" ||
 		a.Cluster != c.ID || a.DisplayName != "aks-1-sp" || a.GoodNews() {
 		t.Errorf("expired: %+v", a)
@@ -34,7 +33,7 @@ func TestFleetAlert(t *testing.T) {
 	if !strings.Contains(a.Fix, "az aks update --subscription s --resource-group 'rg(prod)' --name 'aks-1' --enable-managed-identity") || !strings.Contains(a.Fix, "--node-image-only") {
 		t.Errorf("fix %q: want the move to a managed identity, names quoted for the shell, and its caveat", a.Fix)
 	}
-	mi := FleetAlert(w, policy.FleetAlert{Channel: "slack", Kind: policy.FleetManagedIdentity, Cluster: policy.ClusterView{FleetCluster: &c}}, now)
+	mi := Message(w, Alert{Channel: "slack", Kind: MovedToManagedIdentity, Cluster: ClusterView{Cluster: &c}}, now)
 	if mi.Kind != alertkind.ManagedIdentity || !mi.GoodNews() || !strings.Contains(mi.Title(), "aks-1 signs in with a managed identity") ||
 		!strings.Contains(mi.Fix, "--node-image-only") || mi.ID == a.ID {
 		t.Errorf("managed identity: %+v, title %q", mi, mi.Title())

@@ -1,4 +1,4 @@
-package policy
+package aksfleet
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-func TestFleetWatchFateOf(t *testing.T) {
+func TestWatchFateOf(t *testing.T) {
 	const (
 		subA = "a1c2e3f4-0000-4000-8000-00000000000a"
 		subB = "b1c2e3f4-0000-4000-8000-00000000000b"
@@ -15,7 +15,7 @@ func TestFleetWatchFateOf(t *testing.T) {
 	id := func(sub, name string) string {
 		return "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/" + name
 	}
-	found := []FleetCluster{
+	found := []Cluster{
 		{ID: id(subA, "on-sp"), SubscriptionID: subA, AppID: "app"},
 		{ID: id(subA, "on-mi"), SubscriptionID: subA},
 		{ID: id(subB, "on-mi-b"), SubscriptionID: subB},
@@ -24,7 +24,7 @@ func TestFleetWatchFateOf(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		cluster string
-		want    FleetWatchFate
+		want    WatchFate
 	}{
 		{"on a service principal", id(subA, "on-sp"), KeepWatch},
 		{"on a service principal, the ID in another case", strings.ToUpper(id(subA, "on-sp")), KeepWatch},
@@ -39,20 +39,20 @@ func TestFleetWatchFateOf(t *testing.T) {
 		{"no annotation", "", KeepWatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FleetWatchFateOf(tc.cluster, found, onlyA); got != tc.want {
-				t.Errorf("FleetWatchFateOf(%q) = %d, want %d", tc.cluster, got, tc.want)
+			if got := WatchFateOf(tc.cluster, found, onlyA); got != tc.want {
+				t.Errorf("WatchFateOf(%q) = %d, want %d", tc.cluster, got, tc.want)
 			}
 		})
 	}
 }
 
-func TestFleetWatchNameAndSpec(t *testing.T) {
+func TestWatchNameAndSpec(t *testing.T) {
 	id := "/subscriptions/a1c2e3f4-0000-4000-8000-00000000000a/resourceGroups/RG_Prod/providers/Microsoft.ContainerService/managedClusters/AKS_Prod"
-	name := FleetWatchName("fleet", id)
-	if name != FleetWatchName("fleet", strings.ToLower(id)) || len(name) != len("fleet-")+10 || strings.Trim(name[6:], "0123456789abcdef") != "" {
+	name := WatchName("fleet", id)
+	if name != WatchName("fleet", strings.ToLower(id)) || len(name) != len("fleet-")+10 || strings.Trim(name[6:], "0123456789abcdef") != "" {
 		t.Fatalf("name %q: want fleet- and 10 hex digits, the same whatever the ID's case", name)
 	}
-	if FleetWatchName("fleet", strings.Replace(id, "RG_Prod", "rg-other", 1)) == name {
+	if WatchName("fleet", strings.Replace(id, "RG_Prod", "rg-other", 1)) == name {
 		t.Error("two clusters of one name in two resource groups share a watch name")
 	}
 	fleet := v1alpha1.CredentialWatchSpec{
@@ -61,8 +61,8 @@ func TestFleetWatchNameAndSpec(t *testing.T) {
 		CheckInterval: "1h",
 		Thresholds:    v1alpha1.Thresholds{Warning: "30d", Critical: "7d"},
 	}
-	c := FleetCluster{ID: id, SubscriptionID: "a1c2e3f4-0000-4000-8000-00000000000a", ResourceGroup: "RG_Prod", AppID: "app"}
-	spec := FleetWatchSpec(fleet, c)
+	c := Cluster{ID: id, SubscriptionID: "a1c2e3f4-0000-4000-8000-00000000000a", ResourceGroup: "RG_Prod", AppID: "app"}
+	spec := WatchSpec(fleet, c)
 	if at := spec.Target.AKSCluster; at == nil || at.Name != "AKS_Prod" || at.ResourceGroup != "RG_Prod" || at.TenantID != "t" ||
 		spec.IdentityRef.Name != "reader" || spec.CheckInterval != "1h" || spec.Thresholds.Warning != "30d" || spec.Rotation != nil ||
 		spec.Alerts == nil || spec.Alerts.UseDefaultChannels == nil || *spec.Alerts.UseDefaultChannels {
@@ -72,7 +72,7 @@ func TestFleetWatchNameAndSpec(t *testing.T) {
 		Thresholds: &v1alpha1.Thresholds{Warning: "60d", Critical: "14d"},
 		Rotation:   &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}},
 	}
-	spec = FleetWatchSpec(fleet, c)
+	spec = WatchSpec(fleet, c)
 	if spec.Thresholds.Warning != "60d" || spec.Rotation == nil || spec.Rotation.SecretRef.Name != "aks-sp-"+name[6:] {
 		t.Errorf("with a template: %+v", spec)
 	}

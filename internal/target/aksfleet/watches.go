@@ -1,4 +1,4 @@
-package controllers
+package aksfleet
 
 import (
 	"context"
@@ -12,93 +12,78 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/fleets"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 const (
 	// labelFleet marks the watches a fleet created with the fleet's UID, to list them; the
 	// controller owner reference, which only the fleet's UID satisfies, decides what is its.
 	labelFleet = "credwatch.dev/fleet"
-	// annotationCluster is the resource ID of the cluster a fleet's watch watches.
-	annotationCluster = "credwatch.dev/cluster"
-	// annotationFleetSpec is a hash of the spec the fleet last gave the watch: the API server
-	// fills in defaults, so the stored spec never equals the one written.
-	annotationFleetSpec = "credwatch.dev/fleet-spec"
+	// AnnotationCluster is the resource ID of the cluster a fleet's watch watches.
+	AnnotationCluster = "credwatch.dev/cluster"
+	// annotationSpec is a hash of the spec the fleet last gave the watch: the API server fills in
+	// defaults, so the stored spec never equals the one written.
+	annotationSpec = "credwatch.dev/fleet-spec"
 )
 
-// maxFleetWrites bounds the watches one reconcile of a fleet creates, updates or deletes: a new
-// fleet of 1,000 clusters would otherwise hold a worker for minutes of client-side rate limits.
-// The rest come at the next reconcile, fleetWritesAgain later.
+// maxWrites bounds the watches one reconcile of a fleet creates, updates or deletes: a new fleet
+// of 1,000 clusters would otherwise hold a worker for minutes of client-side rate limits. The
+// rest come at the next reconcile, writesAgain later.
 const (
-	maxFleetWrites   = 50
-	fleetWritesAgain = 2 * time.Second
+	maxWrites   = 50
+	writesAgain = 2 * time.Second
 )
 
 const (
-	eventFleetWatchesCreated = "FleetWatchesCreated"
-	eventFleetWatchesDeleted = "FleetWatchesDeleted"
-	eventFleetWatchTaken     = "FleetWatchNameTaken"
-	eventFleetWatchesCapped  = "FleetWatchesCapped"
-	eventFleetWatchRefused   = "FleetWatchRefused"
+	eventWatchesCreated = "FleetWatchesCreated"
+	eventWatchesDeleted = "FleetWatchesDeleted"
+	eventWatchTaken     = "FleetWatchNameTaken"
+	eventWatchesCapped  = "FleetWatchesCapped"
+	eventWatchRefused   = "FleetWatchRefused"
 )
 
-// +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=create;update;delete
-
-// reconcileFleetWatches keeps one aksCluster watch per cluster of a fleet on a service principal,
-// as createWatches asks, from what this process's last check of the fleet found: creates those
+// SyncWatches keeps one aksCluster watch per cluster of a fleet on a service principal, as
+// createWatches asks, from what this process's last check of the fleet found (n): creates those
 // missing, brings those whose template changed up to date, and deletes those whose cluster a
-// complete listing shows gone or on a managed identity (all of them once createWatches is unset).
-// A watch of the name that the fleet does not control is left alone and reported.
-func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w *watchState) (time.Time, error) {
-	obj := w.obj
-	f := obj.Spec.Target.AKSFleet
-	if f == nil || w.fleet == nil {
-		// Until this process checks the fleet it knows no cluster: it neither creates nor deletes.
-		return time.Time{}, nil
-	}
-	found, shown := w.fleet.found, w.fleet.shown
-	var list v1alpha1.CredentialWatchList
-	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingLabels{labelFleet: string(obj.UID)}); err != nil {
+// complete listing shows gone or on a managed identity (all of them once createWatches is
+// unset). A watch of the name that the fleet does not control is left alone and reported.
+// unwatched is how many clusters status last said had no watch.
+func (f Fleet) SyncWatches(ctx context.Context, obj *v1alpha1.CredentialWatch, n *Now, unwatched int32, now time.Time) (time.Time, error) {
+	list, err := f.Watches.List(ctx, obj.Namespace, map[string]string{labelFleet: string(obj.UID)})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("listing the fleet's watches: %w", err)
 	}
 	mine := map[string]*v1alpha1.CredentialWatch{}
-	for i := range list.Items {
-		c := &list.Items[i]
+	for i := range list {
+		c := &list[i]
 		// The label, the owner reference and the annotation can all be written by anyone who may
 		// write the watch: the name, a hash of the cluster, must agree with them too.
-		if ref := metav1.GetControllerOf(c); ref != nil && ref.UID == obj.UID && c.Name == policy.FleetWatchName(obj.Name, c.Annotations[annotationCluster]) {
+		if ref := metav1.GetControllerOf(c); ref != nil && ref.UID == obj.UID && c.Name == WatchName(obj.Name, c.Annotations[AnnotationCluster]) {
 			mine[c.Name] = c
 		}
 	}
-	s := fleetSync{r: r, fleet: obj}
-	if f.CreateWatches != nil {
-		if err := s.createAndUpdate(ctx, shown.Clusters, mine); err != nil {
+	s := watchSync{f: f, fleet: obj}
+	if obj.Spec.Target.AKSFleet.CreateWatches != nil {
+		if err := s.createAndUpdate(ctx, n.Shown.Clusters, mine); err != nil {
 			return time.Time{}, err
 		}
 	}
-	if err := s.deleteGone(ctx, found, mine); err != nil {
+	if err := s.deleteGone(ctx, n.Found, mine); err != nil {
 		return time.Time{}, err
 	}
-	before := int32(0)
-	if f := w.stored.Status.Fleet; f != nil {
-		before = f.Unwatched
-	}
-	unwatched := int32(len(s.taken) + s.capped + len(s.refused) + s.waiting)
-	s.report(unwatched != before)
-	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), unwatched
+	left := int32(len(s.taken) + s.capped + len(s.refused) + s.waiting)
+	s.report(left != unwatched)
+	obj.Status.Fleet.Watches, obj.Status.Fleet.Unwatched = int32(len(mine)+len(s.created)-len(s.deleted)), left
 	if s.more {
-		return w.now.Add(fleetWritesAgain), nil
+		return now.Add(writesAgain), nil
 	}
 	return time.Time{}, nil
 }
 
-// fleetSync is one reconcile's work on a fleet's watches.
-type fleetSync struct {
-	r     *CredentialWatchReconciler
+// watchSync is one reconcile's work on a fleet's watches.
+type watchSync struct {
+	f     Fleet
 	fleet *v1alpha1.CredentialWatch
 	// writes counts the API writes made; more is true when some were left for the next reconcile.
 	writes int
@@ -115,8 +100,8 @@ type fleetSync struct {
 	movedToMI []string
 }
 
-func (s *fleetSync) spend() bool {
-	if s.writes == maxFleetWrites {
+func (s *watchSync) spend() bool {
+	if s.writes == maxWrites {
 		s.more = true
 		return false
 	}
@@ -125,23 +110,23 @@ func (s *fleetSync) spend() bool {
 }
 
 // watchLimit is the most watches the fleet may own.
-func (s *fleetSync) watchLimit() int {
-	if s.r.FleetWatches > 0 {
-		return s.r.FleetWatches
+func (s *watchSync) watchLimit() int {
+	if s.f.WatchLimit > 0 {
+		return s.f.WatchLimit
 	}
-	return policy.MaxFleetWatches
+	return MaxWatches
 }
 
 // createAndUpdate creates the watch of each cluster on a service principal that has none, and
 // rewrites those whose spec the fleet last gave differs from the one it gives now.
-func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.FleetCluster, mine map[string]*v1alpha1.CredentialWatch) error {
+func (s *watchSync) createAndUpdate(ctx context.Context, clusters []Cluster, mine map[string]*v1alpha1.CredentialWatch) error {
 	owned := len(mine)
 	for _, c := range clusters {
 		if c.AppID == "" {
 			continue
 		}
-		name := policy.FleetWatchName(s.fleet.Name, c.ID)
-		spec := policy.FleetWatchSpec(s.fleet.Spec, c)
+		name := WatchName(s.fleet.Name, c.ID)
+		spec := WatchSpec(s.fleet.Spec, c)
 		hash, err := specHash(spec)
 		if err != nil {
 			return err
@@ -174,18 +159,18 @@ func (s *fleetSync) createAndUpdate(ctx context.Context, clusters []policy.Fleet
 
 // update gives the fleet's watch have the spec whose hash is hash, unless it has it already, is
 // going, or this reconcile's writes are spent.
-func (s *fleetSync) update(ctx context.Context, have *v1alpha1.CredentialWatch, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) error {
-	if have.DeletionTimestamp != nil || have.Annotations[annotationFleetSpec] == hash || !s.spend() {
+func (s *watchSync) update(ctx context.Context, have *v1alpha1.CredentialWatch, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) error {
+	if have.DeletionTimestamp != nil || have.Annotations[annotationSpec] == hash || !s.spend() {
 		return nil
 	}
 	have.Spec = spec
 	if have.Annotations == nil {
 		have.Annotations = map[string]string{}
 	}
-	have.Annotations[annotationFleetSpec], have.Annotations[annotationCluster] = hash, clusterID
-	err := s.r.Update(ctx, have)
+	have.Annotations[annotationSpec], have.Annotations[AnnotationCluster] = hash, clusterID
+	err := s.f.Watches.Update(ctx, have)
 	switch {
-	case client.IgnoreNotFound(err) == nil:
+	case err == nil || apierrors.IsNotFound(err):
 		return nil
 	case refusedWrite(err):
 		s.refused = append(s.refused, have.Name+": "+err.Error())
@@ -196,9 +181,9 @@ func (s *fleetSync) update(ctx context.Context, have *v1alpha1.CredentialWatch, 
 
 // create makes the watch name of the cluster clusterID, unless a watch the fleet did not create
 // holds the name or this reconcile's writes are spent; it reports whether it did.
-func (s *fleetSync) create(ctx context.Context, name string, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) (bool, error) {
+func (s *watchSync) create(ctx context.Context, name string, spec v1alpha1.CredentialWatchSpec, hash, clusterID string) (bool, error) {
 	var other v1alpha1.CredentialWatch
-	switch err := s.r.Get(ctx, client.ObjectKey{Namespace: s.fleet.Namespace, Name: name}, &other); {
+	switch err := s.f.Watches.Get(ctx, s.fleet.Namespace, name, &other); {
 	case err == nil:
 		// Someone's watch holds the name: the fleet does not take it over.
 		s.taken = append(s.taken, name)
@@ -213,7 +198,7 @@ func (s *fleetSync) create(ctx context.Context, name string, spec v1alpha1.Crede
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.fleet.Namespace,
 			Labels:      map[string]string{labelFleet: string(s.fleet.UID)},
-			Annotations: map[string]string{annotationCluster: clusterID, annotationFleetSpec: hash},
+			Annotations: map[string]string{AnnotationCluster: clusterID, annotationSpec: hash},
 			// No blockOwnerDeletion: it would need update on the fleet's finalizers, and
 			// nothing waits for the fleet's watches to go before it does.
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch",
@@ -221,7 +206,7 @@ func (s *fleetSync) create(ctx context.Context, name string, spec v1alpha1.Crede
 		},
 		Spec: spec,
 	}
-	err := s.r.Create(ctx, child)
+	err := s.f.Watches.Create(ctx, child)
 	switch {
 	case err == nil:
 		s.created = append(s.created, name)
@@ -242,24 +227,24 @@ func (s *fleetSync) create(ctx context.Context, name string, spec v1alpha1.Crede
 // deleteGone deletes the fleet's watches whose cluster a complete listing of its subscription
 // shows gone or on a managed identity, or all of them when createWatches is unset. A watch with a
 // rotation under way goes only once its rotation's finalizer has rolled it back or finished it.
-func (s *fleetSync) deleteGone(ctx context.Context, found fleets.Found, mine map[string]*v1alpha1.CredentialWatch) error {
+func (s *watchSync) deleteGone(ctx context.Context, found Found, mine map[string]*v1alpha1.CredentialWatch) error {
 	for name, have := range mine {
 		if have.DeletionTimestamp != nil {
 			continue
 		}
-		id := have.Annotations[annotationCluster]
-		fate := policy.FleetWatchFateOf(id, found.Clusters, found.Complete)
+		id := have.Annotations[AnnotationCluster]
+		fate := WatchFateOf(id, found.Clusters, found.Complete)
 		if s.fleet.Spec.Target.AKSFleet.CreateWatches == nil {
-			fate = policy.DeleteGone
+			fate = DeleteGone
 		}
-		if fate == policy.KeepWatch || !s.spend() {
+		if fate == KeepWatch || !s.spend() {
 			continue
 		}
-		if err := s.r.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+		if err := s.f.Watches.Delete(ctx, have); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the fleet's watch %s: %w", name, err)
 		}
 		s.deleted = append(s.deleted, name)
-		if fate == policy.DeleteManagedIdentity {
+		if fate == DeleteManagedIdentity {
 			s.movedToMI = append(s.movedToMI, id)
 		}
 	}
@@ -268,10 +253,10 @@ func (s *fleetSync) deleteGone(ctx context.Context, found fleets.Found, mine map
 
 // report raises one event for what this reconcile created, one for what it deleted, and, when
 // the clusters left without a watch changed, one for each reason.
-func (s *fleetSync) report(unwatchedChanged bool) {
-	rec := s.r.Recorder
+func (s *watchSync) report(unwatchedChanged bool) {
+	ev := s.f.Events
 	if n := len(s.created); n > 0 {
-		rec.Eventf(s.fleet, corev1.EventTypeNormal, eventFleetWatchesCreated, "Created %d aksCluster watches, such as %s", n, s.created[0])
+		ev.Eventf(s.fleet, corev1.EventTypeNormal, eventWatchesCreated, "Created %d aksCluster watches, such as %s", n, s.created[0])
 	}
 	if n := len(s.deleted); n > 0 {
 		why := "their clusters are gone from subscriptions listed whole"
@@ -283,21 +268,21 @@ func (s *fleetSync) report(unwatchedChanged bool) {
 		case len(s.movedToMI) > 0:
 			why = fmt.Sprintf("their clusters are gone, or %d on a managed identity now, such as %s", len(s.movedToMI), s.movedToMI[0])
 		}
-		rec.Eventf(s.fleet, corev1.EventTypeNormal, eventFleetWatchesDeleted, "Deleted %d aksCluster watches, such as %s: %s", n, s.deleted[0], why)
+		ev.Eventf(s.fleet, corev1.EventTypeNormal, eventWatchesDeleted, "Deleted %d aksCluster watches, such as %s: %s", n, s.deleted[0], why)
 	}
 	if n := len(s.refused); n > 0 {
-		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchRefused, "The API server refused %d of the fleet's watches, such as %s", n, s.refused[0])
+		ev.Eventf(s.fleet, corev1.EventTypeWarning, eventWatchRefused, "The API server refused %d of the fleet's watches, such as %s", n, s.refused[0])
 	}
 	if !unwatchedChanged {
 		return
 	}
 	if s.capped > 0 {
-		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchesCapped,
+		ev.Eventf(s.fleet, corev1.EventTypeWarning, eventWatchesCapped,
 			"%d clusters on a service principal have no watch: a fleet creates at most %d; narrow it with subscriptions, resourceGroups or tags, or split it",
 			s.capped, s.watchLimit())
 	}
 	if n := len(s.taken); n > 0 {
-		rec.Eventf(s.fleet, corev1.EventTypeWarning, eventFleetWatchTaken,
+		ev.Eventf(s.fleet, corev1.EventTypeWarning, eventWatchTaken,
 			"%d clusters have no watch of the fleet's because a watch it did not create holds the name, such as %s: delete or rename that watch, and the fleet creates its own",
 			n, s.taken[0])
 	}

@@ -1,4 +1,4 @@
-package policy
+package aksfleet
 
 import (
 	"cmp"
@@ -8,14 +8,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// MaxFleetListed bounds how many clusters a fleet's status lists, so that a fleet of any size
+// MaxListed bounds how many clusters a fleet's status lists, so that a fleet of any size
 // fits in one object: metrics carry every cluster.
-const MaxFleetListed = 50
+const MaxListed = 50
 
-// FleetCluster is a cluster of a fleet as its last check found it.
-type FleetCluster struct {
+// Cluster is a cluster of a fleet as its last check found it.
+type Cluster struct {
 	ID, SubscriptionID, ResourceGroup string
 	// AppID is the service principal the cluster signs in with, empty on a managed identity.
 	AppID string
@@ -28,13 +29,13 @@ type FleetCluster struct {
 // ends, and the worst state of its credentials; both empty when they were not read, and the
 // state Valid with no end when it has none.
 type ClusterView struct {
-	*FleetCluster
+	*Cluster
 	Earliest *metav1.Time
 	State    v1alpha1.CredentialState
 }
 
-// FleetView is what a fleet amounts to at one instant.
-type FleetView struct {
+// View is what a fleet amounts to at one instant.
+type View struct {
 	// Status holds the counts and the clusters that most need attention; the caller adds the
 	// subscriptions searched and those unread.
 	Status v1alpha1.FleetStatus
@@ -48,12 +49,12 @@ type FleetView struct {
 	NextTransition time.Time
 }
 
-// ViewFleet evaluates every cluster of a fleet at now, leaving clusters unchanged: they are shared
+// ViewAt evaluates every cluster of a fleet at now, leaving clusters unchanged: they are shared
 // with the metrics. Every credential of a cluster's service principal counts, as on an aksCluster
 // watch: Resource Manager does not say which secret a cluster signs in with, and one renewed
 // with --append may be the one it still uses.
-func ViewFleet(clusters []FleetCluster, now time.Time, t Thresholds, limit int) FleetView {
-	v := FleetView{State: v1alpha1.StateValid}
+func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) View {
+	v := View{State: v1alpha1.StateValid}
 	for i := range clusters {
 		c := &clusters[i]
 		v.Status.Clusters++
@@ -62,9 +63,9 @@ func ViewFleet(clusters []FleetCluster, now time.Time, t Thresholds, limit int) 
 			continue
 		}
 		v.Status.ServicePrincipal++
-		cv := ClusterView{FleetCluster: c}
+		cv := ClusterView{Cluster: c}
 		if c.Reason == "" {
-			s := Evaluate(slices.Clone(c.Credentials), now, t)
+			s := policy.Evaluate(slices.Clone(c.Credentials), now, t)
 			cv.State = s.State
 			if s.Earliest != nil {
 				end := s.Earliest.EndTime
@@ -73,7 +74,7 @@ func ViewFleet(clusters []FleetCluster, now time.Time, t Thresholds, limit int) 
 					v.Earliest = &end
 				}
 			}
-			if Worse(s.State, v.State) {
+			if policy.Worse(s.State, v.State) {
 				v.State = s.State
 			}
 			if !s.NextTransition.IsZero() && (v.NextTransition.IsZero() || s.NextTransition.Before(v.NextTransition)) {
