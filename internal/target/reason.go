@@ -61,15 +61,17 @@ func is[E error](err error) bool {
 	return errors.As(err, &e)
 }
 
-// reasonIn is the reason of the outermost Reasoned error in err's tree that names one.
+// reasonIn is the reason of the outermost Reasoned error in err's tree that names one. It walks
+// the tree itself, where errors.As would stop at the first Reasoned error even when that one
+// defers to what it wraps.
 func reasonIn(err error) string {
 	if err == nil {
 		return ""
 	}
-	if r, ok := err.(Reasoned); ok && r.Reason() != "" {
+	if r, ok := err.(Reasoned); ok && r.Reason() != "" { //nolint:errorlint // one node of the walk
 		return r.Reason()
 	}
-	switch u := err.(type) {
+	switch u := err.(type) { //nolint:errorlint // one node of the walk
 	case interface{ Unwrap() error }:
 		return reasonIn(u.Unwrap())
 	case interface{ Unwrap() []error }:

@@ -10,7 +10,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/compose"
 )
 
-// Alert words what a fleet w tells a channel of one of its clusters, as of now.
+// Message words what a fleet w tells a channel of one of its clusters, as of now.
 func Message(w *v1alpha1.CredentialWatch, p Alert, now time.Time) notify.Alert {
 	c := p.Cluster
 	a := notify.Alert{
