@@ -45,7 +45,6 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/compact"
-	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
@@ -55,8 +54,8 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/pullauth"
 	"github.com/credwatch/credwatch/internal/saissuer"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 type options struct {
@@ -243,7 +242,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	scanStore, fleetStore := scans.New(), aksfleet.NewStore()
+	scanStore, fleetStore := tenantscan.NewStore(), aksfleet.NewStore()
 	ctx := ctrl.SetupSignalHandler()
 	cached, err := cwmetrics.CachedWatches(ctx, mgr.GetCache())
 	if err != nil {
@@ -281,8 +280,8 @@ func run(o options) error {
 		Fleets:            fleetStore,
 		// Ledgers are read one watch at a time, not cached: a cache would hold every ConfigMap.
 		Ledger:     &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-		Digests:    digests.NewStore(),
-		DigestPace: digests.NewPace(o.digestsPerMinute),
+		Digests:    tenantscan.NewDigestStore(),
+		DigestPace: tenantscan.NewPace(o.digestsPerMinute),
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return err

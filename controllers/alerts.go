@@ -14,7 +14,6 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/egress"
-	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/compose"
@@ -31,12 +30,6 @@ type ChannelSource interface {
 	// Digests is the relay of a tenant scan's owner digests.
 	Digests(ctx context.Context, obj *v1alpha1.CredentialWatch, e *v1alpha1.DigestEmail) (*email.Channel, error)
 }
-
-// sendTimeout bounds one delivery, so that a dead SMTP relay delays a watch by seconds, not hours.
-const sendTimeout = 15 * time.Second
-
-// misconfiguredRecheck is how soon channels whose Secrets are broken are looked at again.
-const misconfiguredRecheck = 5 * time.Minute
 
 // Event reasons of alert delivery.
 const (
@@ -107,7 +100,7 @@ func (r *CredentialWatchReconciler) alertsDelivered(obj *v1alpha1.CredentialWatc
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventChannelMisconfigured, "An alert channel cannot be used: %s", cond.Message)
 	}
 	if cfgErr != nil {
-		next = policy.Earliest(next, now.Add(misconfiguredRecheck))
+		next = policy.Earliest(next, now.Add(target.MisconfiguredRecheck))
 	}
 	target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, cond.Status, cond.Reason, cond.Message, now)
 	return next
@@ -188,7 +181,7 @@ func (r *CredentialWatchReconciler) deliver(ctx context.Context, obj, stored *v1
 func (r *CredentialWatchReconciler) send(ctx context.Context, obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, ch channels.Channel, a notify.Alert, now time.Time) bool {
 	log := ctrl.LoggerFrom(ctx)
 	// Claimed, the alert must go out or be given back: a stopping operator still sends it.
-	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), target.SendTimeout)
 	err := ch.Notifier.Send(sendCtx, a)
 	cancel()
 	if err == nil {
@@ -200,8 +193,8 @@ func (r *CredentialWatchReconciler) send(ctx context.Context, obj *v1alpha1.Cred
 	var de *notify.DeliveryError
 	permanent := errors.As(err, &de) && de.Permanent
 	before := policy.Failure(ledger, ch.ID)
-	changed := before == nil || before.Message != oneLine(err.Error())
-	f := policy.RecordFailure(ledger, ch.ID, failureReason(err), oneLine(err.Error()), permanent, notify.RetryAfterOf(err), now)
+	changed := before == nil || before.Message != target.OneLine(err.Error())
+	f := policy.RecordFailure(ledger, ch.ID, failureReason(err), target.OneLine(err.Error()), permanent, notify.RetryAfterOf(err), now)
 	log.Info("Sending alert failed", "channel", ch.ID, "alert", a.Title(), "error", err.Error(), "failures", f.Failures, "permanent", permanent)
 	if changed {
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventAlertDeliveryFailed, "Sending %q to %s failed, retrying with backoff: %v", a.Title(), ch.ID, err)
@@ -225,10 +218,10 @@ func failureReason(err error) string {
 func alertsCondition(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgErr error) compose.Condition {
 	var ce *channels.ConfigError
 	if errors.As(cfgErr, &ce) {
-		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonChannelMisconfigured, Message: oneLine(cfgErr.Error())}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonChannelMisconfigured, Message: target.OneLine(cfgErr.Error())}
 	}
 	if cfgErr != nil { // the API server did not answer for a Secret: a person need not act
-		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: oneLine(cfgErr.Error())}
+		return compose.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeliveryFailed, Message: target.OneLine(cfgErr.Error())}
 	}
 	if len(ledger.Failing) > 0 {
 		reason := v1alpha1.ReasonDeliveryFailed
@@ -249,26 +242,4 @@ func issuerChanged(obj *v1alpha1.CredentialWatch) *metav1.Time {
 		return st.IssuerChangeTime
 	}
 	return nil
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-const eventLedgerRefused = "LedgerRefused"
-
-// ledgerRefused reports a ledger that cannot be read: a ConfigMap of its name the watch does not
-// own, or the API server failing.
-func (r *CredentialWatchReconciler) ledgerRefused(obj *v1alpha1.CredentialWatch, err error, now time.Time) (time.Time, error) {
-	var foreign *ledger.ForeignError
-	if !errors.As(err, &foreign) {
-		return time.Time{}, err
-	}
-	if c := target.Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
-		r.Recorder.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
-	}
-	target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
-	return now.Add(misconfiguredRecheck), nil
-}
-
-func ledgerOwner(obj *v1alpha1.CredentialWatch) ledger.Owner {
-	return ledger.Owner{Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch"}
 }

@@ -23,11 +23,10 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/mailpit"
 )
@@ -120,7 +119,7 @@ func (h *harness) restart() {
 	old := h.r
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, DefaultIdentity: old.DefaultIdentity, ClusterID: old.ClusterID, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
-		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: scans.New(), Digests: digests.NewStore(), DigestPace: old.DigestPace,
+		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: tenantscan.NewStore(), Digests: tenantscan.NewDigestStore(), DigestPace: old.DigestPace,
 		Ledger: old.Ledger,
 	}
 }

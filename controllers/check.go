@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +19,9 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // Event reasons of a check.
@@ -232,7 +231,7 @@ type checkResult struct {
 	// cluster is what Resource Manager said of an aksCluster target's cluster.
 	cluster *aks.Cluster
 	tenant  bool
-	scan    scans.Found
+	scan    tenantscan.Found
 	fleet   *aksfleet.Found
 	issuer  *saissuer.Observation
 }
@@ -276,7 +275,11 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 		}
 	case t.TenantScan != nil:
 		res.tenant = true
-		res.scan, err = r.scan(ctx, res.id, t.TenantScan)
+		tc, err := r.Azure.Tenant(res.id)
+		if err != nil {
+			return res, err
+		}
+		res.scan, err = tenantscan.Read(ctx, tc, t.TenantScan)
 		return res, err
 	case t.AKSFleet != nil:
 		f := r.fleet()
@@ -355,45 +358,10 @@ func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Id
 	return cl, nil
 }
 
-func (r *CredentialWatchReconciler) scan(ctx context.Context, id azure.Identity, target *v1alpha1.TenantScanTarget) (scans.Found, error) {
-	t, err := r.Azure.Tenant(id)
-	if err != nil {
-		return scans.Found{}, err
-	}
-	var fold scans.Fold
-	if d := target.OwnerDigests; d != nil {
-		fold.OptOutTag = d.OptOutTag
-	}
-	filter := target.Filter
-	err = t.Scan(ctx, filter, fold.Add)
-	var ae *azerr.Error
-	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
-		err = &filterError{filter: filter, err: err}
-	}
-	if err != nil {
-		return scans.Found{}, err
-	}
-	return fold.Found(), nil
-}
-
 // clusterRef names the cluster of an aksCluster target.
 func clusterRef(t *v1alpha1.AKSClusterTarget) aks.ClusterRef {
 	return aks.ClusterRef{SubscriptionID: t.SubscriptionID, ResourceGroup: t.ResourceGroup, Name: t.Name}
 }
-
-// filterError is Graph refusing a tenant scan's query, which only a change of its filter mends.
-type filterError struct {
-	filter string
-	err    error
-}
-
-func (e *filterError) Error() string {
-	return fmt.Sprintf("Graph refused to list with the filter %q (%v): check spec.target.tenantScan.filter", e.filter, e.err)
-}
-func (e *filterError) Unwrap() error { return e.err }
-
-// Reason is ReasonFilterRejected.
-func (e *filterError) Reason() string { return v1alpha1.ReasonFilterRejected }
 
 // secretError is a problem with the Secret an identity signs in with: a person must fix it.
 type secretError struct{ msg string }

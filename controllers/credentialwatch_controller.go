@@ -27,12 +27,11 @@ import (
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
-	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // Azure gives clients of Azure, each bound to one identity and one target, so that a step can
@@ -88,7 +87,7 @@ type CredentialWatchReconciler struct {
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
-	Scans *scans.Store
+	Scans *tenantscan.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil
 	// holds nothing: a fleet is then checked at every reconcile.
 	Fleets *aksfleet.Store
@@ -103,10 +102,10 @@ type CredentialWatchReconciler struct {
 	// whom, in ConfigMaps the watches own.
 	Ledger *ledger.Store
 	// Digests keeps what tenant scans' owner digests know of this period: owners read, sent.
-	Digests *digests.Store
+	Digests *tenantscan.DigestStore
 	// DigestPace bounds the owner digests and messages sent a minute, by all watches together;
 	// nil for no bound.
-	DigestPace *digests.Pace
+	DigestPace *tenantscan.Pace
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
 	ImagePulls PullIncidents

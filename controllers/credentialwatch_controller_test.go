@@ -23,12 +23,11 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify/channels"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -71,8 +70,8 @@ func newHarness(t *testing.T) *harness {
 		Rand:            func() float64 { return 0 },
 		Azure:           clients.New(identities, graphAPI, nil),
 		Channels:        &channels.Builder{Secrets: k8s, Destinations: localPeers},
-		Scans:           scans.New(),
-		Digests:         digests.NewStore(),
+		Scans:           tenantscan.NewStore(),
+		Digests:         tenantscan.NewDigestStore(),
 		CheckTimeout:    time.Second,
 		Ledger:          &ledger.Store{Reader: k8s, Writer: k8s},
 	}

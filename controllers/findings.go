@@ -9,7 +9,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // evaluateFindings holds the watch's credentials to its hygiene policy and records what breaks
@@ -28,7 +28,7 @@ func (r *CredentialWatchReconciler) evaluateFindings(obj *v1alpha1.CredentialWat
 		}
 		f = policy.FindingsOf(found.Credentials, func(appID string) bool { return found.SAML[appID] }, now, h, policy.MaxListedFindings)
 	} else {
-		saml := st.ServicePrincipal != nil && strings.EqualFold(st.ServicePrincipal.SingleSignOnMode, scans.SAML)
+		saml := st.ServicePrincipal != nil && strings.EqualFold(st.ServicePrincipal.SingleSignOnMode, target.SAML)
 		f = policy.FindingsOf(st.Credentials, func(string) bool { return saml }, now, h, policy.MaxListedFindings)
 	}
 	st.Findings = findingsStatus(obj, f, h)

@@ -67,9 +67,9 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels, aksfleet.NoChannels, now)
 		return time.Time{}, nil
 	}
-	book, err := r.Ledger.Load(ctx, ledgerOwner(obj))
+	book, err := r.Ledger.Load(ctx, target.LedgerOwner(obj))
 	if err != nil {
-		return r.ledgerRefused(obj, err, now)
+		return target.LedgerRefused(obj, r.Recorder, err, now)
 	}
 	send := func(ctx context.Context, ch channels.Channel, a notify.Alert) bool {
 		return r.send(ctx, obj, failing, ch, a, now)

@@ -28,9 +28,9 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // The fleet's subscriptions: two it may read, one Resource Manager refuses it.
@@ -399,7 +399,7 @@ func assertFleetCounts(t *testing.T, w *v1alpha1.CredentialWatch, want v1alpha1.
 func scrapeFleet(t *testing.T, h *harness, w *v1alpha1.CredentialWatch) string {
 	t.Helper()
 	list := func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w}, nil }
-	handler := cwmetrics.NewWatches(list, scans.New(), h.r.Fleets, clock.RealClock{}).Handler(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
+	handler := cwmetrics.NewWatches(list, tenantscan.NewStore(), h.r.Fleets, clock.RealClock{}).Handler(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
 	return "\n" + rec.Body.String()

@@ -95,7 +95,7 @@ func pullsNotListed(obj *v1alpha1.CredentialWatch, listErr error, now time.Time)
 			hint = " (it needs list and watch on them cluster-wide)"
 		}
 		target.SetCondition(obj, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListFailed,
-			oneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pods and nodes%s, "+
+			target.OneLine(fmt.Sprintf("The operator cannot list or watch the cluster's pull events, pods and nodes%s, "+
 				"so image pulls are as last seen: %v", hint, listErr)), now)
 		return now.Add(listFailedRetry)
 	}

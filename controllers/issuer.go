@@ -77,7 +77,7 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 			rejected = append(rejected, fmt.Sprintf("rejected by %s: %s", other, e.Rejected[other]))
 		}
 		st.Endpoints = append(st.Endpoints, v1alpha1.IssuerEndpoint{Endpoint: e.URL, Issuer: e.Issuer, KeyIDs: e.KeyIDs[:min(len(e.KeyIDs), maxEndpointKeyIDs)],
-			SigningKeyID: e.SigningKeyID, Problem: oneLine(strings.Join(rejected, "; "))})
+			SigningKeyID: e.SigningKeyID, Problem: target.OneLine(strings.Join(rejected, "; "))})
 	}
 	obj.Status.ServiceAccountIssuer = st
 	if next := obj.Status.NextCheckTime; !a.Recheck.IsZero() && next != nil && a.Recheck.Before(next.Time) {

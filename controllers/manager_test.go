@@ -26,14 +26,13 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/digests"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // TestOperatorWatchesAServicePrincipal runs the controller as the manager does, with the real
@@ -53,7 +52,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	registry := prometheus.NewRegistry()
-	scanStore, fleetStore := scans.New(), aksfleet.NewStore()
+	scanStore, fleetStore := tenantscan.NewStore(), aksfleet.NewStore()
 	// What the operator serves at /metrics: the registry's series and the watches'.
 	cached, err := cwmetrics.CachedWatches(context.Background(), mgr.GetCache())
 	if err != nil {
@@ -78,7 +77,7 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Azure:           clients.New(identities, planner.NewGraph(counted, clock.RealClock{}, planWindow), nil),
 		Channels:        &channels.Builder{Secrets: mgr.GetAPIReader(), Destinations: localPeers},
 		Scans:           scanStore,
-		Digests:         digests.NewStore(),
+		Digests:         tenantscan.NewDigestStore(),
 		Fleets:          fleetStore,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

@@ -32,8 +32,8 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // The unit tier: the reconciler against controller-runtime's fake client and func-field fakes of
@@ -100,7 +100,7 @@ func newUnit(t *testing.T, az Azure, w *v1alpha1.CredentialWatch, objs ...client
 	u := &unit{t: t, c: c, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(100), key: client.ObjectKeyFromObject(w)}
 	u.r = &CredentialWatchReconciler{Client: c, SecretReader: c, DefaultIdentity: testIdentity, Recorder: u.recorder, Clock: u.clock,
-		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: scans.New()}
+		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: tenantscan.NewStore()}
 	return u
 }
 

@@ -9,13 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/graph"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -27,7 +25,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		return
 	}
 	if res.tenant {
-		r.recordScan(obj, res.scan, now)
+		r.scan().Record(obj, res.scan, now)
 		return
 	}
 	if res.fleet != nil {
@@ -54,7 +52,7 @@ func (r *CredentialWatchReconciler) record(ctx context.Context, w *watchState, r
 		SingleSignOnMode:         snap.SingleSignOnMode,
 		OwnerEmails:              r.ownerEmails(ctx, obj, res, owners),
 	}
-	obj.Status.Credentials = scans.Credentials(snap)
+	obj.Status.Credentials = target.Credentials(snap)
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
 }
@@ -126,19 +124,4 @@ func checkedMessage(snap graph.Snapshot) string {
 		where = "the service principal; the application object is not in this tenant, so credentials on it are not seen"
 	}
 	return fmt.Sprintf("Read %d credentials of %q from %s", len(snap.Credentials), snap.DisplayName, where)
-}
-
-// recordScan keeps what a tenant scan found for status and metrics, and counts it in status.
-func (r *CredentialWatchReconciler) recordScan(obj *v1alpha1.CredentialWatch, found scans.Found, now time.Time) {
-	counts := &v1alpha1.TenantScanStatus{}
-	if prev := obj.Status.TenantScan; prev != nil {
-		*counts = *prev // the states are counted at every reconcile, by reconcileExpiry
-	}
-	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
-	counts.Credentials = int32(len(found.Credentials))
-	r.Scans.Put(client.ObjectKeyFromObject(obj), found)
-	obj.Status.TenantScan = counts
-	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
-	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
-		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
 }

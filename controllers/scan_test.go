@@ -12,8 +12,8 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -122,7 +122,7 @@ func TestTenantScan(t *testing.T) {
 
 	// A new process has no scan in memory: it scans again at once, however far the next check.
 	fake.ResetRequests()
-	h.r.Scans = scans.New()
+	h.r.Scans = tenantscan.NewStore()
 	w, _ = h.reconcile()
 	if len(fake.Requests()) != 2 || len(w.Status.Credentials) != policy.MaxListed {
 		t.Errorf("after a restart: %d requests and %d listed; want a scan of 2 requests", len(fake.Requests()), len(w.Status.Credentials))

@@ -21,7 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 func watch(name string, creds []v1alpha1.Credential, ready metav1.ConditionStatus, failures int32) *v1alpha1.CredentialWatch {
@@ -104,7 +104,7 @@ credwatch_watch_ready_status{client_id="c-failing",condition="False",name="faili
 credwatch_watch_ready_status{client_id="c-new",condition="Unknown",name="new",namespace="platform"} 1
 credwatch_watch_ready_status{client_id="c-ok",condition="True",name="ok",namespace="platform"} 1
 `
-	if got := scrape(t, NewWatches(c, scans.New(), nil, testClock), emptyRegistry()); normalize(t, got) != normalize(t, want) {
+	if got := scrape(t, NewWatches(c, tenantscan.NewStore(), nil, testClock), emptyRegistry()); normalize(t, got) != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -127,8 +127,8 @@ func TestWatchesReportEveryCredentialOfATenantScan(t *testing.T) {
 		// Scanned by another replica, the leader: only its status is known here.
 		scan("elsewhere", cred("app-3", "k3", 1_700_000_000)),
 	)
-	store := scans.New()
-	store.Put(types.NamespacedName{Namespace: "platform", Name: "scanned"}, scans.Found{Credentials: []v1alpha1.Credential{expiring, cred("app-2", "k2", 1_900_000_000)}})
+	store := tenantscan.NewStore()
+	store.Put(types.NamespacedName{Namespace: "platform", Name: "scanned"}, tenantscan.Found{Credentials: []v1alpha1.Credential{expiring, cred("app-2", "k2", 1_900_000_000)}})
 
 	want := `
 # HELP credwatch_credential_expiration_timestamp_seconds The date after which the credential expires, as a Unix timestamp.
@@ -168,8 +168,8 @@ func TestWatchesMarkReplacedCredentials(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "scan", Namespace: "platform"},
 		Spec:       v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "t"}}},
 	}
-	store := scans.New()
-	store.Put(types.NamespacedName{Namespace: "platform", Name: "scan"}, scans.Found{Credentials: []v1alpha1.Credential{
+	store := tenantscan.NewStore()
+	store.Put(types.NamespacedName{Namespace: "platform", Name: "scan"}, tenantscan.Found{Credentials: []v1alpha1.Credential{
 		secret("app-1", "a-old", 1_700_000_000, 1_800_000_000), secret("app-1", "a-new", 1_790_000_000, 1_830_000_000),
 		// Another application's later secret renews nothing of app-1.
 		secret("app-2", "b", 1_795_000_000, 1_900_000_000),
@@ -185,7 +185,7 @@ credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespac
 	if normalize(t, got, "credwatch_credential_superseded") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
-	if got := scrape(t, NewWatches(listOf(watch("one", []v1alpha1.Credential{secret("", "k", 1, 2)}, metav1.ConditionTrue, 0)), scans.New(), nil, testClock), emptyRegistry()); strings.Contains(got, "superseded") {
+	if got := scrape(t, NewWatches(listOf(watch("one", []v1alpha1.Credential{secret("", "k", 1, 2)}, metav1.ConditionTrue, 0)), tenantscan.NewStore(), nil, testClock), emptyRegistry()); strings.Contains(got, "superseded") {
 		t.Errorf("a watch with nothing renewed shows the family:\n%s", got)
 	}
 }
@@ -213,7 +213,7 @@ credwatch_watch_rotation_blocked{client_id="c-held",name="held",namespace="platf
 credwatch_watch_rotation_blocked{client_id="c-moved",name="moved",namespace="platform",reason="RotationTargetChanged"} 1
 credwatch_watch_rotation_blocked{client_id="c-refused",name="refused",namespace="platform",reason="IdentityNotAllowed"} 1
 `
-	got := scrape(t, NewWatches(c, scans.New(), nil, testClock), emptyRegistry())
+	got := scrape(t, NewWatches(c, tenantscan.NewStore(), nil, testClock), emptyRegistry())
 	if normalize(t, got, "credwatch_watch_rotation_blocked") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
@@ -227,7 +227,7 @@ func TestHandlerAppendsTheWatchesToTheRegistrysSeries(t *testing.T) {
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciles_total", Help: "Reconciles."})
 	counter.Add(7)
 	reg.MustRegister(counter)
-	w := NewWatches(listOf(odd), scans.New(), nil, testClock)
+	w := NewWatches(listOf(odd), tenantscan.NewStore(), nil, testClock)
 	registry := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 
 	// Prometheus asks for protobuf or OpenMetrics, gzipped, when it can: the answer is plain text.
@@ -268,7 +268,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		http.Error(rw, "collector failed", http.StatusInternalServerError)
 	})
 	rec := httptest.NewRecorder()
-	NewWatches(listOf(), scans.New(), nil, testClock).Handler(broken).
+	NewWatches(listOf(), tenantscan.NewStore(), nil, testClock).Handler(broken).
 		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "collector failed") {
 		t.Errorf("a failing registry answered %d %q, want its 500", rec.Code, rec.Body.String())
@@ -278,7 +278,7 @@ func TestHandlerPassesFailuresOn(t *testing.T) {
 		return nil, errors.New("the CredentialWatch cache has not synced yet")
 	}
 	rec = httptest.NewRecorder()
-	NewWatches(unsynced, scans.New(), nil, testClock).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
+	NewWatches(unsynced, tenantscan.NewStore(), nil, testClock).Handler(emptyRegistry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetricsPath, nil))
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "has not synced") {
 		t.Errorf("an unreadable cache answered %d %q, want 503 with the reason", rec.Code, rec.Body.String())
 	}
@@ -351,7 +351,7 @@ func BenchmarkScrape10000(b *testing.B) {
 		}, metav1.ConditionTrue, 0)
 		list[i] = rotated(w)
 	}
-	w := NewWatches(listOf(list...), scans.New(), nil, testClock)
+	w := NewWatches(listOf(list...), tenantscan.NewStore(), nil, testClock)
 	registry := emptyRegistry()
 	b.ReportAllocs()
 	var text int

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -196,4 +198,9 @@ func (g *Groups) add(c *v1alpha1.Credential) {
 			g.FirstWarning = c
 		}
 	}
+}
+
+// BySoonestEnd orders credentials by their end, then keyId: the order status and messages list them in.
+func BySoonestEnd(a, b v1alpha1.Credential) int {
+	return cmp.Or(a.EndTime.Compare(b.EndTime.Time), strings.Compare(a.KeyID, b.KeyID))
 }

@@ -146,6 +146,12 @@ var weekdays = map[v1alpha1.Weekday]time.Weekday{
 	"Thursday": time.Thursday, "Friday": time.Friday, "Saturday": time.Saturday,
 }
 
+// WeekdayOf is d as Go names it, and false for a day the API does not name.
+func WeekdayOf(d v1alpha1.Weekday) (time.Weekday, bool) {
+	day, ok := weekdays[d]
+	return day, ok
+}
+
 // InWindow reports whether now falls in the maintenance window, and otherwise when it next
 // opens. A nil window is always open.
 func InWindow(w *v1alpha1.MaintenanceWindow, now time.Time) (bool, time.Time, error) {

@@ -36,7 +36,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/pullauth"
-	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 const chartDir = "../../charts/credwatch"
@@ -623,7 +623,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w, fleet}, nil }, scans.New(), nil, clock.RealClock{})
+	watches := cwmetrics.NewWatches(func() ([]*v1alpha1.CredentialWatch, error) { return []*v1alpha1.CredentialWatch{w, fleet}, nil }, tenantscan.NewStore(), nil, clock.RealClock{})
 	rec := httptest.NewRecorder()
 	watches.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, cwmetrics.MetricsPath, nil))
 	p := expfmt.NewTextParser(model.UTF8Validation)

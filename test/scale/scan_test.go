@@ -16,7 +16,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/graph/budget"
-	"github.com/credwatch/credwatch/internal/scans"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -62,7 +62,7 @@ func BenchmarkTenantScan(b *testing.B) {
 
 // timeScan scans fake's tenant on a full budget, and returns what it found, how long it took and
 // what it cost Graph.
-func timeScan(b *testing.B, fake *fakegraph.Server) (found scans.Found, took time.Duration, requests, units, throttled int) {
+func timeScan(b *testing.B, fake *fakegraph.Server) (found tenantscan.Found, took time.Duration, requests, units, throttled int) {
 	b.StopTimer()
 	defer b.StartTimer()
 	graphClient, cred := operatorGraph(b, fake)
@@ -71,7 +71,7 @@ func timeScan(b *testing.B, fake *fakegraph.Server) (found scans.Found, took tim
 	fake.ResetRequests()
 	b.StartTimer()
 	began := time.Now()
-	var fold scans.Fold
+	var fold tenantscan.Fold
 	err := graphClient.ScanTenant(context.Background(), cred, "", fold.Add)
 	found = fold.Found()
 	took = time.Since(began)

@@ -60,12 +60,13 @@ func describe(c v1alpha1.Credential) string {
 		name = fmt.Sprintf(" %q", c.DisplayName)
 	}
 	if c.AppID != "" {
-		return fmt.Sprintf("%s%s (keyId %s, on the %s object of %s)", kind, name, c.KeyID, c.Source, appName(c.AppDisplayName, c.AppID))
+		return fmt.Sprintf("%s%s (keyId %s, on the %s object of %s)", kind, name, c.KeyID, c.Source, AppName(c.AppDisplayName, c.AppID))
 	}
 	return fmt.Sprintf("%s%s (keyId %s, on the %s object)", kind, name, c.KeyID, c.Source)
 }
 
-func appName(displayName, appID string) string {
+// AppName names an application as messages do: its display name and appId, or the appId alone.
+func AppName(displayName, appID string) string {
 	if displayName == "" {
 		return appID
 	}
@@ -94,7 +95,7 @@ func StateChange(w *v1alpha1.CredentialWatch, c v1alpha1.Credential, now time.Ti
 // TargetName names the watched application as people know it: its display name and appId.
 func TargetName(w *v1alpha1.CredentialWatch) string {
 	if sp := w.Status.ServicePrincipal; sp != nil {
-		return appName(sp.DisplayName, w.AppID())
+		return AppName(sp.DisplayName, w.AppID())
 	}
 	return w.AppID()
 }

@@ -12,7 +12,7 @@ import (
 // the az command that does it.
 func Finding(w *v1alpha1.CredentialWatch, f policy.Finding, h policy.Hygiene) string {
 	c := f.Credential
-	appID, app := c.AppID, appName(c.AppDisplayName, c.AppID)
+	appID, app := c.AppID, AppName(c.AppDisplayName, c.AppID)
 	if appID == "" { // a watch of one application: its credentials do not name it
 		appID, app = w.AppID(), TargetName(w)
 	}

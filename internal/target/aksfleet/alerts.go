@@ -12,6 +12,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // sendsAgain is how soon a fleet comes back for the messages one reconcile left.
@@ -43,16 +44,10 @@ type Outbox struct {
 	Failing *v1alpha1.AlertsStatus
 	// Book is the fleet's ledger as loaded, written through Ledger.
 	Book   *ledger.Book
-	Ledger Ledger
+	Ledger target.Ledger
 	// Send delivers a, claimed already, on ch, and reports whether it went out; a failure is
 	// kept in Failing with the next attempt's time.
 	Send func(ctx context.Context, ch channels.Channel, a notify.Alert) bool
-}
-
-// Ledger writes a fleet's ledger: each change sets a key, or removes it when nil. It returns the
-// keys it wrote; an error means the others were not, because another writer holds the ledger.
-type Ledger interface {
-	Write(ctx context.Context, b *ledger.Book, changes map[string]*string) ([]string, error)
 }
 
 // Tell tells a fleet's channels of its clusters, one message per cluster and step, as PlanAlerts

@@ -15,7 +15,6 @@ import (
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -248,7 +247,7 @@ func (f Fleet) readCredentials(ctx context.Context, g access.Grant, id azure.Ide
 				a.reason = target.ReasonFor(err)
 				return
 			}
-			a.creds = scans.Credentials(snap)
+			a.creds = target.Credentials(snap)
 		}()
 	}
 	wg.Wait()

@@ -1,12 +1,10 @@
-package digests
+package tenantscan
 
 import (
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 func TestPaceAllowsPerMinuteInAnyMinute(t *testing.T) {
@@ -37,7 +35,7 @@ func TestPaceAllowsPerMinuteInAnyMinute(t *testing.T) {
 }
 
 func TestOwnersArePerPeriod(t *testing.T) {
-	o := NewStore()
+	o := NewDigestStore()
 	w := types.NamespacedName{Namespace: "platform", Name: "tenant"}
 	week1, week2 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	lookup := o.Lookup(w, week1)
@@ -78,19 +76,19 @@ func TestOwnersArePerPeriod(t *testing.T) {
 }
 
 func TestStoreHoldsBackAnAddressAcrossWatches(t *testing.T) {
-	o := NewStore()
+	o := NewDigestStore()
 	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	if ok, _ := o.DigestDue("tenant-a", "Bob@contoso.example", now); !ok {
 		t.Fatal("a first digest held back")
 	}
 	o.Digested("tenant-a", "Bob@contoso.example", now)
-	if ok, when := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(time.Hour)); ok || !when.Equal(now.Add(policy.DigestGap)) {
+	if ok, when := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(time.Hour)); ok || !when.Equal(now.Add(DigestGap)) {
 		t.Errorf("a second digest an hour later: %v, %v", ok, when)
 	}
 	if ok, _ := o.DigestDue("tenant-b", "bob@contoso.example", now.Add(time.Hour)); !ok {
 		t.Error("another tenant's digest held back")
 	}
-	if ok, _ := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(policy.DigestGap)); !ok {
+	if ok, _ := o.DigestDue("tenant-a", "bob@contoso.example", now.Add(DigestGap)); !ok {
 		t.Error("held back past the gap")
 	}
 	for i := range NoticesPerDay {

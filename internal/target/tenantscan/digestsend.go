@@ -1,4 +1,4 @@
-package controllers
+package tenantscan
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/notify"
-	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
@@ -24,22 +23,22 @@ import (
 
 // sendDigests sends what is due, within the pace and the reconcile's budget, and counts the
 // period's digests in status.
-func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp, h policy.Hygiene) error {
-	msgs, nowhere, built := run.messages(r, expired, apps, h)
+func (s Scan) sendDigests(ctx context.Context, run *digestRun, expired []v1alpha1.Credential, apps []DigestApp, h policy.Hygiene) error {
+	msgs, nowhere, built := run.messages(s, expired, apps, h)
 	var due []message
 	for _, m := range msgs {
-		if run.settled(r, m) {
+		if run.settled(s, m) {
 			continue
 		}
 		due = append(due, m)
 	}
-	sent, err := r.deliverDigests(ctx, run, due)
+	sent, err := s.deliverDigests(ctx, run, due)
 	if err != nil {
 		return err
 	}
 	run.count(expired, built)
 	if sent.digests+sent.notices > 0 {
-		r.Recorder.Eventf(run.obj, corev1.EventTypeNormal, eventDigestsSent, "Sent %d owner digests (%d of %d this period) and %d expiry messages",
+		s.Events.Eventf(run.obj, corev1.EventTypeNormal, eventDigestsSent, "Sent %d owner digests (%d of %d this period) and %d expiry messages",
 			sent.digests, run.st.Sent, run.st.Recipients, sent.notices)
 	}
 	var notes []string
@@ -66,14 +65,14 @@ func (r *CredentialWatchReconciler) sendDigests(ctx context.Context, run *digest
 
 // settled reports whether m needs no sending now: the ledger or this process says it went, or it
 // failed and waits for its next attempt.
-func (run *digestRun) settled(r *CredentialWatchReconciler, m message) bool {
+func (run *digestRun) settled(s Scan, m message) bool {
 	waiting := false
 	for _, k := range m.keys {
-		if r.Digests.Sent(run.key, run.obj.UID, run.start, k) {
+		if s.Digests.Sent(run.key, run.obj.UID, run.start, k) {
 			return true
 		}
 		if entry, ok := run.book.Get(k); ok {
-			d := policy.DeliveryOf(entry)
+			d := DeliveryOf(entry)
 			if d.Sent && !m.notice {
 				return true
 			}
@@ -91,12 +90,12 @@ func (run *digestRun) settled(r *CredentialWatchReconciler, m message) bool {
 func (run *digestRun) count(expired []v1alpha1.Credential, built bool) {
 	notices := map[string]bool{}
 	for _, c := range expired {
-		notices[policy.ExpiredKeyPrefix(c)] = true
+		notices[ExpiredKeyPrefix(c)] = true
 	}
-	prefix := policy.DigestKeyPrefix(run.start)
+	prefix := DigestKeyPrefix(run.start)
 	var sent, failing, told int32
 	run.book.Entries(func(k, v string) {
-		d := policy.DeliveryOf(v)
+		d := DeliveryOf(v)
 		credential := ""
 		if i := strings.LastIndexByte(k, '.'); i > 0 {
 			credential = k[:i+1]
@@ -126,13 +125,13 @@ type sentCounts struct {
 // deliverDigests claims the messages the pace lets go, with the ledger's stale entries dropped in
 // the same write, sends those whose claims were written, and marks those that fail with their
 // next attempt.
-func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *digestRun, due []message) (sentCounts, error) {
+func (s Scan) deliverDigests(ctx context.Context, run *digestRun, due []message) (sentCounts, error) {
 	var counts sentCounts
-	batch, changes, previous := run.claims(r, due)
+	batch, changes, previous := run.claims(s, due)
 	if len(changes) == 0 {
 		return counts, nil
 	}
-	written, claimErr := r.Ledger.Write(ctx, run.book, changes)
+	written, claimErr := s.Ledger.Write(ctx, run.book, changes)
 	claimed := map[string]bool{}
 	for _, k := range written {
 		claimed[k] = true
@@ -143,7 +142,7 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 	inARow := 0
 	for _, m := range batch {
 		if !allClaimed(m.keys, claimed) {
-			r.DigestPace.Return(run.now) // another writer holds the ledger: sent by none this time
+			s.Pace.Return(run.now) // another writer holds the ledger: sent by none this time
 			for _, k := range m.keys {
 				if claimed[k] { // its claim went into a shard that was written: take it back
 					failures[k] = nil
@@ -159,24 +158,24 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 		if inARow >= digestFailuresInARow || budget.Err() != nil {
 			err = errors.New("not tried: the relay failed the messages before it, or the reconcile's time for sending ran out")
 		} else {
-			err = r.sendMessage(budget, ctx, run.relay, m)
+			err = s.sendMessage(budget, ctx, run.relay, m)
 		}
 		if err == nil {
 			inARow = 0
 			for _, k := range m.keys {
-				r.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
+				s.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
 			}
 			if m.notice {
-				r.Digests.Noticed(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
+				s.Digests.Noticed(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
 				counts.notices++
 			} else {
-				r.Digests.Digested(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
+				s.Digests.Digested(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
 				counts.digests++
 			}
 			continue
 		}
 		inARow++
-		counts.lastError = redactAddresses(oneLine(err.Error()))
+		counts.lastError = redactAddresses(target.OneLine(err.Error()))
 		for _, k := range m.keys {
 			d := previous[k].Failed(run.now, notify.RetryAfterOf(err))
 			v := d.String()
@@ -185,10 +184,10 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 		}
 	}
 	if counts.lastError != "" {
-		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "Owner messages failed, each retried with backoff: %s", counts.lastError)
+		s.Events.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "Owner messages failed, each retried with backoff: %s", counts.lastError)
 	}
 	if len(failures) > 0 {
-		if _, err := r.Ledger.Write(ctx, run.book, failures); err != nil {
+		if _, err := s.Ledger.Write(ctx, run.book, failures); err != nil {
 			return counts, fmt.Errorf("marking failed owner digests for another attempt: %w", err)
 		}
 	}
@@ -200,22 +199,22 @@ func (r *CredentialWatchReconciler) deliverDigests(ctx context.Context, run *dig
 
 // claims picks the messages of due the pace and the reconcile let go, and the ledger's changes
 // that claim them and drop its stale entries; previous are their entries before.
-func (run *digestRun) claims(r *CredentialWatchReconciler, due []message) ([]message, map[string]*string, map[string]policy.Delivery) {
+func (run *digestRun) claims(s Scan, due []message) ([]message, map[string]*string, map[string]Delivery) {
 	changes := map[string]*string{}
 	var keys []string
 	run.book.Entries(func(k, _ string) { keys = append(keys, k) })
-	for _, k := range policy.Stale(keys, run.book.Get, run.start, run.last, run.now, policy.ExpiredBetween(run.found.Credentials, nil, run.noticeSince(), run.now)) {
+	for _, k := range Stale(keys, run.book.Get, run.start, run.last, run.now, ExpiredBetween(run.found.Credentials, nil, run.noticeSince(), run.now)) {
 		changes[k] = nil
 	}
 	var batch []message
-	previous := map[string]policy.Delivery{}
-	sent := policy.Delivery{Sent: true, At: run.now}.String()
+	previous := map[string]Delivery{}
+	sent := Delivery{Sent: true, At: run.now}.String()
 	for _, m := range due {
 		if len(batch) == digestSendsPerReconcile {
 			run.next = policy.Earliest(run.next, run.now.Add(digestsAgain))
 			break
 		}
-		if ok, when := r.DigestPace.Take(run.now); !ok {
+		if ok, when := s.Pace.Take(run.now); !ok {
 			run.next = policy.Earliest(run.next, when)
 			break
 		}
@@ -223,7 +222,7 @@ func (run *digestRun) claims(r *CredentialWatchReconciler, due []message) ([]mes
 		for _, k := range m.keys {
 			changes[k] = &sent
 			if entry, ok := run.book.Get(k); ok {
-				previous[k] = policy.DeliveryOf(entry)
+				previous[k] = DeliveryOf(entry)
 			}
 		}
 	}
@@ -247,12 +246,12 @@ var mailAddress = regexp.MustCompile(`[^\s<>"'@,;:()]+@[^\s<>"'@,;:()]+`)
 func redactAddresses(s string) string { return mailAddress.ReplaceAllString(s, "<address>") }
 
 // sendMessage renders and sends m; claimed, it is sent even while the operator stops.
-func (r *CredentialWatchReconciler) sendMessage(budget, ctx context.Context, relay *email.Channel, m message) error {
+func (s Scan) sendMessage(budget, ctx context.Context, relay *email.Channel, m message) error {
 	mail, err := m.mail()
 	if err != nil {
 		return err
 	}
-	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), target.SendTimeout)
 	defer cancel()
 	stop := context.AfterFunc(budget, cancel)
 	defer stop()
@@ -260,25 +259,25 @@ func (r *CredentialWatchReconciler) sendMessage(budget, ctx context.Context, rel
 }
 
 // sendLate tells the fallback, once, that the last period's digests did not all go out.
-func (r *CredentialWatchReconciler) sendLate(ctx context.Context, run *digestRun, late *v1alpha1.DigestsStatus) error {
+func (s Scan) sendLate(ctx context.Context, run *digestRun, late *v1alpha1.DigestsStatus) error {
 	if late == nil {
 		return nil
 	}
-	msg := compose.DigestsLate(run.obj, late.Period.Time, late.Sent, late.Recipients, late.OwnersUnread, run.now)
-	r.Recorder.Event(run.obj, corev1.EventTypeWarning, eventDigestsLate, msg.Problem)
+	msg := DigestsLate(run.obj, late.Period.Time, late.Sent, late.Recipients, late.OwnersUnread, run.now)
+	s.Events.Event(run.obj, corev1.EventTypeWarning, eventDigestsLate, msg.Problem)
 	to := recipientsOf(run.spec.Email.Fallback)
-	key := policy.OverrunKey(late.Period.Time)
+	key := OverrunKey(late.Period.Time)
 	if _, done := run.book.Get(key); done || len(to) == 0 {
 		return nil
 	}
-	sent := policy.Delivery{Sent: true}.String()
-	if _, err := r.Ledger.Write(ctx, run.book, map[string]*string{key: &sent}); err != nil {
+	sent := Delivery{Sent: true}.String()
+	if _, err := s.Ledger.Write(ctx, run.book, map[string]*string{key: &sent}); err != nil {
 		return fmt.Errorf("claiming the late-digests alert in the watch's ledger: %w", err)
 	}
-	err := r.sendMessage(ctx, ctx, run.relay, message{keys: []string{key}, to: to, mail: func() (email.Mail, error) { return email.AlertMail(msg) }})
+	err := s.sendMessage(ctx, ctx, run.relay, message{keys: []string{key}, to: to, mail: func() (email.Mail, error) { return email.AlertMail(msg) }})
 	if err != nil {
 		// One alert, tried once: the period it is about is over, and its events say the same.
-		r.Recorder.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "The alert that the last period's digests were late failed: %s", redactAddresses(err.Error()))
+		s.Events.Eventf(run.obj, corev1.EventTypeWarning, eventDigestDeliveryFailed, "The alert that the last period's digests were late failed: %s", redactAddresses(err.Error()))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package compose_test
+package tenantscan
 
 import (
 	"strings"
@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -21,15 +20,15 @@ func TestDigest(t *testing.T) {
 	cred := func(app, key string, src v1alpha1.CredentialSource, typ v1alpha1.CredentialType, end time.Duration, state v1alpha1.CredentialState) v1alpha1.Credential {
 		return v1alpha1.Credential{AppID: app, KeyID: key, Source: src, Type: typ, EndTime: metav1.NewTime(now.Add(end)), State: state}
 	}
-	apps := []policy.DigestApp{
+	apps := []DigestApp{
 		{AppID: "app-b", DisplayName: "billing", Credentials: []v1alpha1.Credential{cred("app-b", "k2", v1alpha1.SourceServicePrincipal, v1alpha1.CredentialTypePassword, 3*day, v1alpha1.StateCritical)}},
 		{AppID: "app-a", DisplayName: "accounts", Credentials: []v1alpha1.Credential{
 			cred("app-a", "k1", v1alpha1.SourceApplication, v1alpha1.CredentialTypeCertificate, 20*day, v1alpha1.StateWarning),
 			cred("app-a", "k0", v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, -day, v1alpha1.StateExpired)},
 			Findings: []policy.Finding{{Kind: v1alpha1.FindingManySecrets, LiveSecrets: 3, Credential: v1alpha1.Credential{AppID: "app-a", AppDisplayName: "accounts"}}}},
 	}
-	period := compose.DigestPeriod{Start: now, Schedule: v1alpha1.DigestSchedule{Weekday: "Friday", Time: "17:30", TimeZone: "Europe/Berlin"}, OptOutTag: "no-digest"}
-	d := compose.Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	period := Period{Start: now, Schedule: v1alpha1.DigestSchedule{Weekday: "Friday", Time: "17:30", TimeZone: "Europe/Berlin"}, OptOutTag: "no-digest"}
+	d := Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
 	var order []string
 	for _, l := range d.Lines {
 		order = append(order, l.KeyID+"/"+l.State)
@@ -49,20 +48,20 @@ func TestDigest(t *testing.T) {
 	if !strings.Contains(d.Why, "every Friday at 17:30 Europe/Berlin") || !strings.Contains(d.Why, "tagged no-digest") || !strings.Contains(d.Why, "platform/tenant") {
 		t.Errorf("why: %s", d.Why)
 	}
-	again := compose.Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
-	other := compose.Digest(w, "bob@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	again := Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
+	other := Digest(w, "bob@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
 	if d.ID != again.ID || d.ID == other.ID {
 		t.Errorf("IDs %s, %s, %s: want one per recipient and period", d.ID, again.ID, other.ID)
 	}
-	if fb := compose.Digest(w, policy.Fallback, apps, period, policy.Hygiene{}); !strings.Contains(fb.Why, "no owner of these applications") {
+	if fb := Digest(w, Fallback, apps, period, policy.Hygiene{}); !strings.Contains(fb.Why, "no owner of these applications") {
 		t.Errorf("the fallback's why: %s", fb.Why)
 	}
 
-	var many []policy.DigestApp
-	for i := range compose.MaxDigestEntries + 10 {
-		many = append(many, policy.DigestApp{AppID: "app", Credentials: []v1alpha1.Credential{cred("app", string(rune('a'+i%26)), v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, day, v1alpha1.StateCritical)}})
+	var many []DigestApp
+	for i := range MaxDigestEntries + 10 {
+		many = append(many, DigestApp{AppID: "app", Credentials: []v1alpha1.Credential{cred("app", string(rune('a'+i%26)), v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, day, v1alpha1.StateCritical)}})
 	}
-	if big := compose.Digest(w, "x@contoso.example", many, period, policy.Hygiene{}); len(big.Lines) != compose.MaxDigestEntries || big.Omitted != 10 {
-		t.Errorf("%d lines, %d omitted; want %d and 10", len(big.Lines), big.Omitted, compose.MaxDigestEntries)
+	if big := Digest(w, "x@contoso.example", many, period, policy.Hygiene{}); len(big.Lines) != MaxDigestEntries || big.Omitted != 10 {
+		t.Errorf("%d lines, %d omitted; want %d and 10", len(big.Lines), big.Omitted, MaxDigestEntries)
 	}
 }

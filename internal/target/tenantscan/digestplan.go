@@ -1,7 +1,6 @@
-package policy
+package tenantscan
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,10 +12,11 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// DigestSchedule is when a tenant scan's owner digests go out, parsed.
-type DigestSchedule struct {
+// Schedule is when a tenant scan's owner digests go out, parsed.
+type Schedule struct {
 	// Daily sends every day; otherwise once a week, on Weekday.
 	Daily        bool
 	Weekday      time.Weekday
@@ -26,20 +26,20 @@ type DigestSchedule struct {
 
 var clockTime = regexp.MustCompile(`^([01][0-9]|2[0-3]):([0-5][0-9])$`)
 
-// DigestScheduleOf parses a schedule: absent fields are Mondays at 09:00 UTC.
-func DigestScheduleOf(s v1alpha1.DigestSchedule) (DigestSchedule, error) {
-	out := DigestSchedule{Daily: s.Every == v1alpha1.EveryDay, Weekday: time.Monday, Hour: 9, Location: time.UTC}
+// ScheduleOf parses a schedule: absent fields are Mondays at 09:00 UTC.
+func ScheduleOf(s v1alpha1.DigestSchedule) (Schedule, error) {
+	out := Schedule{Daily: s.Every == v1alpha1.EveryDay, Weekday: time.Monday, Hour: 9, Location: time.UTC}
 	if s.Weekday != "" {
-		day, ok := weekdays[s.Weekday]
+		day, ok := policy.WeekdayOf(s.Weekday)
 		if !ok {
-			return DigestSchedule{}, fmt.Errorf("schedule.weekday %q: want Monday to Sunday", s.Weekday)
+			return Schedule{}, fmt.Errorf("schedule.weekday %q: want Monday to Sunday", s.Weekday)
 		}
 		out.Weekday = day
 	}
 	if s.Time != "" {
 		m := clockTime.FindStringSubmatch(s.Time)
 		if m == nil {
-			return DigestSchedule{}, fmt.Errorf("schedule.time %q: want HH:MM, such as 09:00", s.Time)
+			return Schedule{}, fmt.Errorf("schedule.time %q: want HH:MM, such as 09:00", s.Time)
 		}
 		out.Hour, _ = strconv.Atoi(m[1])
 		out.Minute, _ = strconv.Atoi(m[2])
@@ -47,17 +47,17 @@ func DigestScheduleOf(s v1alpha1.DigestSchedule) (DigestSchedule, error) {
 	if s.TimeZone != "" {
 		loc, err := time.LoadLocation(s.TimeZone)
 		if err != nil {
-			return DigestSchedule{}, fmt.Errorf("schedule.timeZone %q is not an IANA time zone such as Europe/Berlin or America/New_York", s.TimeZone)
+			return Schedule{}, fmt.Errorf("schedule.timeZone %q is not an IANA time zone such as Europe/Berlin or America/New_York", s.TimeZone)
 		}
 		out.Location = loc
 	}
 	return out, nil
 }
 
-// DigestPeriod is the period now falls in: from the last scheduled moment at or before now to the
+// PeriodOf is the period now falls in: from the last scheduled moment at or before now to the
 // next. Days are counted on the calendar of the schedule's time zone, so a period across a change
 // of daylight saving time is an hour longer or shorter, and the digests keep their hour.
-func DigestPeriod(s DigestSchedule, now time.Time) (start, next time.Time) {
+func PeriodOf(s Schedule, now time.Time) (start, next time.Time) {
 	local := now.In(s.Location)
 	start = time.Date(local.Year(), local.Month(), local.Day(), s.Hour, s.Minute, 0, 0, s.Location)
 	days := 1
@@ -77,7 +77,7 @@ type DigestApp struct {
 	// Credentials need attention, with State set, soonest end first.
 	Credentials []v1alpha1.Credential
 	// Findings break the hygiene policy.
-	Findings []Finding
+	Findings []policy.Finding
 }
 
 // DigestInputs are what a period's digests are made of.
@@ -85,8 +85,8 @@ type DigestInputs struct {
 	// All are the tenant scan's credentials; SAML and OptedOut its appIds of each kind.
 	All            []v1alpha1.Credential
 	SAML, OptedOut map[string]bool
-	Thresholds     Thresholds
-	Hygiene        Hygiene
+	Thresholds     policy.Thresholds
+	Hygiene        policy.Hygiene
 	// Within is how close to the period's Start a credential's end is for it to be listed, and
 	// Since the start of the last period, after which an expired credential is still news: the
 	// period's digests list what its start called for, however late they go. States are as of Now.
@@ -113,20 +113,20 @@ func DigestApps(in DigestInputs) []DigestApp {
 		}
 		return a
 	}
-	renewed := Renewed(in.All)
+	renewed := policy.Renewed(in.All)
 	for i, c := range in.All {
 		if renewed[i] || in.OptedOut[c.AppID] {
 			continue
 		}
 		end := c.EndTime.Time
 		if end.After(in.Since) && !end.After(in.Start.Add(in.Within)) {
-			c.State = StateAt(end, in.Now, in.Thresholds)
+			c.State = policy.StateAt(end, in.Now, in.Thresholds)
 			a := get(c)
 			a.Credentials = append(a.Credentials, c)
 		}
 	}
 	saml := func(appID string) bool { return in.SAML[appID] }
-	for _, f := range FindingsOf(in.All, saml, in.Start, in.Hygiene, math.MaxInt).Listed {
+	for _, f := range policy.FindingsOf(in.All, saml, in.Start, in.Hygiene, math.MaxInt).Listed {
 		if in.OptedOut[f.Credential.AppID] {
 			continue
 		}
@@ -135,16 +135,11 @@ func DigestApps(in DigestInputs) []DigestApp {
 	}
 	out := make([]DigestApp, 0, len(apps))
 	for _, a := range apps {
-		slices.SortStableFunc(a.Credentials, BySoonestEnd)
+		slices.SortStableFunc(a.Credentials, policy.BySoonestEnd)
 		out = append(out, *a)
 	}
 	slices.SortFunc(out, func(a, b DigestApp) int { return strings.Compare(a.AppID, b.AppID) })
 	return out
-}
-
-// BySoonestEnd orders credentials by their end, then keyId: the order status and messages list them in.
-func BySoonestEnd(a, b v1alpha1.Credential) int {
-	return cmp.Or(a.EndTime.Compare(b.EndTime.Time), strings.Compare(a.KeyID, b.KeyID))
 }
 
 // Fallback is the recipient of what reaches no owner: applications without an owner with a
@@ -188,7 +183,7 @@ func DigestRecipients(apps []DigestApp, owners OwnerMails) (map[string][]int, []
 // their owners hear of each at once rather than in the next digest. Applications opted out are
 // left out.
 func ExpiredBetween(all []v1alpha1.Credential, optedOut map[string]bool, since, now time.Time) []v1alpha1.Credential {
-	renewed := Renewed(all)
+	renewed := policy.Renewed(all)
 	var out []v1alpha1.Credential
 	for i, c := range all {
 		if end := c.EndTime.Time; !renewed[i] && !optedOut[c.AppID] && end.After(since) && !end.After(now) {
@@ -196,7 +191,7 @@ func ExpiredBetween(all []v1alpha1.Credential, optedOut map[string]bool, since, 
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, BySoonestEnd)
+	slices.SortStableFunc(out, policy.BySoonestEnd)
 	return out
 }
 
@@ -334,5 +329,5 @@ func DeliveryOf(entry string) Delivery {
 // Failed is the entry of a message that failed once more at now.
 func (d Delivery) Failed(now time.Time, retryAfter time.Duration) Delivery {
 	n := d.Failures + 1
-	return Delivery{Failures: n, Next: now.Add(DeliveryBackoff(n, retryAfter))}
+	return Delivery{Failures: n, Next: now.Add(policy.DeliveryBackoff(n, retryAfter))}
 }

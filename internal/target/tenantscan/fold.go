@@ -1,15 +1,13 @@
-package scans
+package tenantscan
 
 import (
 	"slices"
 	"strings"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // Found is what a tenant scan found, as status and metrics need it.
@@ -56,7 +54,7 @@ func (f *Fold) Add(o graph.Object) {
 		}
 	} else {
 		f.found.ServicePrincipals++
-		if strings.EqualFold(o.SingleSignOnMode, SAML) {
+		if strings.EqualFold(o.SingleSignOnMode, target.SAML) {
 			if f.found.SAML == nil {
 				f.found.SAML = map[string]bool{}
 			}
@@ -64,7 +62,7 @@ func (f *Fold) Add(o graph.Object) {
 		}
 	}
 	for _, c := range o.Credentials {
-		cred := Credential(c)
+		cred := target.Credential(c)
 		cred.AppID, cred.AppDisplayName = o.AppID, o.DisplayName
 		if o.Source == graph.Application {
 			cred.AppObjectID = o.ObjectID
@@ -89,37 +87,5 @@ func (f *Fold) Found() Found {
 		}
 		return policy.BySoonestEnd(a, b)
 	})
-	return out
-}
-
-// SAML is the preferredSingleSignOnMode of a service principal set up for SAML single sign-on.
-const SAML = "saml"
-
-// Credential is c as status records it.
-func Credential(c graph.Credential) v1alpha1.Credential {
-	cred := v1alpha1.Credential{
-		KeyID:       c.KeyID,
-		Type:        v1alpha1.CredentialType(c.Type),
-		Source:      v1alpha1.CredentialSource(c.Source),
-		DisplayName: c.DisplayName,
-		Hint:        c.Hint,
-		// Status stores whole seconds; a fraction kept here would differ from the stored value,
-		// and every schedule computed from it would differ from the last one.
-		EndTime: metav1.NewTime(c.End.Truncate(time.Second)),
-	}
-	if !c.Start.IsZero() {
-		start := metav1.NewTime(c.Start.Truncate(time.Second))
-		cred.StartTime = &start
-	}
-	return cred
-}
-
-// Credentials lists a snapshot's credentials as status records them, soonest expiry first.
-func Credentials(snap graph.Snapshot) []v1alpha1.Credential {
-	out := make([]v1alpha1.Credential, 0, len(snap.Credentials))
-	for _, c := range snap.Credentials {
-		out = append(out, Credential(c))
-	}
-	slices.SortStableFunc(out, policy.BySoonestEnd)
 	return out
 }

@@ -1,7 +1,8 @@
-// Package digests keeps what a tenant scan's owner digests need between reconciles, in memory:
-// the owners of its applications as read this period, and the pace all digests go out at. A
-// restarted operator reads the owners again; what was sent is in the watch's ledger, not here.
-package digests
+package tenantscan
+
+// What owner digests need between reconciles is kept in memory: the owners of a scan's
+// applications as read this period, and the pace all digests go out at. A restarted operator
+// reads the owners again; what was sent is in the watch's ledger, not here.
 
 import (
 	"strings"
@@ -9,11 +10,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// Store holds what owner digests know between reconciles: for each watch and its current period,
+// DigestStore holds what owner digests know between reconciles: for each watch and its current period,
 // the owners' mail addresses read, by application object ID (owners change, so each period reads
 // them again) and the reads that failed; for each watch by UID, the messages this process sent
 // in the period; and, for the whole operator, when each address of each tenant last had a digest
@@ -21,7 +20,7 @@ import (
 // the rest is a second guard that no spec edit clears, so that neither an edited ledger nor a
 // watch whose schedule, spec or very existence changes can make this process mail someone
 // again and again. Safe for concurrent use.
-type Store struct {
+type DigestStore struct {
 	mu     sync.Mutex
 	owners map[types.NamespacedName]*ownersPeriod
 	sent   map[types.UID]*sentPeriod
@@ -46,14 +45,14 @@ type sentPeriod struct {
 // may create an application, name someone its owner, and give it secrets that expire one by one.
 const NoticesPerDay = 5
 
-// NewStore returns an empty Store.
-func NewStore() *Store {
-	return &Store{owners: map[types.NamespacedName]*ownersPeriod{}, sent: map[types.UID]*sentPeriod{},
+// NewDigestStore returns an empty DigestStore.
+func NewDigestStore() *DigestStore {
+	return &DigestStore{owners: map[types.NamespacedName]*ownersPeriod{}, sent: map[types.UID]*sentPeriod{},
 		uids: map[types.NamespacedName]types.UID{}, recent: map[string]time.Time{}, notices: map[string][]time.Time{}}
 }
 
 // ownersAt is the watch's period starting at start, a new one when the watch moved on. o.mu is held.
-func (o *Store) ownersAt(watch types.NamespacedName, start time.Time) *ownersPeriod {
+func (o *DigestStore) ownersAt(watch types.NamespacedName, start time.Time) *ownersPeriod {
 	p := o.owners[watch]
 	if p == nil || !p.start.Equal(start) {
 		p = &ownersPeriod{start: start, mails: map[string][]string{}, failed: map[string]time.Time{}}
@@ -64,7 +63,7 @@ func (o *Store) ownersAt(watch types.NamespacedName, start time.Time) *ownersPer
 
 // Lookup returns the watch's owners read in the period starting at start: an earlier period's
 // are dropped.
-func (o *Store) Lookup(watch types.NamespacedName, start time.Time) func(objectID string) ([]string, bool) {
+func (o *DigestStore) Lookup(watch types.NamespacedName, start time.Time) func(objectID string) ([]string, bool) {
 	o.mu.Lock()
 	p := o.ownersAt(watch, start)
 	o.mu.Unlock()
@@ -78,7 +77,7 @@ func (o *Store) Lookup(watch types.NamespacedName, start time.Time) func(objectI
 
 // Put records the mail addresses of an application's owners, read in the period starting at
 // start; nothing when the watch has moved on to another period meanwhile.
-func (o *Store) Put(watch types.NamespacedName, start time.Time, objectID string, mails []string) {
+func (o *DigestStore) Put(watch types.NamespacedName, start time.Time, objectID string, mails []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p := o.owners[watch]; p != nil && p.start.Equal(start) {
@@ -89,7 +88,7 @@ func (o *Store) Put(watch types.NamespacedName, start time.Time, objectID string
 
 // Failed records that reading an application's owners failed at at, and returns when it first
 // failed this period.
-func (o *Store) Failed(watch types.NamespacedName, start time.Time, objectID string, at time.Time) time.Time {
+func (o *DigestStore) Failed(watch types.NamespacedName, start time.Time, objectID string, at time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p := o.ownersAt(watch, start)
@@ -101,13 +100,13 @@ func (o *Store) Failed(watch types.NamespacedName, start time.Time, objectID str
 }
 
 // FailedSince is when reading an application's owners first failed this period, zero if it has not.
-func (o *Store) FailedSince(watch types.NamespacedName, start time.Time, objectID string) time.Time {
+func (o *DigestStore) FailedSince(watch types.NamespacedName, start time.Time, objectID string) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.ownersAt(watch, start).failed[objectID]
 }
 
-func (o *Store) sentAt(watch types.NamespacedName, uid types.UID, start time.Time) *sentPeriod {
+func (o *DigestStore) sentAt(watch types.NamespacedName, uid types.UID, start time.Time) *sentPeriod {
 	o.uids[watch] = uid
 	p := o.sent[uid]
 	if p == nil || !p.start.Equal(start) {
@@ -118,14 +117,14 @@ func (o *Store) sentAt(watch types.NamespacedName, uid types.UID, start time.Tim
 }
 
 // Sent reports whether this process sent the message of ledger key in the watch's period.
-func (o *Store) Sent(watch types.NamespacedName, uid types.UID, start time.Time, key string) bool {
+func (o *DigestStore) Sent(watch types.NamespacedName, uid types.UID, start time.Time, key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.sentAt(watch, uid, start).keys[key]
 }
 
 // MarkSent records that this process sent the message of ledger key in the watch's period.
-func (o *Store) MarkSent(watch types.NamespacedName, uid types.UID, start time.Time, key string) {
+func (o *DigestStore) MarkSent(watch types.NamespacedName, uid types.UID, start time.Time, key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.sentAt(watch, uid, start).keys[key] = true
@@ -136,23 +135,23 @@ func recipientKey(tenant, address string) string {
 }
 
 // DigestDue reports whether address of tenant may have a digest at now, and otherwise when.
-func (o *Store) DigestDue(tenant, address string, now time.Time) (bool, time.Time) {
+func (o *DigestStore) DigestDue(tenant, address string, now time.Time) (bool, time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if last, ok := o.recent[recipientKey(tenant, address)]; ok && now.Before(last.Add(policy.DigestGap)) {
-		return false, last.Add(policy.DigestGap)
+	if last, ok := o.recent[recipientKey(tenant, address)]; ok && now.Before(last.Add(DigestGap)) {
+		return false, last.Add(DigestGap)
 	}
 	return true, now
 }
 
 // Digested records a digest to address of tenant at now.
-func (o *Store) Digested(tenant, address string, now time.Time) {
+func (o *DigestStore) Digested(tenant, address string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.recent[recipientKey(tenant, address)] = now
 	if len(o.recent)%1024 == 0 { // drop what no longer holds anything back, now and then
 		for k, t := range o.recent {
-			if now.Sub(t) >= policy.DigestGap {
+			if now.Sub(t) >= DigestGap {
 				delete(o.recent, k)
 			}
 		}
@@ -160,7 +159,7 @@ func (o *Store) Digested(tenant, address string, now time.Time) {
 }
 
 // NoticeDue reports whether address of tenant may have an expiry message at now, and otherwise when.
-func (o *Store) NoticeDue(tenant, address string, now time.Time) (bool, time.Time) {
+func (o *DigestStore) NoticeDue(tenant, address string, now time.Time) (bool, time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := recipientKey(tenant, address)
@@ -178,7 +177,7 @@ func (o *Store) NoticeDue(tenant, address string, now time.Time) (bool, time.Tim
 }
 
 // Noticed records an expiry message to address of tenant at now.
-func (o *Store) Noticed(tenant, address string, now time.Time) {
+func (o *DigestStore) Noticed(tenant, address string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := recipientKey(tenant, address)
@@ -187,7 +186,7 @@ func (o *Store) Noticed(tenant, address string, now time.Time) {
 
 // Forget drops the owners a watch read: its spec or identity changed, and what it may read with
 // them. What it sent stays. A nil Store holds nothing to drop.
-func (o *Store) Forget(watch types.NamespacedName) {
+func (o *DigestStore) Forget(watch types.NamespacedName) {
 	if o == nil {
 		return
 	}
@@ -198,7 +197,7 @@ func (o *Store) Forget(watch types.NamespacedName) {
 
 // Delete drops all a deleted watch's: its owners and what it sent. The tenant's addresses keep
 // their last digests and messages.
-func (o *Store) Delete(watch types.NamespacedName) {
+func (o *DigestStore) Delete(watch types.NamespacedName) {
 	if o == nil {
 		return
 	}

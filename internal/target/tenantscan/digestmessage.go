@@ -1,4 +1,4 @@
-package compose
+package tenantscan
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -21,19 +22,19 @@ const MaxDigestEntries = 300
 
 // Digest is recipient's digest of w's tenant for period, listing apps: their credentials by
 // soonest end, then their findings.
-func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []policy.DigestApp, period DigestPeriod, h policy.Hygiene) notify.Digest {
+func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, period Period, h policy.Hygiene) notify.Digest {
 	sum := sha256.Sum256([]byte(string(w.UID) + "/" + recipient + "/" + period.Start.UTC().String()))
 	d := notify.Digest{ID: "digest-" + hex.EncodeToString(sum[:8]), Tenant: w.Spec.Target.TenantID(), Period: period.Start}
 	var lines []notify.DigestLine
 	var findings []notify.DigestFinding
 	for _, a := range apps {
-		name := appName(a.DisplayName, a.AppID)
+		name := compose.AppName(a.DisplayName, a.AppID)
 		for _, c := range a.Credentials {
 			lines = append(lines, notify.DigestLine{Application: a.DisplayName, AppID: a.AppID, Object: string(c.Source), Type: string(c.Type),
 				KeyID: c.KeyID, Hint: c.Hint, DisplayName: c.DisplayName, State: string(c.State), End: c.EndTime.Time, Command: digestCommand(a.AppID, c)})
 		}
 		for _, f := range a.Findings {
-			findings = append(findings, notify.DigestFinding{Application: name, AppID: a.AppID, Kind: string(f.Kind), Message: Finding(w, f, h)})
+			findings = append(findings, notify.DigestFinding{Application: name, AppID: a.AppID, Kind: string(f.Kind), Message: compose.Finding(w, f, h)})
 		}
 	}
 	sortLines(lines)
@@ -51,9 +52,9 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []policy.DigestA
 }
 
 // whyDigest says why recipient gets w's messages, when they come, and how an application leaves.
-func whyDigest(w *v1alpha1.CredentialWatch, recipient string, period DigestPeriod) string {
+func whyDigest(w *v1alpha1.CredentialWatch, recipient string, period Period) string {
 	tenant, every := w.Spec.Target.TenantID(), ScheduleText(period.Schedule)
-	if recipient == policy.Fallback {
+	if recipient == Fallback {
 		return fmt.Sprintf("You get this because no owner of these applications in Entra ID tenant %s has a mailbox credwatch can write to: "+
 			"add one (az ad app owner add --id <appId> --owner-object-id <user>). Digests come %s. Sent by credwatch for CredentialWatch %s/%s.",
 			tenant, every, w.Namespace, w.Name)
@@ -81,8 +82,8 @@ func sortLines(lines []notify.DigestLine) {
 	})
 }
 
-// DigestPeriod is what a digest says of the period it is for.
-type DigestPeriod struct {
+// Period is what a digest says of the period it is for.
+type Period struct {
 	Start time.Time
 	// Schedule and OptOutTag are the watch's, for the digest's last words.
 	Schedule  v1alpha1.DigestSchedule
@@ -110,7 +111,7 @@ func ScheduleText(s v1alpha1.DigestSchedule) string {
 
 // ExpiredDigest is the message to recipient that creds, credentials of its applications in w's
 // tenant, expired since the last digest: it hears at once rather than in the next.
-func ExpiredDigest(w *v1alpha1.CredentialWatch, recipient string, creds []v1alpha1.Credential, period DigestPeriod) notify.Digest {
+func ExpiredDigest(w *v1alpha1.CredentialWatch, recipient string, creds []v1alpha1.Credential, period Period) notify.Digest {
 	keys := make([]string, 0, len(creds))
 	lines := make([]notify.DigestLine, 0, len(creds))
 	for _, c := range creds {

@@ -1,4 +1,4 @@
-package policy
+package tenantscan
 
 import (
 	"reflect"
@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-func TestDigestPeriod(t *testing.T) {
+func TestPeriodOf(t *testing.T) {
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
 		if err != nil {
@@ -38,17 +39,17 @@ func TestDigestPeriod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := DigestScheduleOf(tt.schedule)
+			s, err := ScheduleOf(tt.schedule)
 			if err != nil {
 				t.Fatal(err)
 			}
-			start, next := DigestPeriod(s, at(tt.now))
+			start, next := PeriodOf(s, at(tt.now))
 			if !start.Equal(at(tt.start)) || !next.Equal(at(tt.next)) {
 				t.Errorf("period %v to %v, want %s to %s", start.UTC(), next.UTC(), tt.start, tt.next)
 			}
 		})
 	}
-	if _, err := DigestScheduleOf(v1alpha1.DigestSchedule{TimeZone: "Mars/Olympus"}); err == nil || !strings.Contains(err.Error(), "IANA") {
+	if _, err := ScheduleOf(v1alpha1.DigestSchedule{TimeZone: "Mars/Olympus"}); err == nil || !strings.Contains(err.Error(), "IANA") {
 		t.Errorf("an unknown time zone: %v", err)
 	}
 }
@@ -71,7 +72,7 @@ func TestDigestApps(t *testing.T) {
 		onSP(withApp(scanned("f", "theirs", pw, -300*day, 20*day), "", "foreign")), // another tenant's
 	}
 	apps := DigestApps(DigestInputs{All: all, OptedOut: map[string]bool{"e": true}, Thresholds: std,
-		Hygiene: Hygiene{MaxLifetime: DefaultMaxLifetime, MaxLiveSecrets: 5}, Within: 30 * day, Since: now.Add(-7 * day), Start: now, Now: now})
+		Hygiene: policy.Hygiene{MaxLifetime: policy.DefaultMaxLifetime, MaxLiveSecrets: 5}, Within: 30 * day, Since: now.Add(-7 * day), Start: now, Now: now})
 	var got []string
 	for _, a := range apps {
 		line := a.AppID + "(" + a.ObjectID + "," + a.DisplayName + "):"

@@ -1,4 +1,4 @@
-package scans
+package tenantscan
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 func TestFold(t *testing.T) {
@@ -33,7 +34,7 @@ func TestFold(t *testing.T) {
 	}
 	got := fold.Found()
 	want := func(keyID, appID, name, appObject string, src v1alpha1.CredentialSource, end time.Time) v1alpha1.Credential {
-		c := Credential(secret(keyID, graph.Source(src), end))
+		c := target.Credential(secret(keyID, graph.Source(src), end))
 		c.AppID, c.AppDisplayName, c.AppObjectID = appID, name, appObject
 		return c
 	}

@@ -1,7 +1,4 @@
-// Package scans folds what a tenant scan reads, page by page, into what status and metrics need,
-// and keeps what each scan last found between checks: a tenant's credentials are too many for a
-// status, which lists those that need attention, while metrics report all.
-package scans
+package tenantscan
 
 import (
 	"sync"
@@ -12,8 +9,10 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-// Store holds the credentials of each tenant-scan watch, by watch. It is safe for concurrent use;
-// the slices it hands out are never modified, by it or by their readers.
+// Store holds what each tenant-scan watch's last scan found, between checks: a tenant's
+// credentials are too many for a status, which lists those that need attention, while metrics
+// report all. It is safe for concurrent use; the slices it hands out are never modified, by it or
+// by their readers.
 type Store struct {
 	mu    sync.RWMutex
 	scans map[types.NamespacedName]*scan
@@ -24,8 +23,8 @@ type scan struct {
 	viewed time.Time
 }
 
-// New returns an empty Store.
-func New() *Store { return &Store{scans: map[types.NamespacedName]*scan{}} }
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{scans: map[types.NamespacedName]*scan{}} }
 
 // Put records what a watch's scan found, replacing the last scan's; when they were last
 // evaluated carries over, since states are a matter of the clock, not of the scan.

@@ -1,4 +1,4 @@
-package controllers
+package tenantscan
 
 import (
 	"context"
@@ -10,17 +10,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
-	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/scans"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -61,15 +59,15 @@ const digestReadsFailFor = 15 * time.Minute
 type digestRun struct {
 	obj   *v1alpha1.CredentialWatch
 	spec  *v1alpha1.OwnerDigests
-	found scans.Found
+	found Found
 	now   time.Time
-	key   client.ObjectKey
+	key   types.NamespacedName
 	st    *v1alpha1.DigestsStatus
 	// prevMessage is what status said held the digests up before this reconcile.
 	prevMessage string
 	start, last time.Time
 	// owners looks up the owners read this period, as the identity lets them be mailed.
-	owners policy.OwnerMails
+	owners OwnerMails
 	book   *ledger.Book
 	relay  *email.Channel
 	next   time.Time
@@ -81,60 +79,69 @@ type digestRun struct {
 type message struct {
 	// keys are the ledger's entries it settles: a digest's, or each expired credential's.
 	keys []string
-	// recipient is the owner's address, or policy.Fallback; to is where it goes.
+	// recipient is the owner's address, or Fallback; to is where it goes.
 	recipient string
 	to        []string
 	notice    bool
 	mail      func() (email.Mail, error)
 }
 
-// reconcileDigests mails each application's owners of a tenant scan, once a period, one digest
-// of what needs attention, and a message at once when credentials of theirs expire in between.
-// What went to whom is in the watch's ledger (ConfigMaps it owns), claimed before sending and
-// marked failed, with its next attempt, when a send fails: a restart or a new leader sends
-// nothing twice, and a failing mailbox holds up no other.
-func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *watchState) (time.Time, error) {
-	obj := w.obj
-	key := client.ObjectKeyFromObject(obj)
-	t := obj.Spec.Target.TenantScan
-	if t == nil || t.OwnerDigests == nil {
-		obj.Status.OwnerDigests = nil
-		r.Digests.Forget(key)
-		return time.Time{}, nil
-	}
-	found, ok := r.Scans.Found(key)
+// Relays builds the mail relay a tenant scan's owner digests go out through.
+type Relays interface {
+	Digests(ctx context.Context, obj *v1alpha1.CredentialWatch, e *v1alpha1.DigestEmail) (*email.Channel, error)
+}
+
+// Owners is what reading the owners of a tenant's applications takes, bound by the reconciler to
+// the watch: its identity, and the tenant as that identity signs in to it.
+type Owners struct {
+	// Grant is the watch's identity; an error means the check says why nobody is mailed.
+	Grant func() (access.Grant, error)
+	// Tenant signs in as g's identity; nil with no error when it cannot, which the check says.
+	Tenant func(ctx context.Context, g access.Grant) (graph.TenantClient, error)
+}
+
+// Digest mails each application's owners of a tenant scan, once a period, one digest of what
+// needs attention, and a message at once when credentials of theirs expire in between. What went
+// to whom is in the watch's ledger (ConfigMaps it owns), claimed before sending and marked
+// failed, with its next attempt, when a send fails: a restart or a new leader sends nothing
+// twice, and a failing mailbox holds up no other. It returns when the digests next need
+// attention.
+func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners Owners, t policy.Thresholds, h policy.Hygiene, now time.Time) (time.Time, error) {
+	key := keyOf(obj)
+	spec := obj.Spec.Target.TenantScan.OwnerDigests
+	found, ok := s.Store.Found(key)
 	if !ok || obj.Status.LastCheckTime == nil {
 		return time.Time{}, nil // what there is to tell comes with the scan
 	}
-	run := &digestRun{obj: obj, spec: t.OwnerDigests, found: found, now: w.now, key: key}
-	schedule, err := policy.DigestScheduleOf(run.spec.Schedule)
+	run := &digestRun{obj: obj, spec: spec, found: found, now: now, key: key}
+	schedule, err := ScheduleOf(run.spec.Schedule)
 	if err != nil {
-		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, "ownerDigests."+err.Error(), w.now)
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, "ownerDigests."+err.Error(), now)
 		return time.Time{}, nil
 	}
-	run.start, run.next = policy.DigestPeriod(schedule, w.now)
-	run.last, _ = policy.DigestPeriod(schedule, run.start.Add(-time.Second))
-	if run.relay, err = r.Channels.Digests(ctx, obj, &run.spec.Email); err != nil {
-		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, oneLine(err.Error()), w.now)
-		return w.now.Add(misconfiguredRecheck), nil
+	run.start, run.next = PeriodOf(schedule, now)
+	run.last, _ = PeriodOf(schedule, run.start.Add(-time.Second))
+	if run.relay, err = s.Relays.Digests(ctx, obj, &run.spec.Email); err != nil {
+		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonChannelMisconfigured, target.OneLine(err.Error()), now)
+		return now.Add(target.MisconfiguredRecheck), nil
 	}
-	if run.book, err = r.Ledger.Load(ctx, ledgerOwner(obj)); err != nil {
-		return r.ledgerRefused(obj, err, w.now)
+	if run.book, err = s.Ledger.Load(ctx, target.LedgerOwner(obj)); err != nil {
+		return target.LedgerRefused(obj, s.Events, err, now)
 	}
 	late := run.rollOver()
-	if err := r.sendLate(ctx, run, late); err != nil {
+	if err := s.sendLate(ctx, run, late); err != nil {
 		return time.Time{}, err
 	}
-	g, err := r.grantOnce(ctx, w)
+	g, err := owners.Grant()
 	if err != nil {
 		return time.Time{}, nil // the check says why; nobody is mailed meanwhile
 	}
-	expired, apps := run.plan(w.settings)
-	run.bindOwners(r, g, expired, apps)
-	if err := r.readOwners(ctx, g, run, expired, apps); err != nil {
+	expired, apps := run.plan(t, h)
+	run.bindOwners(s, g, expired, apps)
+	if err := s.readOwners(ctx, owners, g, run, expired, apps); err != nil {
 		return time.Time{}, err
 	}
-	if err := r.sendDigests(ctx, run, expired, apps, w.settings.hygiene); err != nil {
+	if err := s.sendDigests(ctx, run, expired, apps, h); err != nil {
 		return time.Time{}, err
 	}
 	return run.next, nil
@@ -144,7 +151,7 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 // digests did not all go out. A schedule that changed starts afresh, as a new watch does: the
 // period under way gets no digest, so that editing the schedule sends nothing again.
 func (run *digestRun) rollOver() *v1alpha1.DigestsStatus {
-	schedule := compose.ScheduleText(run.spec.Schedule)
+	schedule := ScheduleText(run.spec.Schedule)
 	st := run.obj.Status.OwnerDigests
 	switch {
 	case st == nil:
@@ -177,19 +184,19 @@ func (run *digestRun) due() bool { return !run.start.Before(run.st.Since.Time) }
 
 // plan lists the credentials that expired this period, and the applications the period's digests
 // list; none once every digest went.
-func (run *digestRun) plan(s settings) ([]v1alpha1.Credential, []policy.DigestApp) {
-	expired := policy.ExpiredBetween(run.found.Credentials, run.found.OptedOut, run.noticeSince(), run.now)
+func (run *digestRun) plan(t policy.Thresholds, h policy.Hygiene) ([]v1alpha1.Credential, []DigestApp) {
+	expired := ExpiredBetween(run.found.Credentials, run.found.OptedOut, run.noticeSince(), run.now)
 	if !run.due() || (run.st.Recipients > 0 && run.st.Sent == run.st.Recipients) {
 		return expired, nil
 	}
-	within := s.thresholds.Warning
+	within := t.Warning
 	if run.spec.Within != "" {
 		if d, err := run.spec.Within.Parse(); err == nil {
 			within = d
 		}
 	}
-	return expired, policy.DigestApps(policy.DigestInputs{All: run.found.Credentials, SAML: run.found.SAML, OptedOut: run.found.OptedOut,
-		Thresholds: s.thresholds, Hygiene: s.hygiene, Within: within, Since: run.last, Start: run.start, Now: run.now})
+	return expired, DigestApps(DigestInputs{All: run.found.Credentials, SAML: run.found.SAML, OptedOut: run.found.OptedOut,
+		Thresholds: t, Hygiene: h, Within: within, Since: run.last, Start: run.start, Now: run.now})
 }
 
 // noticeSince is when the credentials whose expiry is news began to expire: the period's start,
@@ -199,7 +206,7 @@ func (run *digestRun) noticeSince() time.Time { return policy.Latest(run.start, 
 // bindOwners sets how the run looks owners up: as read this period, except that the owners of an
 // application the identity may not read owners of are never mailed (its lines go to the
 // fallback), nor, past the period's deadline, owners that could not be read.
-func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g access.Grant, expired []v1alpha1.Credential, apps []policy.DigestApp) {
+func (run *digestRun) bindOwners(s Scan, g access.Grant, expired []v1alpha1.Credential, apps []DigestApp) {
 	tenant := run.obj.Spec.Target.TenantID()
 	denied := map[string]bool{}
 	judge := func(appID, objectID string) {
@@ -213,7 +220,7 @@ func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g access.Grant, e
 	for _, c := range expired {
 		judge(c.AppID, c.AppObjectID)
 	}
-	lookup := r.Digests.Lookup(run.key, run.start)
+	lookup := s.Digests.Lookup(run.key, run.start)
 	past := !run.now.Before(run.start.Add(digestOwnersDeadline))
 	run.owners = func(objectID string) ([]string, bool) {
 		if denied[objectID] {
@@ -222,7 +229,7 @@ func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g access.Grant, e
 		mails, known := lookup(objectID)
 		// Owners that could not be read by the deadline go to the fallback; owners not read yet
 		// (a restart) are read.
-		first := r.Digests.FailedSince(run.key, run.start, objectID)
+		first := s.Digests.FailedSince(run.key, run.start, objectID)
 		return mails, known || (past && !first.IsZero() && run.now.Sub(first) >= digestReadsFailFor)
 	}
 	for _, d := range denied {
@@ -233,8 +240,8 @@ func (run *digestRun) bindOwners(r *CredentialWatchReconciler, g access.Grant, e
 }
 
 // unread lists the object IDs whose owners the messages need and this period has not read.
-func (run *digestRun) unread(expired []v1alpha1.Credential, apps []policy.DigestApp) []string {
-	_, out := policy.DigestRecipients(apps, run.owners)
+func (run *digestRun) unread(expired []v1alpha1.Credential, apps []DigestApp) []string {
+	_, out := DigestRecipients(apps, run.owners)
 	for _, c := range expired {
 		if c.AppObjectID != "" {
 			if _, known := run.owners(c.AppObjectID); !known {
@@ -248,30 +255,26 @@ func (run *digestRun) unread(expired []v1alpha1.Credential, apps []policy.Digest
 
 // readOwners reads the owners the messages need, a thousand applications a reconcile at most,
 // through the watch's identity.
-func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g access.Grant, run *digestRun, expired []v1alpha1.Credential, apps []policy.DigestApp) error {
+func (s Scan) readOwners(ctx context.Context, owners Owners, g access.Grant, run *digestRun, expired []v1alpha1.Credential, apps []DigestApp) error {
 	unread := run.unread(expired, apps)
 	run.st.OwnersUnread = int32(len(unread))
 	if len(unread) == 0 {
 		return nil
 	}
-	id, err := r.signIns().identity(ctx, g.Identity, run.obj.Spec.Target.TenantID())
-	if err != nil {
-		return nil // the check says why
-	}
-	tc, err := r.Azure.Tenant(id)
-	if err != nil {
-		return err
+	tc, err := owners.Tenant(ctx, g)
+	if err != nil || tc == nil {
+		return err // none: the check says why
 	}
 	batch := unread[:min(len(unread), digestOwnerReads)]
 	var failed error
 	for i, read := range tc.ReadOwners(ctx, batch) {
 		switch kind := azerr.KindOf(read.Err); {
 		case read.Err == nil:
-			r.Digests.Put(run.key, run.start, batch[i], mailsOf(read.Owners))
+			s.Digests.Put(run.key, run.start, batch[i], mailsOf(read.Owners))
 		case kind == azerr.KindNotFound:
-			r.Digests.Put(run.key, run.start, batch[i], nil) // gone since the scan: the fallback hears
+			s.Digests.Put(run.key, run.start, batch[i], nil) // gone since the scan: the fallback hears
 		default:
-			r.Digests.Failed(run.key, run.start, batch[i], run.now)
+			s.Digests.Failed(run.key, run.start, batch[i], run.now)
 			failed = read.Err
 		}
 	}
@@ -279,7 +282,7 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g access.Gra
 	switch {
 	case failed != nil:
 		// Throttled or refused: back off, as Graph asks, rather than come back at once.
-		run.refuse(r, "reading the owners of its applications failed, retried with backoff: "+redactAddresses(oneLine(failed.Error())))
+		run.refuse(s, "reading the owners of its applications failed, retried with backoff: "+redactAddresses(target.OneLine(failed.Error())))
 		wait := time.Minute
 		var ae *azerr.Error
 		if errors.As(failed, &ae) {
@@ -293,9 +296,9 @@ func (r *CredentialWatchReconciler) readOwners(ctx context.Context, g access.Gra
 }
 
 // refuse says in status, condition and one event what holds the digests up.
-func (run *digestRun) refuse(r *CredentialWatchReconciler, msg string) {
+func (run *digestRun) refuse(s Scan, msg string) {
 	if run.prevMessage != msg {
-		r.Recorder.Event(run.obj, corev1.EventTypeWarning, eventOwnersUnread, msg)
+		s.Events.Event(run.obj, corev1.EventTypeWarning, eventOwnersUnread, msg)
 	}
 	run.st.Message = msg
 	target.SetCondition(run.obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, "Owner digests: "+msg, run.now)
@@ -316,46 +319,46 @@ func mailsOf(owners []graph.Owner) []string {
 
 // messages are what may go this reconcile: one message to each recipient of the credentials that
 // expired and were not told of, then, once every owner is read, a digest for each recipient.
-func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.Credential, apps []policy.DigestApp, h policy.Hygiene) (out []message, nowhere int, built bool) {
-	period := compose.DigestPeriod{Start: run.start, Schedule: run.spec.Schedule, OptOutTag: run.spec.OptOutTag}
-	out, nowhere = run.notices(r, expired, period)
-	rcpt, unread := policy.DigestRecipients(apps, run.owners)
+func (run *digestRun) messages(s Scan, expired []v1alpha1.Credential, apps []DigestApp, h policy.Hygiene) (out []message, nowhere int, built bool) {
+	period := Period{Start: run.start, Schedule: run.spec.Schedule, OptOutTag: run.spec.OptOutTag}
+	out, nowhere = run.notices(s, expired, period)
+	rcpt, unread := DigestRecipients(apps, run.owners)
 	if len(unread) > 0 || len(apps) == 0 {
 		return out, nowhere, false
 	}
 	fallback := recipientsOf(run.spec.Email.Fallback)
 	names := slices.Sorted(maps.Keys(rcpt))
 	run.st.Recipients = 0
-	lastDigests := policy.LastDigests(run.book.Entries)
+	lastDigests := LastDigests(run.book.Entries)
 	for _, name := range names {
 		to := []string{name}
-		if name == policy.Fallback {
+		if name == Fallback {
 			if to = fallback; len(to) == 0 {
 				nowhere += len(rcpt[name])
 				continue
 			}
 		}
-		if entry, ok := run.book.Get(policy.DigestKey(run.start, name)); ok && policy.DeliveryOf(entry).Sent {
+		if entry, ok := run.book.Get(DigestKey(run.start, name)); ok && DeliveryOf(entry).Sent {
 			run.st.Recipients++
 			continue // counted from the ledger
 		}
 		// An address that had a digest of this tenant within DigestGap (another period's, a
 		// schedule before an edit, another watch's) waits, and is not counted: it is not late.
-		if last, ok := lastDigests[policy.RecipientHash(name)]; ok && run.now.Before(last.Add(policy.DigestGap)) {
-			run.next = policy.Earliest(run.next, last.Add(policy.DigestGap))
+		if last, ok := lastDigests[RecipientHash(name)]; ok && run.now.Before(last.Add(DigestGap)) {
+			run.next = policy.Earliest(run.next, last.Add(DigestGap))
 			continue
 		}
-		if ok, when := r.Digests.DigestDue(run.obj.Spec.Target.TenantID(), run.gateKey(name), run.now); !ok {
+		if ok, when := s.Digests.DigestDue(run.obj.Spec.Target.TenantID(), run.gateKey(name), run.now); !ok {
 			run.next = policy.Earliest(run.next, when)
 			continue
 		}
 		run.st.Recipients++
-		listed := make([]policy.DigestApp, 0, len(rcpt[name]))
+		listed := make([]DigestApp, 0, len(rcpt[name]))
 		for _, i := range rcpt[name] {
 			listed = append(listed, apps[i])
 		}
-		out = append(out, message{keys: []string{policy.DigestKey(run.start, name)}, recipient: name, to: to, mail: func() (email.Mail, error) {
-			return email.DigestMail(compose.Digest(run.obj, name, listed, period, h))
+		out = append(out, message{keys: []string{DigestKey(run.start, name)}, recipient: name, to: to, mail: func() (email.Mail, error) {
+			return email.DigestMail(Digest(run.obj, name, listed, period, h))
 		}})
 	}
 	return out, nowhere, true
@@ -363,7 +366,7 @@ func (run *digestRun) messages(r *CredentialWatchReconciler, expired []v1alpha1.
 
 // notices groups the expired credentials by recipient, each told of each once: one message a
 // recipient, within the expiry messages an address may get in a day.
-func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.Credential, period compose.DigestPeriod) ([]message, int) {
+func (run *digestRun) notices(s Scan, expired []v1alpha1.Credential, period Period) ([]message, int) {
 	fallback := recipientsOf(run.spec.Email.Fallback)
 	byRecipient := map[string][]v1alpha1.Credential{}
 	nowhere := 0
@@ -380,13 +383,13 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 				names = append(names, strings.ToLower(m))
 			}
 		case len(fallback) > 0:
-			names = []string{policy.Fallback}
+			names = []string{Fallback}
 		default:
 			nowhere++
 		}
 		for _, name := range names {
-			k := policy.ExpiredKey(c, name)
-			if entry, ok := run.book.Get(k); (ok && policy.DeliveryOf(entry).Sent) || r.Digests.Sent(run.key, run.obj.UID, run.start, k) {
+			k := ExpiredKey(c, name)
+			if entry, ok := run.book.Get(k); (ok && DeliveryOf(entry).Sent) || s.Digests.Sent(run.key, run.obj.UID, run.start, k) {
 				continue
 			}
 			byRecipient[name] = append(byRecipient[name], c)
@@ -395,21 +398,21 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 	tenant := run.obj.Spec.Target.TenantID()
 	var out []message
 	for _, name := range slices.Sorted(maps.Keys(byRecipient)) {
-		if ok, when := r.Digests.NoticeDue(tenant, run.gateKey(name), run.now); !ok {
+		if ok, when := s.Digests.NoticeDue(tenant, run.gateKey(name), run.now); !ok {
 			run.next = policy.Earliest(run.next, when) // the next digest lists them, if it comes first
 			continue
 		}
 		creds := byRecipient[name]
 		to := []string{name}
-		if name == policy.Fallback {
+		if name == Fallback {
 			to = fallback
 		}
 		keys := make([]string, 0, len(creds))
 		for _, c := range creds {
-			keys = append(keys, policy.ExpiredKey(c, name))
+			keys = append(keys, ExpiredKey(c, name))
 		}
 		out = append(out, message{keys: keys, recipient: name, to: to, notice: true, mail: func() (email.Mail, error) {
-			return email.DigestMail(compose.ExpiredDigest(run.obj, name, creds, period))
+			return email.DigestMail(ExpiredDigest(run.obj, name, creds, period))
 		}})
 	}
 	return out, nowhere
@@ -418,7 +421,7 @@ func (run *digestRun) notices(r *CredentialWatchReconciler, expired []v1alpha1.C
 // gateKey is the address the operator-wide limits count a recipient under: the fallback is the
 // watch's own list of addresses, which two watches of one tenant need not share.
 func (run *digestRun) gateKey(recipient string) string {
-	if recipient != policy.Fallback {
+	if recipient != Fallback {
 		return recipient
 	}
 	to := recipientsOf(run.spec.Email.Fallback)

@@ -1,0 +1,82 @@
+package tenantscan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+// Scan does what a tenantScan watch asks, one reconcile at a time. What its scans found is kept
+// in Store between reconciles, and what its digests know of their period in Digests.
+type Scan struct {
+	Events  target.Events
+	Store   *Store
+	Digests *DigestStore
+	// Pace bounds the owner digests and messages sent a minute, by all watches together; nil
+	// for no bound.
+	Pace   *Pace
+	Ledger target.Ledger
+	Relays Relays
+}
+
+func keyOf(obj *v1alpha1.CredentialWatch) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
+}
+
+// Read lists the tenant's applications and service principals through tc, folding them as they
+// arrive into what the scan keeps.
+func Read(ctx context.Context, tc graph.TenantClient, spec *v1alpha1.TenantScanTarget) (Found, error) {
+	var fold Fold
+	if d := spec.OwnerDigests; d != nil {
+		fold.OptOutTag = d.OptOutTag
+	}
+	filter := spec.Filter
+	err := tc.Scan(ctx, filter, fold.Add)
+	var ae *azerr.Error
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		err = &filterError{filter: filter, err: err}
+	}
+	if err != nil {
+		return Found{}, err
+	}
+	return fold.Found(), nil
+}
+
+// filterError is Graph refusing a tenant scan's query, which only a change of its filter mends.
+type filterError struct {
+	filter string
+	err    error
+}
+
+func (e *filterError) Error() string {
+	return fmt.Sprintf("Graph refused to list with the filter %q (%v): check spec.target.tenantScan.filter", e.filter, e.err)
+}
+func (e *filterError) Unwrap() error { return e.err }
+
+// Reason is ReasonFilterRejected.
+func (e *filterError) Reason() string { return v1alpha1.ReasonFilterRejected }
+
+// Record keeps what a tenant scan found for status and metrics, and counts it in status.
+func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time) {
+	counts := &v1alpha1.TenantScanStatus{}
+	if prev := obj.Status.TenantScan; prev != nil {
+		*counts = *prev // the states are counted at every reconcile, by the evaluation of expiry
+	}
+	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
+	counts.Credentials = int32(len(found.Credentials))
+	s.Store.Put(keyOf(obj), found)
+	obj.Status.TenantScan = counts
+	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
+		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
+}

@@ -1,0 +1,71 @@
+package tenantscan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/azure/azurefake"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+func TestUnitReadFoldsTheTenantAndSaysWhichFilterGraphRefused(t *testing.T) {
+	end := now.Add(10 * day)
+	tenant := &azurefake.Tenant{ScanFunc: func(_ context.Context, filter string, visit func(graph.Object)) error {
+		if filter == "bad" {
+			return &azerr.Error{Kind: azerr.KindOther, Status: http.StatusBadRequest, Code: "BadRequest", Err: errors.New("Invalid filter clause")}
+		}
+		visit(graph.Object{Source: graph.Application, AppID: "a", ObjectID: "obj-a", DisplayName: "alpha", Tags: []string{"no-digest"},
+			Credentials: []graph.Credential{{KeyID: "k", Type: graph.Password, End: end}}})
+		visit(graph.Object{Source: graph.ServicePrincipal, AppID: "a", SingleSignOnMode: target.SAML})
+		return nil
+	}}
+	spec := &v1alpha1.TenantScanTarget{TenantID: "t", OwnerDigests: &v1alpha1.OwnerDigests{OptOutTag: "no-digest"}}
+	found, err := Read(context.Background(), tenant, spec)
+	if err != nil || found.Applications != 1 || found.ServicePrincipals != 1 || len(found.Credentials) != 1 || !found.SAML["a"] || !found.OptedOut["a"] {
+		t.Fatalf("found %+v, %v: want alpha's one credential, its SAML service principal, opted out", found, err)
+	}
+	spec.Filter = "bad"
+	_, err = Read(context.Background(), tenant, spec)
+	if target.ReasonFor(err) != v1alpha1.ReasonFilterRejected || !strings.Contains(err.Error(), `Graph refused to list with the filter "bad"`) ||
+		!strings.Contains(err.Error(), "check spec.target.tenantScan.filter") {
+		t.Errorf("a refused filter: %s %v", target.ReasonFor(err), err)
+	}
+}
+
+type events struct{ got []string }
+
+func (e *events) Event(_ runtime.Object, eventtype, reason, message string) {
+	e.got = append(e.got, eventtype+" "+reason+" "+message)
+}
+
+func (e *events) Eventf(o runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	e.Event(o, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
+	s := Scan{Events: &events{}, Store: NewStore()}
+	obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"}}
+	obj.Status.TenantScan = &v1alpha1.TenantScanStatus{Warning: 3}
+	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: "left over from another target"}
+	s.Record(obj, Found{Applications: 4, ServicePrincipals: 5, Credentials: make([]v1alpha1.Credential, 6)}, now)
+	ready := target.Condition(obj, v1alpha1.ConditionReady)
+	if want := "Scanned 4 applications and 5 service principals of the tenant: 6 credentials"; ready.Message != want || ready.Reason != v1alpha1.ReasonChecked {
+		t.Errorf("Ready %s %q, want Checked %q", ready.Reason, ready.Message, want)
+	}
+	if st := obj.Status.TenantScan; st.Credentials != 6 || st.Warning != 3 || obj.Status.ServicePrincipal != nil {
+		t.Errorf("status %+v: want six credentials counted, the states kept until they are counted again, no service principal", obj.Status)
+	}
+	if creds, ok := s.Store.Get(keyOf(obj)); !ok || len(creds) != 6 {
+		t.Errorf("the store holds %d credentials, want 6", len(creds))
+	}
+}
