@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,14 +77,14 @@ func (r *CredentialWatchReconciler) newRotationRun(w *watchState) (*rotationRun,
 		spec = *s
 	}
 	rs, err := policy.RotationSettingsOf(spec)
-	return &rotationRun{r: r, w: w, obj: w.obj, spec: spec, rs: rs, now: w.now, pin: specPin(w.obj)}, err
+	return &rotationRun{r: r, w: w, obj: w.obj, spec: spec, rs: rs, now: w.now, pin: rotation.SpecPin(w.obj)}, err
 }
 
 // pinTo makes the run about the rotation in progress st, filling in what st did not pin (a
 // rotation begun before tenants were pinned), and returns the spec's pin, to compare.
 func (ro *rotationRun) pinTo(st *v1alpha1.RotationStatus) rotation.Pin {
 	spec := ro.pin
-	ro.pin = pinOf(*st, spec)
+	ro.pin = rotation.PinOf(*st, spec)
 	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
 	if st.SecretName != "" {
 		ro.spec.SecretRef.Name = st.SecretName
@@ -94,63 +92,12 @@ func (ro *rotationRun) pinTo(st *v1alpha1.RotationStatus) rotation.Pin {
 	return spec
 }
 
-// specPin is what a rotation starting now would be about.
-func specPin(obj *v1alpha1.CredentialWatch) rotation.Pin {
-	p := rotation.Pin{TenantID: obj.Spec.Target.TenantID(), AppID: obj.AppID()}
-	if sp := obj.Status.ServicePrincipal; sp != nil {
-		p.ApplicationObjectID = sp.ApplicationObjectID
-	}
-	if c := obj.Spec.Target.AKSCluster; c != nil {
-		p.Cluster = &v1alpha1.RotationCluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
-	}
-	return p
-}
-
-// pinOf is what the rotation in progress st is about. One started before tenants were pinned
-// (some before clusters were too) takes what it lacks from the spec.
-func pinOf(st v1alpha1.RotationStatus, spec rotation.Pin) rotation.Pin {
-	p := rotation.Pin{TenantID: st.TenantID, AppID: st.AppID, ApplicationObjectID: st.ApplicationObjectID, Cluster: st.Cluster}
-	if p.TenantID == "" {
-		p.TenantID = spec.TenantID
-		if p.Cluster == nil {
-			p.Cluster = spec.Cluster
-		}
-	}
-	return p
-}
-
 // maybeStart starts a rotation that has fallen due, or been asked for, when nothing blocks it.
 func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 	obj, now := ro.obj, ro.now
-	request := obj.Annotations[v1alpha1.RotateAnnotation]
-	requested := policy.RotationRequested(request, obj.Status.LastRotation)
-	dueAt := policy.RotationDueAt(obj.Status.Credentials, ro.rs.RotateBefore, now)
-	if obj.Status.LastCheckTime == nil || (!requested && now.Before(dueAt)) {
-		msg := "No rotation due"
-		if obj.Status.LastCheckTime != nil {
-			msg = "Next rotation due at " + dueAt.UTC().Format(time.RFC3339)
-		}
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdle, msg, now)
-		if obj.Status.LastCheckTime == nil {
-			return time.Time{}, nil
-		}
-		return dueAt, nil
-	}
-	if a := obj.Status.LastAbort; a != nil && a.Generation == obj.Generation && (!requested || request == a.Request) {
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted, fmt.Sprintf(
-			"A rotation is due, but the last one was aborted at %s (%s): none starts by itself until the spec changes, or one is asked for with kubectl credwatch rotate",
-			a.Time.UTC().Format(time.RFC3339), a.Reason), now)
-		return time.Time{}, nil
-	}
-	if why := ro.blocked(); why != "" {
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked, why, now)
-		return time.Time{}, nil
-	}
-	if _, _, err := policy.InWindow(ro.spec.MaintenanceWindow, now); err != nil {
-		// Found now, not after a secret was created for a reset that could never be scheduled.
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
-			"A rotation is due, but spec.rotation."+err.Error()+": fix it, and the rotation starts", now)
-		return time.Time{}, nil
+	if h := rotation.WhyNotStart(obj, ro.pin, ro.spec, ro.rs.RotateBefore, now); h != nil {
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, h.Reason, h.Message, now)
+		return h.Next, nil
 	}
 	g, err := ro.authorize(ctx, true)
 	if err != nil {
@@ -161,7 +108,7 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		return ro.paused(err)
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		plan := ro.plan()
+		plan := rotation.Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), now)
 		prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating)
 		if prev == nil || prev.Message != plan {
 			ro.r.Recorder.Event(obj, corev1.EventTypeNormal, eventRotationPlanned, plan)
@@ -183,7 +130,7 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting rotation")
-	res, err := m.Start(ctx, ro.pin, rotation.Asked{Rotate: request, Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
+	res, err := m.Start(ctx, ro.pin, rotation.Asked{Rotate: obj.Annotations[v1alpha1.RotateAnnotation], Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
 	return ro.apply(res, err, "")
 }
 
@@ -191,25 +138,22 @@ func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
 func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
 	obj, now := ro.obj, ro.now
 	spec := ro.pinTo(&st)
-	if why, value := ro.abortAsked(st); why != "" {
+	if why, value := rotation.AbortAsked(obj, st); why != "" {
 		if err := rotation.Abortable(st); err == nil {
 			return ro.abort(ctx, st, why)
 		} else if value != st.AbortRequest {
 			st.AbortRequest = value
 			obj.Status.Rotation.AbortRequest = value // written by the deferred patch: refused once, said once
-			ro.r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventRotationAbortRefused,
-				"The rotation is not aborted (%s): %v; it finishes instead, and old secrets are retired only once the new one is in use", why, err)
+			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, eventRotationAbortRefused, rotation.AbortRefused(why, err))
 		}
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step),
-			"The mode is DryRun: the rotation in progress waits at step "+string(st.Step)+" and writes nothing until the mode is Apply", now)
+		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step), rotation.DryRunWaits(st.Step), now)
 		return time.Time{}, nil
 	}
-	changed := targetChange(ro.pin, spec)
+	changed := rotation.TargetChange(ro.pin, spec)
 	if changed != "" && st.Resets == 0 {
-		msg := fmt.Sprintf("The rotation in progress waits at step %s: %s. Before its first reset it does not act on a target it was not started for: "+
-			"put the spec back and it resumes, or abort it with kubectl credwatch rotate --abort", st.Step, changed)
+		msg := rotation.TargetChanged(st.Step, changed)
 		if prev := target.Condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
 			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonRotationTargetChanged, msg)
 		}
@@ -245,45 +189,12 @@ func (ro *rotationRun) drive(ctx context.Context, st v1alpha1.RotationStatus, re
 // eventRotationAbortRefused: an abort came after a reset began, and the rotation finishes instead.
 const eventRotationAbortRefused = "RotationAbortRefused"
 
-// abortAsked says why the rotation st is to be aborted, with the value that asked; empty when it
-// is not: rotation turned off, or an abort annotation the rotation has not seen.
-func (ro *rotationRun) abortAsked(st v1alpha1.RotationStatus) (why, value string) {
-	if s := ro.obj.Spec.Rotation; s == nil || !s.Enabled {
-		return "rotation was turned off", "spec.rotation.enabled=false"
-	}
-	if v := ro.obj.Annotations[v1alpha1.AbortRotationAnnotation]; v != "" && v != st.AbortRequest {
-		return v1alpha1.AbortRotationAnnotation + "=" + v, v
-	}
-	return "", ""
-}
-
 // abort withdraws the rotation st: only the identity's right to rotate the application is needed
 // to remove the secret the rotation added.
 func (ro *rotationRun) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
 	return ro.drive(ctx, st, false, "", func(ctx context.Context, m *rotation.Machine) (rotation.Result, error) {
 		return m.Abort(ctx, st, why)
 	})
-}
-
-// targetChange says how the spec's target differs from the rotation's pinned one; empty when
-// it does not. Azure's names and GUIDs are not case-sensitive.
-func targetChange(pinned, spec rotation.Pin) string {
-	switch {
-	case !strings.EqualFold(pinned.TenantID, spec.TenantID):
-		return fmt.Sprintf("it began in tenant %s, and the spec now names tenant %s", pinned.TenantID, spec.TenantID)
-	case spec.AppID != "" && !strings.EqualFold(pinned.AppID, spec.AppID):
-		return fmt.Sprintf("it began for application %s, and the target now signs in as %s", pinned.AppID, spec.AppID)
-	case pinned.Cluster != nil && (spec.Cluster == nil || !sameCluster(*pinned.Cluster, *spec.Cluster)):
-		return fmt.Sprintf("it began for AKS cluster %s/%s, which the spec no longer names", pinned.Cluster.ResourceGroup, pinned.Cluster.Name)
-	case pinned.Cluster == nil && spec.Cluster != nil:
-		return fmt.Sprintf("it began for a service principal, and the spec now names AKS cluster %s/%s", spec.Cluster.ResourceGroup, spec.Cluster.Name)
-	}
-	return ""
-}
-
-func sameCluster(a, b v1alpha1.RotationCluster) bool {
-	return strings.EqualFold(a.SubscriptionID, b.SubscriptionID) && strings.EqualFold(a.ResourceGroup, b.ResourceGroup) &&
-		strings.EqualFold(a.Name, b.Name)
 }
 
 // apply puts where the machine got to into the watch's status and Rotating condition.
@@ -294,9 +205,7 @@ func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (ti
 	ro.obj.Status.Rotation = res.Status
 	c := res.Condition
 	if changed != "" && c.Status == metav1.ConditionTrue {
-		c.Reason = v1alpha1.ReasonRotationTargetChanged
-		c.Message = fmt.Sprintf("The spec changed (%s), but a reset of the pinned cluster began: this rotation finishes with what it pinned, "+
-			"and the change applies to the next. At step %s: %s", changed, res.Status.Step, c.Message)
+		c = rotation.WithChange(c, changed, res.Status.Step)
 	}
 	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, c.Status, c.Reason, c.Message, ro.now)
 	return res.Next, nil
@@ -339,58 +248,12 @@ func (ro *rotationRun) paused(err error) (time.Time, error) {
 	if errors.As(err, &ke) {
 		return time.Time{}, ke
 	}
-	reason := target.ReasonFor(err)
-	if errors.Is(err, rotation.ErrForeign) {
-		reason = v1alpha1.ReasonRotationBlocked
-	}
-	msg := "A rotation is due, but it does not start: " + err.Error()
-	if st := ro.obj.Status.Rotation; st != nil {
-		msg = fmt.Sprintf("The rotation waits at step %s: %v", st.Step, err)
-	}
+	reason, msg := rotation.Paused(err, ro.obj.Status.Rotation)
 	if prev := target.Condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
 		ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, reason, msg)
 	}
 	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, reason, msg, ro.now)
 	return time.Time{}, nil
-}
-
-// blocked says why a due rotation cannot start, empty when it can.
-func (ro *rotationRun) blocked() string {
-	switch st := ro.obj.Status; {
-	case !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionReady):
-		return "A rotation is due, but the last check failed: it waits for a check that succeeds"
-	case st.AKSCluster != nil && st.AKSCluster.Identity == v1alpha1.IdentityManagedIdentity:
-		return "The AKS cluster uses a managed identity: there is no secret to rotate"
-	case ro.pin.ApplicationObjectID == "":
-		return "A rotation is due, but this tenant holds no application object for the appId: secrets are added to the application, in its home tenant"
-	case st.LastRotation != nil && (st.LastCheckTime == nil || st.LastCheckTime.Before(&st.LastRotation.Time)):
-		return "The last rotation is not read back from Graph yet: the next check does that"
-	}
-	return ""
-}
-
-// plan says what a rotation would do, for DryRun.
-func (ro *rotationRun) plan() string {
-	steps := []string{
-		fmt.Sprintf("add a secret named %s<watch>-<time> valid for %s to application %s", policy.CredwatchPrefix, policy.HumanDuration(ro.rs.Validity), ro.pin.ApplicationObjectID),
-		fmt.Sprintf("write it to Secret %s/%s", ro.obj.Namespace, ro.spec.SecretRef.Name),
-		"wait until Entra accepts it",
-	}
-	if c := ro.pin.Cluster; c != nil {
-		when := "at once"
-		if w := ro.spec.MaintenanceWindow; w != nil {
-			_, next, _ := policy.InWindow(w, ro.now)
-			when = "in the maintenance window (next opening " + next.UTC().Format(time.RFC3339) + ")"
-		}
-		steps = append(steps, fmt.Sprintf("reset the service principal of AKS cluster %s/%s %s, which restarts its nodes", c.ResourceGroup, c.Name, when))
-	}
-	retire := "keep every old secret"
-	if ro.spec.RemoveOld != v1alpha1.RemoveOldNever {
-		n := len(policy.Retirable(ro.obj.Status.Credentials, ro.prefixes(), "", ro.now.Add(ro.rs.Validity), ro.spec.RemoveOld))
-		retire = fmt.Sprintf("remove %d old secrets credwatch created, after %s", n, policy.HumanDuration(ro.rs.GracePeriod))
-	}
-	steps = append(steps, retire)
-	return "DryRun: a rotation is due; it would " + strings.Join(steps, "; ")
 }
 
 // prefix starts the display name of every secret this watch's rotations create.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/azerr"
-	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation"
 )
 
@@ -21,10 +18,6 @@ import (
 // back, or its reset's outcome is known: deleting the watch must not strand a secret in Graph nor
 // a reset half followed.
 const rotationFinalizer = "credwatch.dev/rotation"
-
-// releaseAfter bounds how long a deleted watch waits for its reset's outcome: a namespace being
-// deleted must not hang for the hours a stuck reset can take.
-const releaseAfter = time.Hour
 
 // eventRotationReleased: a deleted watch let go of its rotation.
 const eventRotationReleased = "RotationReleased"
@@ -73,108 +66,51 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 	ro, _ := r.newRotationRun(w) // the API server validated the durations; a deleted watch is wound down regardless
 	st := obj.Status.Rotation.DeepCopy()
 	ro.pinTo(st)
-	deadline := st.DeletionSeenTime.Add(releaseAfter)
+	deadline := st.DeletionSeenTime.Add(rotation.ReleaseAfter)
 	next, err := ro.windDown(ctx, *st, deadline)
 	if err != nil && w.now.After(deadline) {
-		return ro.release(ctx, *st, fmt.Sprintf("it could not be wound down in %s: %v", releaseAfter, err))
+		return ro.release(ctx, *st, rotation.NotWoundDown(err))
 	}
 	return next, err
 }
 
-// windDown aborts the rotation st of a deleted watch, or follows its reset in flight, and lets
-// the watch go when that is done or cannot be.
+// windDown winds the rotation st of a deleted watch down (rotation.Machine.WindDown), once its
+// identity still allows that, and lets the watch go when that is done or cannot be.
 func (ro *rotationRun) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadline time.Time) (time.Time, error) {
-	r, w := ro.r, ro.w
-	abortable := rotation.Abortable(st) == nil
-	g, err := ro.authorize(ctx, !abortable)
+	g, err := ro.authorize(ctx, rotation.Abortable(st) != nil)
 	var ke *kubernetesError
 	if errors.As(err, &ke) {
 		return time.Time{}, err
 	}
 	if err != nil {
-		return ro.release(ctx, st, fmt.Sprintf("its identity no longer allows it: %v", err))
+		return ro.release(ctx, st, rotation.NotAllowedAnyMore(err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
 	defer cancel()
 	m, err := ro.machine(ctx, g, ro.store())
 	if err != nil {
-		if w.now.After(deadline) {
-			return ro.release(ctx, st, fmt.Sprintf("Azure could not be reached for %s: %v", releaseAfter, err))
+		if ro.now.After(deadline) {
+			return ro.release(ctx, st, rotation.Unreachable(err))
 		}
 		return ro.apply(m.Unreachable(st, err), nil, "")
 	}
-	if abortable {
-		res, err := m.Abort(ctx, st, "the watch is being deleted")
-		if err != nil {
-			return time.Time{}, err
-		}
-		if res.Status == nil {
-			return time.Time{}, r.setFinalizer(ctx, w, false)
-		}
-		if w.now.After(deadline) {
-			return ro.release(ctx, *res.Status, "the new secret could not be removed in "+releaseAfter.String())
-		}
-		return ro.apply(res, nil, "")
-	}
-	if st.Step != v1alpha1.StepClusterUpdating || m.Cluster == nil {
-		return ro.release(ctx, st, "no reset is in flight")
-	}
-	if _, err := m.Cluster.Read(ctx); azerr.KindOf(err) == azerr.KindNotFound {
-		return ro.release(ctx, st, "its AKS cluster no longer exists")
-	}
-	if w.now.After(deadline) {
-		return ro.release(ctx, st, "its reset's outcome was not known after "+releaseAfter.String())
-	}
-	res, err := m.Advance(ctx, st)
-	if err != nil {
+	e, err := m.WindDown(ctx, st, deadline)
+	switch {
+	case err != nil:
 		return time.Time{}, err
+	case e.Done:
+		return time.Time{}, ro.r.setFinalizer(ctx, ro.w, false)
+	case e.Release != "":
+		return ro.release(ctx, e.Status, e.Release)
 	}
-	if res.Status != nil && res.Status.Step == v1alpha1.StepClusterUpdating {
-		next, _ := ro.apply(res, nil, "")
-		return policy.Earliest(next, deadline), nil
-	}
-	if res.Status == nil {
-		return time.Time{}, r.setFinalizer(ctx, w, false)
-	}
-	return ro.release(ctx, *res.Status, "its reset ended")
+	return ro.apply(e.Result, nil, "")
 }
 
-// release lets a deleted watch go with its rotation st unfinished: a secret a cluster may use is
-// handed to the target Secret, so that its text outlives the watch's staging Secret, and an event
-// lists what was left for people to finish.
+// release lets a deleted watch go with its rotation st unfinished, and tells people what was left
+// (rotation.Release).
 func (ro *rotationRun) release(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
-	var left []string
-	if rotation.Abortable(st) == nil {
-		// Never used: its staging copy goes now rather than when the garbage collector gets to it,
-		// which would keep a watch created again under the name from rotating until then.
-		if err := ro.store().Discard(ctx); err != nil {
-			left = append(left, fmt.Sprintf("its staging Secret could not be deleted (%v)", err))
-		}
-	}
-	if rotation.Abortable(st) != nil && st.KeyID != "" {
-		where := "Secret " + ro.secretKey().String()
-		if err := ro.store().Publish(ctx, st.KeyID); err != nil {
-			where = fmt.Sprintf("no Secret: writing it to %s failed (%v)", ro.secretKey(), err)
-		}
-		left = append(left, fmt.Sprintf("the new secret %s, which the cluster may use, is in %s", st.KeyID, where))
-	} else if st.KeyID != "" {
-		left = append(left, fmt.Sprintf("the new secret %s, never used, is still in Graph", st.KeyID))
-	}
-	var expiry time.Time
-	if st.Expiry != nil {
-		expiry = st.Expiry.Time
-	}
-	var old []string
-	for _, c := range policy.Retirable(ro.obj.Status.Credentials, ro.prefixes(), st.KeyID, expiry, ro.spec.RemoveOld) {
-		old = append(old, c.KeyID)
-	}
-	if len(old) > 0 {
-		left = append(left, "old secrets not retired: "+strings.Join(old, ", "))
-	}
-	msg := fmt.Sprintf("The watch is deleted and credwatch let go of its rotation at step %s (%s)", st.Step, why)
-	if len(left) > 0 {
-		msg += "; " + strings.Join(left, "; ") + fmt.Sprintf(". Remove a secret nothing uses with: az ad app credential delete --id %s --key-id <keyId>", st.AppID)
-	}
+	msg := rotation.Release(ctx, rotation.Let{Store: ro.store(), Secret: ro.secretKey().String(), Credentials: ro.obj.Status.Credentials,
+		Prefixes: ro.prefixes(), RemoveOld: ro.spec.RemoveOld}, st, why)
 	ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, eventRotationReleased, msg)
 	return time.Time{}, ro.r.setFinalizer(ctx, ro.w, false)
 }

@@ -60,6 +60,7 @@ func TestUnitReadListsWhatTheIdentityCoversAndReadsEachServicePrincipalOnce(t *t
 		"s1": {
 			listed("s1", "rg", "a", "APP-1", map[string]string{"env": "prod"}),
 			listed("s1", "rg", "b", "app-1", map[string]string{"env": "prod"}), // the same service principal
+			listed("s1", "RG", "A", "app-1", map[string]string{"env": "prod"}), // a again, as another page spelled it
 			listed("s1", "rg", "mi", "", map[string]string{"env": "prod"}),
 			listed("s1", "rg", "dev", "app-2", map[string]string{"env": "dev"}),        // not tagged as the fleet asks
 			listed("s9", "rg", "elsewhere", "app-3", map[string]string{"env": "prod"}), // not this subscription's
