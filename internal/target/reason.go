@@ -11,7 +11,7 @@ import (
 
 // Reasoned is a failure that names the Ready reason it gives a watch: the errors a kind or the
 // reconciler makes itself (an identity missing, a fleet over its namespace's limit) carry their
-// reason, so that a new one needs no new case here. An empty reason defers to what it wraps.
+// reason, so that a new one needs no new case here.
 type Reasoned interface {
 	error
 	Reason() string
@@ -19,14 +19,25 @@ type Reasoned interface {
 
 // ReasonFor is the one place failures become a watch's Ready reasons: a Reasoned error anywhere
 // in err's chain, the outermost first; then the failures of other packages that say what a
-// person must mend; then Azure's failures by kind, read as Graph's.
+// person must mend; then Resource Manager's failures; then Azure's by kind, read as Graph's.
 func ReasonFor(err error) string {
-	if r := reasonIn(err); r != "" {
-		return r
+	var r Reasoned
+	if errors.As(err, &r) && r.Reason() != "" {
+		return r.Reason()
 	}
 	for _, f := range foreign {
 		if f.is(err) {
 			return f.reason
+		}
+	}
+	if is[*ClusterError](err) {
+		// Resource Manager's failures, told apart from Graph's; the kind is read from the whole
+		// chain, as everywhere.
+		switch azerr.KindOf(err) {
+		case azerr.KindNotFound:
+			return v1alpha1.ReasonClusterNotFound
+		case azerr.KindUnavailable:
+			return v1alpha1.ReasonResourceManagerUnreachable
 		}
 	}
 	if r, ok := kindReasons[azerr.KindOf(err)]; ok {
@@ -61,44 +72,10 @@ func is[E error](err error) bool {
 	return errors.As(err, &e)
 }
 
-// reasonIn is the reason of the outermost Reasoned error in err's tree that names one. It walks
-// the tree itself, where errors.As would stop at the first Reasoned error even when that one
-// defers to what it wraps.
-func reasonIn(err error) string {
-	if err == nil {
-		return ""
-	}
-	if r, ok := err.(Reasoned); ok && r.Reason() != "" { //nolint:errorlint // one node of the walk
-		return r.Reason()
-	}
-	switch u := err.(type) { //nolint:errorlint // one node of the walk
-	case interface{ Unwrap() error }:
-		return reasonIn(u.Unwrap())
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if r := reasonIn(e); r != "" {
-				return r
-			}
-		}
-	}
-	return ""
-}
-
 // ClusterError is a failure of Resource Manager to give a cluster, or a fleet's listing of
-// clusters, told apart from Graph's failures by its reason.
+// clusters: ReasonFor tells a cluster that is not there, and a Resource Manager that does not
+// answer, apart from Graph's failures.
 type ClusterError struct{ Err error }
 
 func (e *ClusterError) Error() string { return e.Err.Error() }
 func (e *ClusterError) Unwrap() error { return e.Err }
-
-// Reason is ReasonClusterNotFound or ReasonResourceManagerUnreachable; any other failure reads
-// as Graph's would.
-func (e *ClusterError) Reason() string {
-	switch azerr.KindOf(e.Err) {
-	case azerr.KindNotFound:
-		return v1alpha1.ReasonClusterNotFound
-	case azerr.KindUnavailable:
-		return v1alpha1.ReasonResourceManagerUnreachable
-	}
-	return ""
-}
