@@ -39,7 +39,8 @@ func (r *CredentialWatchReconciler) evaluateExpiry(obj *v1alpha1.CredentialWatch
 	var worse []v1alpha1.Credential
 	compared := false
 	key := client.ObjectKeyFromObject(obj)
-	if all, ok := r.Scans.Get(key); ok && obj.Spec.Target.TenantScan != nil {
+	if found, ok := r.Scans.Get(key); ok && obj.Spec.Target.TenantScan != nil {
+		all := found.Credentials
 		if since := r.Scans.Viewed(key, now); !since.IsZero() {
 			worse, compared = policy.WorsenedSince(all, since, now, s.thresholds), true
 		}

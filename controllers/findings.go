@@ -22,7 +22,7 @@ func (r *CredentialWatchReconciler) evaluateFindings(obj *v1alpha1.CredentialWat
 	}
 	var f policy.Findings
 	if obj.Spec.Target.TenantScan != nil {
-		found, ok := r.Scans.Found(client.ObjectKeyFromObject(obj))
+		found, ok := r.Scans.Get(client.ObjectKeyFromObject(obj))
 		if !ok {
 			return time.Time{}
 		}

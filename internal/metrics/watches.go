@@ -23,6 +23,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
 // Watches writes the per-watch series straight from the informer cache as Prometheus text, at
@@ -43,7 +44,7 @@ type List func() ([]*v1alpha1.CredentialWatch, error)
 
 // Scans gives the credentials a tenant scan last found, which are more than its status lists.
 type Scans interface {
-	Get(watch types.NamespacedName) ([]v1alpha1.Credential, bool)
+	Get(watch types.NamespacedName) (tenantscan.Found, bool)
 }
 
 // Fleets gives the clusters a fleet's check last found that its identity still lets it show,
@@ -318,7 +319,8 @@ func credentialSample(t *textWriter, value int64, cw *v1alpha1.CredentialWatch, 
 // credentials are a watch's credentials: for a tenant scan this process ran, all it found.
 func (w *Watches) credentials(cw *v1alpha1.CredentialWatch) []v1alpha1.Credential {
 	if cw.Spec.Target.TenantScan != nil {
-		if all, ok := w.scans.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name}); ok {
+		if found, ok := w.scans.Get(types.NamespacedName{Namespace: cw.Namespace, Name: cw.Name}); ok {
+			all := found.Credentials
 			return all
 		}
 	}

@@ -1,4 +1,4 @@
-package aksfleet
+package target
 
 import (
 	"testing"
@@ -9,10 +9,11 @@ import (
 
 func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
 	watch := types.NamespacedName{Namespace: "platform", Name: "fleet"}
-	all := Found{Subscriptions: 2, Clusters: []Cluster{{ID: "a"}, {ID: "b"}}}
-	narrowed := Found{Subscriptions: 2, Clusters: []Cluster{{ID: "a"}}}
+	type found struct{ Clusters []string }
+	all := found{Clusters: []string{"a", "b"}}
+	narrowed := found{Clusters: []string{"a"}}
 
-	s := NewStore()
+	s := NewStore[found]()
 	if _, ok := s.Get(watch); ok {
 		t.Fatal("a new store holds a fleet")
 	}
@@ -45,7 +46,7 @@ func TestStoreKeepsWhatWasFoundAndShowsWhatIsAllowed(t *testing.T) {
 		t.Error("a forgotten fleet is shown")
 	}
 
-	var none *Store
+	var none *Store[found]
 	none.Put(watch, all)
 	none.Viewed(watch, t0)
 	none.Show(watch, all)

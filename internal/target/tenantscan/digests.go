@@ -109,7 +109,7 @@ type Owners struct {
 func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners Owners, t policy.Thresholds, h policy.Hygiene, now time.Time) (time.Time, error) {
 	key := keyOf(obj)
 	spec := obj.Spec.Target.TenantScan.OwnerDigests
-	found, ok := s.Store.Found(key)
+	found, ok := s.Store.Get(key)
 	if !ok || obj.Status.LastCheckTime == nil {
 		return time.Time{}, nil // what there is to tell comes with the scan
 	}

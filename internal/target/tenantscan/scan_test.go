@@ -65,7 +65,7 @@ func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
 	if st := obj.Status.TenantScan; st.Credentials != 6 || st.Warning != 3 || obj.Status.ServicePrincipal != nil {
 		t.Errorf("status %+v: want six credentials counted, the states kept until they are counted again, no service principal", obj.Status)
 	}
-	if creds, ok := s.Store.Get(keyOf(obj)); !ok || len(creds) != 6 {
-		t.Errorf("the store holds %d credentials, want 6", len(creds))
+	if found, ok := s.Store.Get(keyOf(obj)); !ok || len(found.Credentials) != 6 {
+		t.Errorf("the store holds %d credentials, want 6", len(found.Credentials))
 	}
 }
