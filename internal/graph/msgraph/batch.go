@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoft/kiota-abstractions-go/serialization"
+	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
@@ -36,31 +37,18 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 	if err != nil {
 		return fail(err)
 	}
-	batch := msgraphcore.NewBatchRequest(svc.GetAdapter())
+	b := newBatch(svc)
 	type step struct{ app, sp string }
 	steps := make([]step, len(appIDs))
 	for i, appID := range appIDs {
-		appInfo, err := svc.ApplicationsWithAppId(&appID).ToGetRequestInformation(ctx, applicationQuery())
-		if err != nil {
+		if steps[i].app, err = b.add(svc.ApplicationsWithAppId(&appID).ToGetRequestInformation(ctx, applicationQuery())); err != nil {
 			return fail(err)
 		}
-		spInfo, err := svc.ServicePrincipalsWithAppId(&appID).ToGetRequestInformation(ctx, servicePrincipalQuery())
-		if err != nil {
+		if steps[i].sp, err = b.add(svc.ServicePrincipalsWithAppId(&appID).ToGetRequestInformation(ctx, servicePrincipalQuery())); err != nil {
 			return fail(err)
-		}
-		for _, s := range []struct {
-			info *abstractions.RequestInformation
-			id   *string
-		}{{appInfo, &steps[i].app}, {spInfo, &steps[i].sp}} {
-			item, err := batch.AddBatchRequestStep(*s.info)
-			if err != nil {
-				return fail(err)
-			}
-			*s.id = *item.GetId()
 		}
 	}
-	registerBatchErrors()
-	resp, err := batch.Send(ctx, svc.GetAdapter())
+	resp, err := b.send(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("reading %d appIds in a batch: %w", len(appIDs), classify(err, needsRead)))
 	}
@@ -71,6 +59,35 @@ func (c *Client) ReadCredentialsBatch(ctx context.Context, cred azcore.TokenCred
 		out[i].Snapshot, out[i].Err = snapshot(appID, app, appErr, sp, spErr)
 	}
 	return out
+}
+
+// batch is one $batch being built: the one way requests are added to a batch and it is sent.
+type batch struct {
+	svc *msgraphsdk.GraphServiceClient
+	req msgraphcore.BatchRequest
+}
+
+func newBatch(svc *msgraphsdk.GraphServiceClient) *batch {
+	return &batch{svc: svc, req: msgraphcore.NewBatchRequest(svc.GetAdapter())}
+}
+
+// add adds the request a request builder made (or failed to make), and returns the id of its
+// step in the batch's answer.
+func (b *batch) add(info *abstractions.RequestInformation, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	item, err := b.req.AddBatchRequestStep(*info)
+	if err != nil {
+		return "", err
+	}
+	return *item.GetId(), nil
+}
+
+// send sends the batch, with the SDK told how to decode a batch refused whole.
+func (b *batch) send(ctx context.Context) (msgraphcore.BatchResponse, error) {
+	registerBatchErrors()
+	return b.req.Send(ctx, b.svc.GetAdapter())
 }
 
 // registerBatchErrors registers, once for the process, how the SDK decodes a failed $batch:

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoft/kiota-abstractions-go/serialization"
 	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
 	msgraphcore "github.com/microsoftgraph/msgraph-sdk-go-core"
@@ -40,35 +39,22 @@ func (c *Client) ReadCredentialLists(ctx context.Context, cred azcore.TokenCrede
 	if err != nil {
 		return fail(err)
 	}
-	batch := msgraphcore.NewBatchRequest(svc.GetAdapter())
+	b := newBatch(svc)
 	var groups []listGroup
 	for start := 0; start < len(appIDs); start += graph.MaxInList {
 		g := listGroup{appIDs: appIDs[start:min(start+graph.MaxInList, len(appIDs))]}
 		filter := inFilter(g.appIDs)
-		appInfo, err := svc.Applications().ToGetRequestInformation(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
-			QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: applicationFields, Filter: &filter}})
-		if err != nil {
+		if g.app, err = b.add(svc.Applications().ToGetRequestInformation(ctx, &applications.ApplicationsRequestBuilderGetRequestConfiguration{
+			QueryParameters: &applications.ApplicationsRequestBuilderGetQueryParameters{Select: applicationFields, Filter: &filter}})); err != nil {
 			return fail(err)
 		}
-		spInfo, err := svc.ServicePrincipals().ToGetRequestInformation(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
-			QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: servicePrincipalFields, Filter: &filter}})
-		if err != nil {
+		if g.sp, err = b.add(svc.ServicePrincipals().ToGetRequestInformation(ctx, &serviceprincipals.ServicePrincipalsRequestBuilderGetRequestConfiguration{
+			QueryParameters: &serviceprincipals.ServicePrincipalsRequestBuilderGetQueryParameters{Select: servicePrincipalFields, Filter: &filter}})); err != nil {
 			return fail(err)
-		}
-		for _, s := range []struct {
-			info *abstractions.RequestInformation
-			id   *string
-		}{{appInfo, &g.app}, {spInfo, &g.sp}} {
-			item, err := batch.AddBatchRequestStep(*s.info)
-			if err != nil {
-				return fail(err)
-			}
-			*s.id = *item.GetId()
 		}
 		groups = append(groups, g)
 	}
-	registerBatchErrors()
-	resp, err := batch.Send(ctx, svc.GetAdapter())
+	resp, err := b.send(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("listing %d appIds in a batch: %w", len(appIDs), classify(err, needsRead)))
 	}

@@ -40,21 +40,14 @@ func (c *Client) ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredentia
 	if err != nil {
 		return fail(err)
 	}
-	batch := msgraphcore.NewBatchRequest(svc.GetAdapter())
+	b := newBatch(svc)
 	steps := make([]string, len(applicationIDs))
 	for i, id := range applicationIDs {
-		info, err := svc.Applications().ByApplicationId(id).Owners().ToGetRequestInformation(ctx, nil)
-		if err != nil {
+		if steps[i], err = b.add(svc.Applications().ByApplicationId(id).Owners().ToGetRequestInformation(ctx, nil)); err != nil {
 			return fail(err)
 		}
-		item, err := batch.AddBatchRequestStep(*info)
-		if err != nil {
-			return fail(err)
-		}
-		steps[i] = *item.GetId()
 	}
-	registerBatchErrors()
-	resp, err := batch.Send(ctx, svc.GetAdapter())
+	resp, err := b.send(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("reading the owners of %d applications in a batch: %w", len(applicationIDs), classify(err, needsOwners)))
 	}
