@@ -46,7 +46,7 @@ func (r *CredentialWatchReconciler) setFinalizer(ctx context.Context, w *watchSt
 
 // finalizeRotation winds down the rotation of a watch being deleted, and lets the watch go once
 // nothing is in flight: before any reset the rotation is aborted; once one began, the watch waits
-// for that reset's outcome, at most releaseAfter, then lets go saying what it left. A cluster
+// for that reset's outcome, at most rotation.ReleaseAfter, then lets go saying what it left. A cluster
 // that no longer exists, or an identity that no longer allows the rotation, lets go at once.
 func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj

@@ -113,8 +113,8 @@ func blocked(st v1alpha1.CredentialWatchStatus, pin Pin) string {
 	return ""
 }
 
-// Plan says what a rotation would do, for DryRun: prefixes name the watch's secrets, and
-// credentials are the application's as last read.
+// Plan says what a rotation would do, for DryRun: prefixes name the watch's secrets, and the old
+// ones it would remove are counted among the credentials obj's status last read.
 func Plan(obj *v1alpha1.CredentialWatch, pin Pin, spec v1alpha1.Rotation, rs policy.RotationSettings, prefixes []string, now time.Time) string {
 	steps := []string{
 		fmt.Sprintf("add a secret named %s<watch>-<time> valid for %s to application %s", policy.CredwatchPrefix, policy.HumanDuration(rs.Validity), pin.ApplicationObjectID),
