@@ -5,7 +5,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
 )
+
+// KeyOf is the watch's key in a Store.
+func KeyOf(obj *v1alpha1.CredentialWatch) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
+}
 
 // Store keeps, in memory and by watch, what a kind's last check found (more than a status lists:
 // every cluster of a fleet, every credential of a tenant), what of it the watch's identity lets

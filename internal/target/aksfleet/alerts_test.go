@@ -11,6 +11,8 @@ import (
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 // notifier is a channel whose sends the outbox's Send func makes.
@@ -48,9 +50,9 @@ func newOutbox(t *testing.T, obj *v1alpha1.CredentialWatch) *outbox {
 
 func TestUnitTellClaimsSendsAndGivesBackWhatFailed(t *testing.T) {
 	obj := fleetWatch()
-	f := Fleet{Events: &events{}, Store: NewStore()}
+	f := Fleet{Events: &targettest.Events{}, Store: NewStore()}
 	pw := v1alpha1.CredentialTypePassword
-	f.Store.Put(keyOf(obj), Found{Subscriptions: 1, Complete: map[string]bool{"s1": true}, Clusters: []Cluster{
+	f.Store.Put(target.KeyOf(obj), Found{Subscriptions: 1, Complete: map[string]bool{"s1": true}, Clusters: []Cluster{
 		{ID: clusterID("s1", "rg", "a"), SubscriptionID: "s1", ResourceGroup: "rg", AppID: "app-a", Credentials: []v1alpha1.Credential{credential("app-a", "k", pw, -300*day, 10*day)}},
 	}})
 	o := newOutbox(t, obj)

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
@@ -26,7 +25,7 @@ const (
 // Record keeps what a fleet's check found for its next reconciles and the metrics, and says in
 // status and events which subscriptions could not be read.
 func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time) {
-	f.Store.Put(keyOf(obj), found)
+	f.Store.Put(target.KeyOf(obj), found)
 	prev := obj.Status.Fleet
 	var before []v1alpha1.UnreadSubscription
 	if prev != nil {
@@ -71,7 +70,7 @@ func unreadSet(u []v1alpha1.UnreadSubscription) string {
 // process has not checked yet keeps what status holds until its check, which is due: it
 // returns nil then. It returns when a cluster next changes state too.
 func (f Fleet) Evaluate(obj *v1alpha1.CredentialWatch, stored *v1alpha1.FleetStatus, g access.Grant, t policy.Thresholds, now time.Time) (*Now, time.Time) {
-	key := keyOf(obj)
+	key := target.KeyOf(obj)
 	all, ok := f.Store.Get(key)
 	if !ok {
 		return nil, time.Time{}
@@ -92,10 +91,6 @@ func (f Fleet) Evaluate(obj *v1alpha1.CredentialWatch, stored *v1alpha1.FleetSta
 	setConditions(obj, v, t, now)
 	f.tellWorsened(obj, stored, v, f.Store.Viewed(key, now), t, now)
 	return &Now{Found: all, Shown: found, Views: v.Clusters}, v.NextTransition
-}
-
-func keyOf(obj *v1alpha1.CredentialWatch) types.NamespacedName {
-	return types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 }
 
 // visible is what found shows that g still allows: an identity narrowed since the check shows

@@ -8,6 +8,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 func fleetWatch() *v1alpha1.CredentialWatch {
@@ -16,7 +17,7 @@ func fleetWatch() *v1alpha1.CredentialWatch {
 }
 
 func TestUnitRecordSaysWhatWasSearchedAndTellsUnreadSubscriptionsOnce(t *testing.T) {
-	ev := &events{}
+	ev := &targettest.Events{}
 	f := Fleet{Events: ev, Store: NewStore()}
 	obj := fleetWatch()
 	found := Found{Subscriptions: 2, Clusters: []Cluster{{ID: clusterID("s1", "rg", "a")}}, Uncounted: 4,
@@ -27,26 +28,26 @@ func TestUnitRecordSaysWhatWasSearchedAndTellsUnreadSubscriptionsOnce(t *testing
 		"1 subscriptions could not be read (status.fleet.unread)"; ready.Message != want || ready.Reason != v1alpha1.ReasonChecked {
 		t.Errorf("Ready %s %q, want Checked %q", ready.Reason, ready.Message, want)
 	}
-	assertEvents(t, ev.take(),
+	assertEvents(t, ev.Take(),
 		"Warning FleetTruncated The fleet holds 1 clusters: 4 more were found and are in no count or metric; narrow it with subscriptions, resourceGroups or tags, or split it",
 		"Warning SubscriptionsUnread 1 subscriptions could not be read, such as s2: AuthorizationFailed")
-	if _, ok := f.Store.Get(keyOf(obj)); !ok {
+	if _, ok := f.Store.Get(target.KeyOf(obj)); !ok {
 		t.Error("the store does not hold what was found")
 	}
 	f.Record(obj, found, now)
-	assertEvents(t, ev.take())
+	assertEvents(t, ev.Take())
 	found.Unread, found.Uncounted = nil, 0
 	f.Record(obj, found, now)
-	assertEvents(t, ev.take(), "Normal SubscriptionsRead Every subscription of the fleet could be read again")
+	assertEvents(t, ev.Take(), "Normal SubscriptionsRead Every subscription of the fleet could be read again")
 }
 
 func TestUnitEvaluateShowsWhatTheIdentityAllowsAndTellsWhatWorsened(t *testing.T) {
-	ev := &events{}
+	ev := &targettest.Events{}
 	f := Fleet{Events: ev, Store: NewStore()}
 	obj := fleetWatch()
 	pw := v1alpha1.CredentialTypePassword
 	a, b := clusterID("s1", "rg", "a"), clusterID("s2", "rg", "b")
-	f.Store.Put(keyOf(obj), Found{Subscriptions: 2, Clusters: []Cluster{
+	f.Store.Put(target.KeyOf(obj), Found{Subscriptions: 2, Clusters: []Cluster{
 		{ID: a, SubscriptionID: "s1", ResourceGroup: "rg", AppID: "app-a", Credentials: []v1alpha1.Credential{credential("app-a", "k", pw, -300*day, 8*day)}},
 		{ID: b, SubscriptionID: "s2", ResourceGroup: "rg", AppID: "app-b", Credentials: []v1alpha1.Credential{credential("app-b", "k", pw, -300*day, 2*day)}},
 	}})
@@ -63,12 +64,12 @@ func TestUnitEvaluateShowsWhatTheIdentityAllowsAndTellsWhatWorsened(t *testing.T
 	if want := "1 clusters' service principals have a credential ending within 30d; first " + a + " (appId app-a) at 2026-12-10T12:00:00Z"; expiring.Message != want {
 		t.Errorf("Expiring %q, want %q", expiring.Message, want)
 	}
-	assertEvents(t, ev.take()) // a first evaluation in this process, of a status that listed nothing
+	assertEvents(t, ev.Take()) // a first evaluation in this process, of a status that listed nothing
 
 	// A day and a second later, a is Critical: told once.
 	later := now.Add(day + 1)
 	f.Evaluate(obj, obj.Status.Fleet, grantOf("s1"), std, later)
-	got := ev.take()
+	got := ev.Take()
 	if len(got) != 1 || !strings.HasPrefix(got[0], "Warning CredentialCritical AKS cluster "+a+" signs in with service principal app-a, whose first credential expires in 6d") {
 		t.Errorf("events %q, want one CredentialCritical for a", got)
 	}
@@ -76,11 +77,11 @@ func TestUnitEvaluateShowsWhatTheIdentityAllowsAndTellsWhatWorsened(t *testing.T
 		t.Errorf("Expiring %s, want %s", c.Reason, v1alpha1.ReasonWithinCritical)
 	}
 	f.Evaluate(obj, obj.Status.Fleet, grantOf("s1"), std, later)
-	assertEvents(t, ev.take())
+	assertEvents(t, ev.Take())
 }
 
 func TestUnitEvaluateOfAFleetThisProcessHasNotCheckedKeepsItsStatus(t *testing.T) {
-	f := Fleet{Events: &events{}, Store: NewStore()}
+	f := Fleet{Events: &targettest.Events{}, Store: NewStore()}
 	obj := fleetWatch()
 	obj.Status.Fleet = &v1alpha1.FleetStatus{Clusters: 7}
 	if n, next := f.Evaluate(obj, obj.Status.Fleet, grantOf("s1"), std, now); n != nil || !next.IsZero() || obj.Status.Fleet.Clusters != 7 {

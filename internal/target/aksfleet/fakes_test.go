@@ -2,42 +2,15 @@ package aksfleet
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 )
-
-// events records what a kind raises, as "Type Reason message".
-type events struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (e *events) Event(_ runtime.Object, eventtype, reason, message string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, eventtype+" "+reason+" "+message)
-}
-
-func (e *events) Eventf(o runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	e.Event(o, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (e *events) take() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	got := e.got
-	e.got = nil
-	return got
-}
 
 // watches is a namespace's CredentialWatches in memory, with func fields to fail a write.
 type watches struct {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 func creatingFleet() *v1alpha1.CredentialWatch {
@@ -27,7 +28,7 @@ func onSP(names ...string) *Now {
 }
 
 func TestUnitSyncWatchesCreatesOnePerClusterAndLeavesAnothersNameAlone(t *testing.T) {
-	ev := &events{}
+	ev := &targettest.Events{}
 	ws := &watches{items: map[string]*v1alpha1.CredentialWatch{}}
 	obj := creatingFleet()
 	// Someone's own watch holds the name the fleet would give cluster c's.
@@ -46,7 +47,7 @@ func TestUnitSyncWatchesCreatesOnePerClusterAndLeavesAnothersNameAlone(t *testin
 	if a == nil || metav1.GetControllerOf(a).UID != obj.UID || a.Spec.Target.AKSCluster.Name != "a" || a.Labels[labelFleet] != string(obj.UID) {
 		t.Fatalf("watch of a: %+v, want one the fleet controls, of cluster a", a)
 	}
-	assertEvents(t, ev.take(), "Normal FleetWatchesCreated Created 2 aksCluster watches, such as "+a.Name,
+	assertEvents(t, ev.Take(), "Normal FleetWatchesCreated Created 2 aksCluster watches, such as "+a.Name,
 		"Warning FleetWatchNameTaken 1 clusters have no watch of the fleet's because a watch it did not create holds the name, such as "+taken+
 			": delete or rename that watch, and the fleet creates its own")
 
@@ -54,7 +55,7 @@ func TestUnitSyncWatchesCreatesOnePerClusterAndLeavesAnothersNameAlone(t *testin
 	if _, err := f.SyncWatches(context.Background(), obj, onSP("a", "b", "c"), obj.Status.Fleet.Unwatched, now); err != nil {
 		t.Fatal(err)
 	}
-	assertEvents(t, ev.take())
+	assertEvents(t, ev.Take())
 
 	// b is gone from a subscription listed whole, a moved to a managed identity.
 	moved := onSP("c")
@@ -65,13 +66,13 @@ func TestUnitSyncWatchesCreatesOnePerClusterAndLeavesAnothersNameAlone(t *testin
 	if obj.Status.Fleet.Watches != 0 || len(ws.items) != 1 {
 		t.Errorf("status %+v, %d watches left: want only the other's", obj.Status.Fleet, len(ws.items))
 	}
-	if got := ev.take(); len(got) != 1 || got[0][:len("Normal FleetWatchesDeleted Deleted 2 aksCluster watches")] != "Normal FleetWatchesDeleted Deleted 2 aksCluster watches" {
+	if got := ev.Take(); len(got) != 1 || got[0][:len("Normal FleetWatchesDeleted Deleted 2 aksCluster watches")] != "Normal FleetWatchesDeleted Deleted 2 aksCluster watches" {
 		t.Errorf("events %q, want one FleetWatchesDeleted of two", got)
 	}
 }
 
 func TestUnitSyncWatchesIsBoundedAndAQuotaHoldsUpTheRest(t *testing.T) {
-	ev := &events{}
+	ev := &targettest.Events{}
 	ws := &watches{items: map[string]*v1alpha1.CredentialWatch{}}
 	obj := creatingFleet()
 	f := Fleet{Events: ev, Watches: ws, WatchLimit: 2}
@@ -81,7 +82,7 @@ func TestUnitSyncWatchesIsBoundedAndAQuotaHoldsUpTheRest(t *testing.T) {
 	if len(ws.items) != 2 || obj.Status.Fleet.Unwatched != 2 {
 		t.Errorf("%d watches, %d unwatched: want the limit of 2, and 2 unwatched", len(ws.items), obj.Status.Fleet.Unwatched)
 	}
-	assertEvents(t, ev.take()[1:], "Warning FleetWatchesCapped 2 clusters on a service principal have no watch: a fleet creates at most 2; "+
+	assertEvents(t, ev.Take()[1:], "Warning FleetWatchesCapped 2 clusters on a service principal have no watch: a fleet creates at most 2; "+
 		"narrow it with subscriptions, resourceGroups or tags, or split it")
 
 	ws = &watches{items: map[string]*v1alpha1.CredentialWatch{}, CreateFunc: func(*v1alpha1.CredentialWatch) error {
@@ -92,7 +93,7 @@ func TestUnitSyncWatchesIsBoundedAndAQuotaHoldsUpTheRest(t *testing.T) {
 	if _, err := f.SyncWatches(context.Background(), obj, onSP("a", "b", "c"), 0, now); err != nil {
 		t.Fatal(err)
 	}
-	if got := ev.take(); len(got) != 1 || obj.Status.Fleet.Unwatched != 3 {
+	if got := ev.Take(); len(got) != 1 || obj.Status.Fleet.Unwatched != 3 {
 		t.Errorf("events %q, %d unwatched: want one FleetWatchRefused and the other two waiting", got, obj.Status.Fleet.Unwatched)
 	}
 }

@@ -107,7 +107,7 @@ type Owners struct {
 // twice, and a failing mailbox holds up no other. It returns when the digests next need
 // attention.
 func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners Owners, t policy.Thresholds, h policy.Hygiene, now time.Time) (time.Time, error) {
-	key := keyOf(obj)
+	key := target.KeyOf(obj)
 	spec := obj.Spec.Target.TenantScan.OwnerDigests
 	found, ok := s.Store.Get(key)
 	if !ok || obj.Status.LastCheckTime == nil {

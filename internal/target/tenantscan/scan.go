@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
@@ -27,10 +26,6 @@ type Scan struct {
 	Pace   *Pace
 	Ledger target.Ledger
 	Relays Relays
-}
-
-func keyOf(obj *v1alpha1.CredentialWatch) types.NamespacedName {
-	return types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 }
 
 // Read lists the tenant's applications and service principals through tc, folding them as they
@@ -74,7 +69,7 @@ func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time) 
 	}
 	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
 	counts.Credentials = int32(len(found.Credentials))
-	s.Store.Put(keyOf(obj), found)
+	s.Store.Put(target.KeyOf(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,

@@ -3,19 +3,18 @@ package tenantscan
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure/azurefake"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 func TestUnitReadFoldsTheTenantAndSaysWhichFilterGraphRefused(t *testing.T) {
@@ -42,18 +41,8 @@ func TestUnitReadFoldsTheTenantAndSaysWhichFilterGraphRefused(t *testing.T) {
 	}
 }
 
-type events struct{ got []string }
-
-func (e *events) Event(_ runtime.Object, eventtype, reason, message string) {
-	e.got = append(e.got, eventtype+" "+reason+" "+message)
-}
-
-func (e *events) Eventf(o runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	e.Event(o, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
 func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
-	s := Scan{Events: &events{}, Store: NewStore()}
+	s := Scan{Events: &targettest.Events{}, Store: NewStore()}
 	obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"}}
 	obj.Status.TenantScan = &v1alpha1.TenantScanStatus{Warning: 3}
 	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: "left over from another target"}
@@ -65,7 +54,7 @@ func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
 	if st := obj.Status.TenantScan; st.Credentials != 6 || st.Warning != 3 || obj.Status.ServicePrincipal != nil {
 		t.Errorf("status %+v: want six credentials counted, the states kept until they are counted again, no service principal", obj.Status)
 	}
-	if found, ok := s.Store.Get(keyOf(obj)); !ok || len(found.Credentials) != 6 {
+	if found, ok := s.Store.Get(target.KeyOf(obj)); !ok || len(found.Credentials) != 6 {
 		t.Errorf("the store holds %d credentials, want 6", len(found.Credentials))
 	}
 }
