@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -21,7 +20,10 @@ import (
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/identity"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/statuspatch"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // SignIn signs in to Entra ID with a fresh credential: whether it accepts an identity now.
@@ -81,7 +83,7 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := obj.DeepCopyObject().(client.Object)
+	before := st.DeepCopy()
 	now := r.Clock.Now()
 	if st.ObservedGeneration == obj.GetGeneration() && st.NextSignInTime != nil && now.Before(st.NextSignInTime.Time) {
 		return ctrl.Result{RequeueAfter: st.NextSignInTime.Sub(now)}, nil
@@ -98,7 +100,7 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if ctx.Err() != nil {
 		return ctrl.Result{}, ctx.Err()
 	}
-	var ke *kubernetesError
+	var ke *target.KubernetesError
 	if errors.As(err, &ke) {
 		return ctrl.Result{}, ke
 	}
@@ -106,7 +108,7 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		st.ConsecutiveFailures++
 		wait = policy.RetryAfterFailure(st.ConsecutiveFailures, azerr.RetryAfterOf(err), signInInterval)
-		reason := signInReason(err)
+		reason := identity.SignInReason(err)
 		msg := fmt.Sprintf("%v; signing in again at %s", err, now.Add(wait).UTC().Format(time.RFC3339))
 		setIdentityCondition(st, obj.GetGeneration(), metav1.ConditionFalse, reason, msg, now)
 		if prev.Status != metav1.ConditionFalse || prev.Reason != reason {
@@ -124,10 +126,8 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	next := metav1.NewTime(now.Add(wait))
 	st.NextSignInTime = &next
-	if !equality.Semantic.DeepEqual(before, obj) {
-		if err := r.Status().Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
-		}
+	if err := statuspatch.Patch(ctx, r.Status(), v1alpha1.GroupVersion.WithKind(id.Kind), req.NamespacedName, before, st); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
 }
@@ -139,9 +139,9 @@ func (r *IdentityReconciler) signIn(ctx context.Context, id access.Identity) err
 	if id.Spec.Operator != nil {
 		tenants = id.Spec.Allow.Tenants
 	}
-	s := signIns{Secrets: r.Secrets, OperatorNamespace: r.OperatorNamespace}
+	s := identity.SignIns{Secrets: r.Secrets, OperatorNamespace: r.OperatorNamespace}
 	for _, tenant := range tenants {
-		az, err := s.identity(ctx, id, tenant)
+		az, err := s.Identity(ctx, id, tenant)
 		if err != nil {
 			return err
 		}
@@ -150,24 +150,6 @@ func (r *IdentityReconciler) signIn(ctx context.Context, id access.Identity) err
 		}
 	}
 	return nil
-}
-
-// signInReason is the Ready reason of a failed sign-in.
-func signInReason(err error) string {
-	var se *secretError
-	var te *azure.TokenError
-	var sae *serviceAccountError
-	switch {
-	case errors.As(err, &sae):
-		return v1alpha1.ReasonServiceAccountTokenFailed
-	case errors.As(err, &se):
-		return v1alpha1.ReasonCredentialSecretInvalid
-	case errors.As(err, &te):
-		return v1alpha1.ReasonServiceAccountTokenFailed
-	case azerr.KindOf(err) == azerr.KindUnavailable:
-		return v1alpha1.ReasonSignInUnavailable
-	}
-	return v1alpha1.ReasonAuthenticationFailed
 }
 
 func identityCondition(st *v1alpha1.IdentityStatus) metav1.Condition {

@@ -17,6 +17,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/identity"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/target"
@@ -71,7 +72,7 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 		// The operator is stopping: this is not the check failing.
 		return time.Time{}, ctx.Err()
 	}
-	var apiErr *kubernetesError
+	var apiErr *target.KubernetesError
 	if errors.As(err, &apiErr) {
 		return time.Time{}, apiErr
 	}
@@ -91,11 +92,11 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 		obj.Status.ConsecutiveFailures = 0
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	var ie *identityError
-	if errors.As(err, &ie) && ie.pending {
+	var ie *identity.Error
+	if errors.As(err, &ie) && ie.Pending {
 		// An identity created with its watches signs in within seconds: nothing has failed yet,
 		// and its signing in reconciles the watch.
-		target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionUnknown, ie.reason, ie.msg, w.now)
+		target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionUnknown, ie.Reason(), ie.Error(), w.now)
 		return time.Time{}, nil
 	}
 	if err != nil {
@@ -120,7 +121,7 @@ func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState)
 		return false, nil
 	}
 	_, err := r.authorizeCheck(ctx, w)
-	var ke *kubernetesError
+	var ke *target.KubernetesError
 	if errors.As(err, &ke) {
 		return false, ke
 	}
@@ -253,7 +254,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (ch
 	}
 	tenant := obj.Spec.Target.TenantID()
 	res := checkResult{grant: g}
-	if res.id, err = r.signIns().identity(ctx, g.Identity, tenant); err != nil {
+	if res.id, err = r.signIns().Identity(ctx, g.Identity, tenant); err != nil {
 		return checkResult{}, err
 	}
 	switch t := obj.Spec.Target; {
@@ -336,11 +337,6 @@ func (r *CredentialWatchReconciler) clusterOf(ctx context.Context, w *watchState
 	return r.readCluster(ctx, id, ref)
 }
 
-// signIns reads the identities of watches from their objects.
-func (r *CredentialWatchReconciler) signIns() signIns {
-	return signIns{Secrets: r.SecretReader, OperatorNamespace: r.OperatorNamespace}
-}
-
 // accessCluster is where ref is, as access sees it.
 func accessCluster(ref aks.ClusterRef) *access.Cluster {
 	return &access.Cluster{SubscriptionID: ref.SubscriptionID, ResourceGroup: ref.ResourceGroup}
@@ -362,21 +358,6 @@ func (r *CredentialWatchReconciler) readCluster(ctx context.Context, id azure.Id
 func clusterRef(t *v1alpha1.AKSClusterTarget) aks.ClusterRef {
 	return aks.ClusterRef{SubscriptionID: t.SubscriptionID, ResourceGroup: t.ResourceGroup, Name: t.Name}
 }
-
-// secretError is a problem with the Secret an identity signs in with: a person must fix it.
-type secretError struct{ msg string }
-
-func (e *secretError) Error() string { return e.msg }
-
-// Reason is ReasonCredentialSecretInvalid.
-func (e *secretError) Reason() string { return v1alpha1.ReasonCredentialSecretInvalid }
-
-// kubernetesError is a failure to talk to the API server while checking: not the check's fault,
-// so it is retried by controller-runtime instead of counted against the watch.
-type kubernetesError struct{ err error }
-
-func (e *kubernetesError) Error() string { return e.err.Error() }
-func (e *kubernetesError) Unwrap() error { return e.err }
 
 // checked names what a check of target reads, for its events and logs.
 func checked(target v1alpha1.Target) string {

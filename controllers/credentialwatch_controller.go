@@ -30,6 +30,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/statuspatch"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
@@ -170,7 +171,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// Written even when the operator is stopping: it records what was done, sent or claimed.
 		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 		defer cancel()
-		if err := r.patchStatus(patchCtx, stored, obj); err != nil {
+		if err := statuspatch.Patch(patchCtx, r.Status(), v1alpha1.GroupVersion.WithKind("CredentialWatch"), req.NamespacedName, &stored.Status, &obj.Status); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()

@@ -244,7 +244,7 @@ func pinnedRef(c *v1alpha1.RotationCluster) aks.ClusterRef {
 // False with the reason, and does nothing else: whatever step it reached stays as it was, and
 // it goes on when the identity allows it again (a change to the identity reconciles the watch).
 func (ro *rotationRun) paused(err error) (time.Time, error) {
-	var ke *kubernetesError
+	var ke *target.KubernetesError
 	if errors.As(err, &ke) {
 		return time.Time{}, ke
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/rotation"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // rotationFinalizer keeps a watch whose rotation is in flight until the rotation has been rolled
@@ -37,7 +38,7 @@ func (r *CredentialWatchReconciler) setFinalizer(ctx context.Context, w *watchSt
 		return nil
 	}
 	if err := r.Update(ctx, obj); err != nil {
-		return &kubernetesError{fmt.Errorf("updating the finalizers of the watch: %w", err)}
+		return &target.KubernetesError{Err: fmt.Errorf("updating the finalizers of the watch: %w", err)}
 	}
 	w.obj.Finalizers, w.stored.Finalizers = obj.Finalizers, obj.Finalizers
 	w.obj.ResourceVersion, w.stored.ResourceVersion = obj.ResourceVersion, obj.ResourceVersion
@@ -78,7 +79,7 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 // identity still allows that, and lets the watch go when that is done or cannot be.
 func (ro *rotationRun) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadline time.Time) (time.Time, error) {
 	g, err := ro.authorize(ctx, rotation.Abortable(st) != nil)
-	var ke *kubernetesError
+	var ke *target.KubernetesError
 	if errors.As(err, &ke) {
 		return time.Time{}, err
 	}

@@ -28,7 +28,7 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 	owners := tenantscan.Owners{
 		Grant: func() (access.Grant, error) { return r.grantOnce(ctx, w) },
 		Tenant: func(ctx context.Context, g access.Grant) (graph.TenantClient, error) {
-			id, err := r.signIns().identity(ctx, g.Identity, obj.Spec.Target.TenantID())
+			id, err := r.signIns().Identity(ctx, g.Identity, obj.Spec.Target.TenantID())
 			if err != nil {
 				return nil, nil // the check says why
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/identity"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -71,7 +72,7 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 	other := newNamespace(t)
 	for _, ns := range []string{team, other} {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graph",
-			Annotations: map[string]string{AnnotationWorkloadIdentityClientID: wiClient}}}
+			Annotations: map[string]string{identity.AnnotationWorkloadIdentityClientID: wiClient}}}
 		if err := k8s.Create(ctx, sa); err != nil {
 			t.Fatal(err)
 		}

@@ -79,3 +79,11 @@ type ClusterError struct{ Err error }
 
 func (e *ClusterError) Error() string { return e.Err.Error() }
 func (e *ClusterError) Unwrap() error { return e.Err }
+
+// KubernetesError is a failure to talk to the API server while a watch is worked on: not the
+// check's fault nor the watch's, so it is retried by controller-runtime instead of counted
+// against the watch.
+type KubernetesError struct{ Err error }
+
+func (e *KubernetesError) Error() string { return e.Err.Error() }
+func (e *KubernetesError) Unwrap() error { return e.Err }

@@ -1,4 +1,8 @@
-package controllers
+// Package statuspatch writes the status of the objects the operator owns, watches and
+// identities alike: once a reconcile, as a JSON merge patch of the fields that changed, so that
+// a reconcile neither overwrites what another wrote to other fields nor pays for decoding the
+// whole object the API server would answer with.
+package statuspatch
 
 import (
 	"bytes"
@@ -9,36 +13,36 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
-// patchStatus writes what changed in obj's status since before. The patch is made from the two
-// statuses alone, and the API server is asked to answer with the watch's metadata alone: no
+// Patch writes what changed in the status of the object of kind gvk named key since before:
+// before and after are its status, as read and as it is now. The patch is made from the two
+// statuses alone, and the API server is asked to answer with the object's metadata alone: no
 // reconcile reads the object it returns, and decoding all of it took a twelfth of the operator's
-// processor time in a sweep (BENCHMARKS.md). So obj is not refreshed: its resourceVersion is the
-// one it was read with.
-func (r *CredentialWatchReconciler) patchStatus(ctx context.Context, before, obj *v1alpha1.CredentialWatch) error {
-	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
+// processor time in a sweep (BENCHMARKS.md). So the object in memory is not refreshed: its
+// resourceVersion is the one it was read with. An object deleted meanwhile has no status to write.
+func Patch(ctx context.Context, w client.SubResourceWriter, gvk schema.GroupVersionKind, key client.ObjectKey, before, after any) error {
+	if equality.Semantic.DeepEqual(before, after) {
 		return nil
 	}
-	patch, err := statusPatch(&before.Status, &obj.Status)
+	patch, err := statusPatch(before, after)
 	if err != nil || patch == nil {
 		return err
 	}
-	written := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name}}
-	written.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CredentialWatch"))
-	if err := r.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	written := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	written.SetGroupVersionKind(gvk)
+	if err := w.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patching status: %w", err)
 	}
 	return nil
 }
 
-// statusPatch is the JSON merge patch that makes before after, as a patch of the whole watch; nil
-// when their JSON is the same (times that differ below a second).
-func statusPatch(before, after *v1alpha1.CredentialWatchStatus) ([]byte, error) {
+// statusPatch is the JSON merge patch that makes status before after, as a patch of the whole
+// object; nil when their JSON is the same (times that differ below a second).
+func statusPatch(before, after any) ([]byte, error) {
 	from, err := json.Marshal(before)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,158 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ready(status metav1.ConditionStatus, generation int64) v1alpha1.IdentityStatus {
+	return v1alpha1.IdentityStatus{ObservedGeneration: generation, Conditions: []metav1.Condition{
+		{Type: v1alpha1.ConditionReady, Status: status, Reason: "R", Message: "the secret expired"}}}
+}
+
+func TestGrant(t *testing.T) {
+	team := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "mine", Generation: 1}, Status: ready(metav1.ConditionTrue, 1)}
+	stale := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "stale", Generation: 2}, Status: ready(metav1.ConditionTrue, 1)}
+	broken := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "broken", Generation: 1}, Status: ready(metav1.ConditionFalse, 1)}
+	shared := &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "shared", Generation: 1}, Status: ready(metav1.ConditionTrue, 1)}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"tier": "prod"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(team, stale, broken, shared, ns).Build()
+
+	watch := func(ref *v1alpha1.IdentityRef) *v1alpha1.CredentialWatch {
+		return &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}, Spec: v1alpha1.CredentialWatchSpec{IdentityRef: ref}}
+	}
+	migrating := watch(nil)
+	migrating.Spec.AzureCredentialRef = &corev1.LocalObjectReference{Name: "old"}
+	for _, tc := range []struct {
+		name     string
+		def      string
+		obj      *v1alpha1.CredentialWatch
+		reason   string // empty: granted
+		pending  bool
+		identity string
+		labels   map[string]string
+	}{
+		{name: "old azureCredentialRef", obj: migrating, reason: v1alpha1.ReasonIdentityMigrationNeeded},
+		{name: "none and no default", obj: watch(nil), reason: v1alpha1.ReasonNoIdentity},
+		{name: "default missing", def: "gone", obj: watch(nil), reason: v1alpha1.ReasonIdentityNotFound},
+		{name: "named missing", obj: watch(&v1alpha1.IdentityRef{Name: "gone"}), reason: v1alpha1.ReasonIdentityNotFound},
+		{name: "not signed in yet", obj: watch(&v1alpha1.IdentityRef{Name: "stale"}), reason: v1alpha1.ReasonIdentityNotReady, pending: true},
+		{name: "fails to sign in", obj: watch(&v1alpha1.IdentityRef{Name: "broken"}), reason: v1alpha1.ReasonIdentityNotReady},
+		{name: "own namespace's", obj: watch(&v1alpha1.IdentityRef{Name: "mine"}), identity: "AzureIdentity team/mine"},
+		{name: "default, with the namespace's labels", def: "shared", obj: watch(nil), identity: "ClusterAzureIdentity shared", labels: ns.Labels},
+		{name: "a watch's own choice is not replaced by the default", def: "shared", obj: watch(&v1alpha1.IdentityRef{Name: "gone"}), reason: v1alpha1.ReasonIdentityNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Finder{Client: c, Default: tc.def}.Grant(context.Background(), tc.obj)
+			if tc.reason != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Reason() != tc.reason || e.Pending != tc.pending || target.ReasonFor(err) != tc.reason {
+					t.Fatalf("Grant = %v; want an Error with reason %s, pending %v", err, tc.reason, tc.pending)
+				}
+				return
+			}
+			if err != nil || g.Identity.String() != tc.identity || g.Namespace.Name != "team" || fmt.Sprint(g.Namespace.Labels) != fmt.Sprint(tc.labels) {
+				t.Fatalf("Grant = %+v, %v; want %s for namespace team with labels %v", g, err, tc.identity, tc.labels)
+			}
+		})
+	}
+}
+
+func TestGrantAPIServerFailureIsNotTheWatchs(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme(t)).Build()
+	failing := failingReader{c}
+	_, err := Finder{Client: failing}.Grant(context.Background(), &v1alpha1.CredentialWatch{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}, Spec: v1alpha1.CredentialWatchSpec{IdentityRef: &v1alpha1.IdentityRef{Name: "mine"}}})
+	var ke *target.KubernetesError
+	if !errors.As(err, &ke) {
+		t.Fatalf("Grant = %v; want a KubernetesError, which controller-runtime retries", err)
+	}
+}
+
+type failingReader struct{ client.Reader }
+
+func (failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("connection refused")
+}
+
+func TestSignInsIdentity(t *testing.T) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "sp"}, Data: map[string][]byte{"clientSecret": []byte("s3cret")}}
+	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "empty"}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "wi", Annotations: map[string]string{AnnotationWorkloadIdentityClientID: "CLIENT"}}}
+	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other"}}
+	s := SignIns{Secrets: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(secret, empty, sa, other).Build()}
+
+	withSecret := func(name string) access.Identity {
+		return access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "id", Spec: v1alpha1.IdentitySpec{
+			ClientSecret: &v1alpha1.ClientSecretSignIn{ClientID: "app", SecretRef: v1alpha1.SecretKeyRef{Name: name, Key: "clientSecret"}}}}
+	}
+	withSA := func(name string) access.Identity {
+		return access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "id", Spec: v1alpha1.IdentitySpec{
+			WorkloadIdentity: &v1alpha1.WorkloadIdentitySignIn{ClientID: "client", ServiceAccountRef: v1alpha1.LocalRef{Name: name}}}}
+	}
+	asOperator := access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "id", Spec: v1alpha1.IdentitySpec{Operator: &v1alpha1.OperatorSignIn{}}}
+	for _, tc := range []struct {
+		name   string
+		id     access.Identity
+		reason string // of the failure as the identity's own Ready condition gives it; empty: signs in
+	}{
+		{"client secret", withSecret("sp"), ""},
+		{"secret missing", withSecret("gone"), v1alpha1.ReasonCredentialSecretInvalid},
+		{"secret without the key", withSecret("empty"), v1alpha1.ReasonCredentialSecretInvalid},
+		{"workload identity the ServiceAccount consents to, whatever the case", withSA("wi"), ""},
+		{"ServiceAccount that does not consent", withSA("other"), v1alpha1.ReasonServiceAccountTokenFailed},
+		{"ServiceAccount missing", withSA("gone"), v1alpha1.ReasonServiceAccountTokenFailed},
+		{"a namespace's identity as the operator", asOperator, v1alpha1.ReasonAuthenticationFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Identity(context.Background(), tc.id, "tenant")
+			if tc.reason == "" {
+				if err != nil || got.TenantID != "tenant" {
+					t.Fatalf("Identity = %v, %v; want one signing in to tenant", got, err)
+				}
+				return
+			}
+			if err == nil || SignInReason(err) != tc.reason {
+				t.Fatalf("Identity = %v; want a failure with reason %s, got %s", err, tc.reason, SignInReason(err))
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the failure %q quotes the secret", err)
+			}
+		})
+	}
+}
+
+func TestSignInReasonOfAzure(t *testing.T) {
+	if got := SignInReason(&azure.TokenError{Err: errors.New("no token file")}); got != v1alpha1.ReasonServiceAccountTokenFailed {
+		t.Errorf("SignInReason(TokenError) = %s", got)
+	}
+	if got := SignInReason(errors.New("AADSTS7000215: invalid client secret")); got != v1alpha1.ReasonAuthenticationFailed {
+		t.Errorf("SignInReason(refusal) = %s", got)
+	}
+}
