@@ -26,6 +26,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
@@ -283,7 +284,7 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	s := settings{interval: interval, thresholds: thresholds, checkFailureAfter: policy.DefaultCheckFailureAfter}
+	s := settings{interval: interval, thresholds: thresholds, checkFailureAfter: alerting.DefaultCheckFailureAfter}
 	if s.hygiene, err = policy.HygieneOf(spec.Hygiene); err != nil {
 		return settings{}, err
 	}
@@ -296,7 +297,7 @@ func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
 			}
 		}
 	}
-	if s.remindBefore, err = policy.RemindBefore(remind); err != nil {
+	if s.remindBefore, err = alerting.RemindBefore(remind); err != nil {
 		return settings{}, err
 	}
 	return s, nil

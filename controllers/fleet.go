@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alerting/delivery"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/target"
@@ -61,7 +62,7 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 		return time.Time{}, nil
 	}
 	set, cfgErr := r.Channels.For(ctx, aksfleet.WithOwnChannels(obj))
-	failing, keep := alertsLedger(obj, set)
+	failing, keep := delivery.LedgerOf(obj, set)
 	defer keep()
 	if len(set) == 0 {
 		target.SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonNoChannels, aksfleet.NoChannels, now)
@@ -71,14 +72,15 @@ func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w 
 	if err != nil {
 		return target.LedgerRefused(obj, r.Recorder, err, now)
 	}
+	d := r.sender(w)
 	send := func(ctx context.Context, ch channels.Channel, a notify.Alert) bool {
-		return r.send(ctx, obj, failing, ch, a, now)
+		return d.Send(ctx, failing, ch, a)
 	}
 	next, err := r.fleet().Tell(ctx, obj, w.fleet, aksfleet.Outbox{Channels: set, Failing: failing, Book: book, Ledger: r.Ledger, Send: send}, now)
 	if err != nil {
 		return time.Time{}, err
 	}
-	return r.alertsDelivered(obj, set, failing, cfgErr, next, now), nil
+	return d.Delivered(set, failing, cfgErr, next), nil
 }
 
 // watchClient is the API server's CredentialWatches, as the target kinds ask for them.

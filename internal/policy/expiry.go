@@ -204,3 +204,37 @@ func (g *Groups) add(c *v1alpha1.Credential) {
 func BySoonestEnd(a, b v1alpha1.Credential) int {
 	return cmp.Or(a.EndTime.Compare(b.EndTime.Time), strings.Compare(a.KeyID, b.KeyID))
 }
+
+// InUseByRotation reports whether keyID is a secret credwatch's rotations moved a watch's
+// consumers onto: the last rotation's, or that of the rotation retiring the old ones once it
+// handed its secret to the watch's Secret (RetireTime is set then): until then the old secret is
+// all some consumers have.
+func InUseByRotation(keyID string, last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) bool {
+	return last != nil && last.KeyID == keyID ||
+		r != nil && r.Step == v1alpha1.StepRetiring && r.RetireTime != nil && r.KeyID == keyID
+}
+
+// Newer is the credential that renewed c, the one ending last; nil when none did. A credential
+// renews c when it is of its kind, on the same object, and started and ends after it:
+// `az ad app credential reset --append` renews that way, and leaves the old one in place.
+func Newer(c v1alpha1.Credential, all []v1alpha1.Credential) *v1alpha1.Credential {
+	var newer *v1alpha1.Credential
+	for i := range all {
+		if d := &all[i]; Renews(*d, c) && (newer == nil || d.EndTime.After(newer.EndTime.Time)) {
+			newer = d
+		}
+	}
+	return newer
+}
+
+// Renews reports whether d renews c, as Newer means it.
+func Renews(d, c v1alpha1.Credential) bool {
+	return d.Type == c.Type && d.Source == c.Source && d.KeyID != c.KeyID && d.EndTime.After(c.EndTime.Time) && startOf(d).After(startOf(c))
+}
+
+func startOf(c v1alpha1.Credential) time.Time {
+	if c.StartTime == nil {
+		return time.Time{}
+	}
+	return c.StartTime.Time
+}

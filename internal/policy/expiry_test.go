@@ -224,3 +224,22 @@ func TestWorsened(t *testing.T) {
 		})
 	}
 }
+
+func TestNewer(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(d)} }
+	old := v1alpha1.Credential{KeyID: "old", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-360 * day), EndTime: *at(5 * day)}
+	hand := v1alpha1.Credential{KeyID: "hand", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-day), EndTime: *at(300 * day)}
+	later := v1alpha1.Credential{KeyID: "later", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypePassword, StartTime: at(-2 * day), EndTime: *at(700 * day)}
+	cert := v1alpha1.Credential{KeyID: "cert", Source: v1alpha1.SourceApplication, Type: v1alpha1.CredentialTypeCertificate, StartTime: at(-day), EndTime: *at(800 * day)}
+	all := []v1alpha1.Credential{old, hand, later, cert}
+	if n := Newer(old, all); n == nil || n.KeyID != "later" {
+		t.Errorf("Newer(old) = %+v, want later, the one ending last", n)
+	}
+	if n := Newer(later, all); n != nil {
+		t.Errorf("Newer(later) = %+v, want none: a certificate renews no secret", n)
+	}
+}
+
+// A renewed secret that expired is told so once, not every day: old secrets often stay beside
+// the new one for good.

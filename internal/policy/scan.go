@@ -66,7 +66,7 @@ func ViewScan(all []v1alpha1.Credential, now time.Time, t Thresholds, limit int)
 
 // Renewed marks the credentials another of the same application renews, as Newer finds them.
 func Renewed(all []v1alpha1.Credential) map[int]bool {
-	return renewedBy(all, renews)
+	return renewedBy(all, Renews)
 }
 
 // Replaced appends to dst, in order, the indices of the credentials whose end no longer matters,
@@ -77,7 +77,7 @@ func Renewed(all []v1alpha1.Credential) map[int]bool {
 // for a scrape to reuse across its watches, which this does without allocating.
 func Replaced(dst []int, all []v1alpha1.Credential, last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus, rotationOnly bool, now time.Time) []int {
 	replaces := func(d, c v1alpha1.Credential) bool {
-		return renews(d, c) && !startOf(d).After(now) && (!rotationOnly || InUseByRotation(d.KeyID, last, r))
+		return Renews(d, c) && !startOf(d).After(now) && (!rotationOnly || InUseByRotation(d.KeyID, last, r))
 	}
 	if len(all) > pairwiseUpTo {
 		set := renewedBy(all, replaces)

@@ -28,7 +28,7 @@ func TestViewScan(t *testing.T) {
 		scanned("c", "yesterday", pw, -365*day, -1*day),     // expired
 		scanned("d", "soon", pw, -340*day, 20*day),          // warning
 		scanned("e", "other-app", pw, -1*day, 90*day),       // valid; does not renew a's
-		scanned("a", "older-start", pw, -900*day, -300*day), // also a's: neither renews the other's start and end both
+		scanned("a", "older-start", pw, -900*day, -300*day), // also a's: neither Renews the other's start and end both
 	}
 	before := append([]v1alpha1.Credential(nil), all...)
 

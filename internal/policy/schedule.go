@@ -118,3 +118,17 @@ func Earliest(moments ...time.Time) time.Time {
 	}
 	return at
 }
+
+// Alert delivery backoff per channel: 1m, 2m, 4m, ... capped at 1h.
+const (
+	deliveryBase = time.Minute
+	DeliveryCap  = time.Hour
+)
+
+// DeliveryBackoff is how long after failures consecutive failed deliveries a channel is tried
+// again; a peer's Retry-After is a floor.
+func DeliveryBackoff(failures int32, retryAfter time.Duration) time.Duration {
+	return max(Doubling(deliveryBase, DeliveryCap, failures), retryAfter)
+}
+
+const day = 24 * time.Hour

@@ -155,3 +155,17 @@ func TestJitter(t *testing.T) {
 		t.Errorf("Jitter with 0.5 = %v, want 1h3m", got)
 	}
 }
+
+func TestDeliveryBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		failures   int32
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, time.Minute}, {2, 0, 2 * time.Minute}, {7, 0, time.Hour}, {100, 0, time.Hour}, {1, 5 * time.Minute, 5 * time.Minute},
+	} {
+		if got := DeliveryBackoff(tc.failures, tc.retryAfter); got != tc.want {
+			t.Errorf("DeliveryBackoff(%d, %v) = %v, want %v", tc.failures, tc.retryAfter, got, tc.want)
+		}
+	}
+}

@@ -7,13 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // Alert words an alert policy planned for the watch w, as of now.
-func Alert(w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) notify.Alert {
+func Alert(w *v1alpha1.CredentialWatch, p alerting.Planned, now time.Time) notify.Alert {
 	a := notify.Alert{
 		ID:        notify.AlertID(string(w.UID), p.Subject, p.Step.Name+"@"+p.Step.Due.UTC().Truncate(time.Second).Format(time.RFC3339)),
 		Kind:      p.Kind,
@@ -34,7 +35,7 @@ func Alert(w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) no
 	case alertkind.Reminder, alertkind.Expired:
 		credentialAlert(&a, w, *p.Credential, p.Newer)
 	case alertkind.Resolved:
-		source, keyID, _ := policy.SubjectCredential(p.Subject)
+		source, keyID, _ := alerting.SubjectCredential(p.Subject)
 		a.Credential = &notify.Credential{KeyID: keyID, Source: string(source)}
 		a.Fix = "Nothing: the credential no longer exists on the " + string(source) + " object."
 	case alertkind.CheckFailing:
@@ -124,9 +125,9 @@ func rotationAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 	a.Fix = "See the Rotating condition of the CredentialWatch; credwatch goes on retrying with backoff."
 }
 
-func pullsAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, p policy.PlannedAlert, now time.Time) {
+func pullsAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, p alerting.Planned, now time.Time) {
 	if a.Kind == alertkind.PullsRecovered {
-		registry, _ := policy.PullRegistry(p.Subject)
+		registry, _ := alerting.PullRegistry(p.Subject)
 		a.Pulls = &notify.Pulls{Registry: registry}
 		a.Fix = "Nothing: the registry refuses no pull any more."
 		return

@@ -8,11 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/notify/notifytest"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // The words of every kind of alert, as every channel shows them; each channel's own golden
@@ -79,8 +79,8 @@ func TestRenewCommand(t *testing.T) {
 func TestAlertIDFollowsTheStep(t *testing.T) {
 	w := notifytest.Watch()
 	c := w.Status.Credentials[0]
-	plan := func(step string) policy.PlannedAlert {
-		return policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: step, Due: c.EndTime.Time}, Credential: &c}
+	plan := func(step string) alerting.Planned {
+		return alerting.Planned{Kind: alertkind.Reminder, Subject: alerting.SubjectOf(c), Step: alerting.Step{Name: step, Due: c.EndTime.Time}, Credential: &c}
 	}
 	a, b := compose.Alert(w, plan("7d"), notifytest.At), compose.Alert(w, plan("7d"), notifytest.At.Add(3*time.Hour))
 	if a.ID != b.ID {
@@ -115,7 +115,7 @@ func TestAReminderOfARenewedSecretNamesTheNewer(t *testing.T) {
 	c := w.Status.Credentials[0]
 	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", DisplayName: "renewed", Type: c.Type, Source: c.Source,
 		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
-	a := compose.Alert(w, policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time},
+	a := compose.Alert(w, alerting.Planned{Kind: alertkind.Reminder, Subject: alerting.SubjectOf(c), Step: alerting.Step{Name: "7d", Due: c.EndTime.Time},
 		Credential: &c, Newer: &newer}, notifytest.At)
 	for _, want := range []string{`A newer secret "renewed" (keyId 0f1e2d3c-4b5a-4697-8877-665544332211`, "make sure every consumer moved to it",
 		"for an AKS cluster, it moved only if you reset it"} {
@@ -137,7 +137,7 @@ func TestARenewedSecretOfAWatchThatRotates(t *testing.T) {
 	c := w.Status.Credentials[0]
 	newer := v1alpha1.Credential{KeyID: "0f1e2d3c-4b5a-4697-8877-665544332211", Type: c.Type, Source: c.Source,
 		StartTime: &metav1.Time{Time: notifytest.At.Add(-time.Hour)}, EndTime: metav1.NewTime(notifytest.At.Add(365 * 24 * time.Hour))}
-	plan := policy.PlannedAlert{Kind: alertkind.Reminder, Subject: policy.SubjectOf(c), Step: policy.Step{Name: "7d", Due: c.EndTime.Time}, Credential: &c, Newer: &newer}
+	plan := alerting.Planned{Kind: alertkind.Reminder, Subject: alerting.SubjectOf(c), Step: alerting.Step{Name: "7d", Due: c.EndTime.Time}, Credential: &c, Newer: &newer}
 	if a := compose.Alert(w, plan, notifytest.At); !strings.Contains(a.Fix, "make sure every consumer moved to it") {
 		t.Errorf("renewed by hand: fix %q", a.Fix)
 	}

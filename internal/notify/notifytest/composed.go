@@ -7,10 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/compose"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 const day = 24 * time.Hour
@@ -37,7 +37,7 @@ func Watch() *v1alpha1.CredentialWatch {
 // composed is one alert of Composed: a watch as it stands, and what policy planned for it.
 type composed struct {
 	watch func(w *v1alpha1.CredentialWatch)
-	plan  func(w *v1alpha1.CredentialWatch) policy.PlannedAlert
+	plan  func(w *v1alpha1.CredentialWatch) alerting.Planned
 }
 
 // Composed is one alert of every kind, worded by compose from Watch as each situation leaves it,
@@ -54,28 +54,28 @@ func Composed() map[string]notify.Alert {
 	return out
 }
 
-func planned(kind alertkind.Kind, subject, step string, due time.Time) policy.PlannedAlert {
-	return policy.PlannedAlert{Channel: "slack-1a2b3c4d", Kind: kind, Subject: subject, Step: policy.Step{Name: step, Due: due}}
+func planned(kind alertkind.Kind, subject, step string, due time.Time) alerting.Planned {
+	return alerting.Planned{Channel: "slack-1a2b3c4d", Kind: kind, Subject: subject, Step: alerting.Step{Name: step, Due: due}}
 }
 
-func credentialPlan(kind alertkind.Kind, step string) func(w *v1alpha1.CredentialWatch) policy.PlannedAlert {
-	return func(w *v1alpha1.CredentialWatch) policy.PlannedAlert {
+func credentialPlan(kind alertkind.Kind, step string) func(w *v1alpha1.CredentialWatch) alerting.Planned {
+	return func(w *v1alpha1.CredentialWatch) alerting.Planned {
 		c := &w.Status.Credentials[0]
-		p := planned(kind, policy.SubjectOf(*c), step, c.EndTime.Add(-7*day))
+		p := planned(kind, alerting.SubjectOf(*c), step, c.EndTime.Add(-7*day))
 		p.Credential = c
 		return p
 	}
 }
 
-func pullPlan(w *v1alpha1.CredentialWatch) policy.PlannedAlert {
+func pullPlan(w *v1alpha1.CredentialWatch) alerting.Planned {
 	in := &w.Status.ImagePulls[0]
-	p := planned(alertkind.PullsRefused, policy.PullSubject(in.Registry), string(in.Scope), in.Since.Time)
+	p := planned(alertkind.PullsRefused, alerting.PullSubject(in.Registry), string(in.Scope), in.Since.Time)
 	p.Pull = in
 	return p
 }
 
-func fixed(p policy.PlannedAlert) func(*v1alpha1.CredentialWatch) policy.PlannedAlert {
-	return func(*v1alpha1.CredentialWatch) policy.PlannedAlert { return p }
+func fixed(p alerting.Planned) func(*v1alpha1.CredentialWatch) alerting.Planned {
+	return func(*v1alpha1.CredentialWatch) alerting.Planned { return p }
 }
 
 func condition(w *v1alpha1.CredentialWatch, t string, s metav1.ConditionStatus, reason, message string) {
@@ -109,15 +109,15 @@ func composedCases() map[string]composed {
 					"reading application 3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c: access denied (HTTP 403, Authorization_RequestDenied); "+
 						"the identity needs Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application); retrying at 2026-12-02T09:15:00Z")
 			},
-			plan: fixed(planned(alertkind.CheckFailing, policy.CheckSubject, "failing", At.Add(-time.Hour))),
+			plan: fixed(planned(alertkind.CheckFailing, alerting.CheckSubject, "failing", At.Add(-time.Hour))),
 		},
-		"composed-check-recovered": {plan: fixed(planned(alertkind.CheckRecovered, policy.CheckSubject, "recovered", At.Add(-time.Hour)))},
+		"composed-check-recovered": {plan: fixed(planned(alertkind.CheckRecovered, alerting.CheckSubject, "recovered", At.Add(-time.Hour)))},
 		"composed-rotated": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				rotating(w)
 				w.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(At.Add(-time.Minute)), KeyID: "9a8b7c6d-new"}
 			},
-			plan: fixed(planned(alertkind.Rotated, policy.RotationSubject, "9a8b7c6d-new", At.Add(-time.Minute))),
+			plan: fixed(planned(alertkind.Rotated, alerting.RotationSubject, "9a8b7c6d-new", At.Add(-time.Minute))),
 		},
 		"composed-rotation-failing": {
 			watch: func(w *v1alpha1.CredentialWatch) {
@@ -125,7 +125,7 @@ func composedCases() map[string]composed {
 				w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepClusterUpdating, Failures: 1,
 					Message: "resetting the service principal of AKS cluster rg-prod/aks-prod-weu: Internal server error"}
 			},
-			plan: fixed(planned(alertkind.RotationFailing, policy.RotationSubject, "credwatch-0b6f4c1e/ClusterUpdating", At.Add(-time.Hour))),
+			plan: fixed(planned(alertkind.RotationFailing, alerting.RotationSubject, "credwatch-0b6f4c1e/ClusterUpdating", At.Add(-time.Hour))),
 		},
 		"composed-pulls-cluster-wide": {
 			watch: func(w *v1alpha1.CredentialWatch) {
@@ -136,22 +136,22 @@ func composedCases() map[string]composed {
 			plan: pullPlan,
 		},
 		"composed-pulls-node-local": {watch: incident(v1alpha1.PullScopeNodeLocal, []string{"aks-pool1-3"}, 1, 4), plan: pullPlan},
-		"composed-pulls-recovered":  {plan: fixed(planned(alertkind.PullsRecovered, policy.PullSubject("myacr.azurecr.io"), "recovered", At.Add(-time.Hour)))},
+		"composed-pulls-recovered":  {plan: fixed(planned(alertkind.PullsRecovered, alerting.PullSubject("myacr.azurecr.io"), "recovered", At.Add(-time.Hour)))},
 		"composed-signing-key-drift": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				condition(w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, v1alpha1.ReasonCanaryRejected,
 					"a token signed by https://10.0.0.5:6443 (key 7Hq…) was rejected by https://10.0.0.4:6443")
 			},
-			plan: fixed(planned(alertkind.SigningKeyDrift, policy.DriftSubject, v1alpha1.ReasonCanaryRejected, At.Add(-2*time.Hour))),
+			plan: fixed(planned(alertkind.SigningKeyDrift, alerting.DriftSubject, v1alpha1.ReasonCanaryRejected, At.Add(-2*time.Hour))),
 		},
-		"composed-signing-keys-agree": {plan: fixed(planned(alertkind.SigningKeysAgree, policy.DriftSubject, "agree", At.Add(-2*time.Hour)))},
+		"composed-signing-keys-agree": {plan: fixed(planned(alertkind.SigningKeysAgree, alerting.DriftSubject, "agree", At.Add(-2*time.Hour)))},
 		"composed-issuer-changed": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				changed := metav1.NewTime(At.Add(-time.Hour))
 				w.Status.ServiceAccountIssuer = &v1alpha1.ServiceAccountIssuerStatus{Issuer: "https://oidc.prod.example/new",
 					PreviousIssuer: "https://oidc.prod.example/old", IssuerChangeTime: &changed}
 			},
-			plan: fixed(planned(alertkind.IssuerChanged, policy.IssuerSubject, "changed", At.Add(-time.Hour))),
+			plan: fixed(planned(alertkind.IssuerChanged, alerting.IssuerSubject, "changed", At.Add(-time.Hour))),
 		},
 	}
 }

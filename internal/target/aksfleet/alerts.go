@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -69,7 +70,7 @@ func (f Fleet) Tell(ctx context.Context, obj *v1alpha1.CredentialWatch, n *Now, 
 		if ch.Notifier == nil {
 			continue
 		}
-		if fl := policy.Failure(o.Failing, ch.ID); fl != nil && now.Before(fl.NextAttemptTime.Time) {
+		if fl := alerting.Failure(o.Failing, ch.ID); fl != nil && now.Before(fl.NextAttemptTime.Time) {
 			next = policy.Earliest(next, fl.NextAttemptTime.Time)
 			continue
 		}
@@ -93,7 +94,7 @@ func (f Fleet) Tell(ctx context.Context, obj *v1alpha1.CredentialWatch, n *Now, 
 		if err != nil {
 			return next, err
 		}
-		if fl := policy.Failure(o.Failing, ch.ID); fl != nil {
+		if fl := alerting.Failure(o.Failing, ch.ID); fl != nil {
 			next = policy.Earliest(next, fl.NextAttemptTime.Time)
 		}
 	}

@@ -1,162 +1,17 @@
-package policy
+package alerting
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
-// DefaultRemindBefore is the reminder schedule of a watch that sets none.
-var DefaultRemindBefore = []time.Duration{30 * day, 14 * day, 7 * day, 3 * day, day}
-
-// DefaultCheckFailureAfter is how long checks may fail before the channels are told.
-const DefaultCheckFailureAfter = time.Hour
-
-const day = 24 * time.Hour
-
-// Step is one point of a credential's alert schedule: a reminder some time before its end, or
-// a day after it. Steps are ordered by Due, which is all the ledger needs to compare.
-type Step struct {
-	// Name is how status and messages name the step: "7d" or "expired+3d".
-	Name    string
-	Due     time.Time
-	Expired bool
-}
-
-// CurrentStep is the latest step of a credential ending at end that has fallen due by now; ok
-// is false while none has. Reminders skipped while the operator was down are not sent late:
-// only the latest counts, because it is the one with the news.
-func CurrentStep(end, now time.Time, remindBefore []time.Duration) (step Step, ok bool) {
-	if !now.Before(end) {
-		n := now.Sub(end) / day
-		return Step{Name: fmt.Sprintf("expired+%dd", n), Due: end.Add(n * day), Expired: true}, true
-	}
-	for _, d := range remindBefore {
-		due := end.Add(-d)
-		if !due.After(now) && (!ok || due.After(step.Due)) {
-			step, ok = Step{Name: stepName(d), Due: due}, true
-		}
-	}
-	return step, ok
-}
-
-// stepName names a reminder by its lead time in the largest whole unit: 30d, 36h, 90m.
-func stepName(d time.Duration) string {
-	switch {
-	case d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	default:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	}
-}
-
-// NextStepDue is when the next step after now falls due: a reminder still ahead, or the next
-// day of expiry.
-func NextStepDue(end, now time.Time, remindBefore []time.Duration) time.Time {
-	if !now.Before(end) {
-		return end.Add((now.Sub(end)/day + 1) * day)
-	}
-	next := end
-	for _, d := range remindBefore {
-		if due := end.Add(-d); due.After(now) && due.Before(next) {
-			next = due
-		}
-	}
-	return next
-}
-
-// Due reports whether step should be sent, given the one last sent on the channel (nil if none).
-// It compares whole seconds, the precision the ledger is stored with.
-func Due(step Step, last *v1alpha1.SentAlert) bool {
-	return last == nil || step.Due.Truncate(time.Second).After(last.DueTime.Time)
-}
-
-// Alert delivery backoff per channel: 1m, 2m, 4m, ... capped at 1h.
-const (
-	deliveryBase = time.Minute
-	deliveryCap  = time.Hour
-)
-
-// DeliveryBackoff is how long after failures consecutive failed deliveries a channel is tried
-// again; a peer's Retry-After is a floor.
-func DeliveryBackoff(failures int32, retryAfter time.Duration) time.Duration {
-	return max(Doubling(deliveryBase, deliveryCap, failures), retryAfter)
-}
-
-// RemindBefore parses a watch's reminder schedule, latest-first; empty means the default.
-func RemindBefore(ds []v1alpha1.Duration) ([]time.Duration, error) {
-	if len(ds) == 0 {
-		return DefaultRemindBefore, nil
-	}
-	out := make([]time.Duration, 0, len(ds))
-	for _, d := range ds {
-		v, err := d.Parse()
-		if err != nil {
-			return nil, fmt.Errorf("alerts.remindBefore: %w", err)
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] > out[j] })
-	return out, nil
-}
-
-// RotationSubject is the ledger subject of rotation alerts.
-const RotationSubject = "rotation"
-
-// rotationFailuresToAlert is how many failed tries of one rotation step make an alert: the first
-// tries of waiting for a new secret to replicate are expected to fail.
-const rotationFailuresToAlert = 5
-
-// CheckSubject is the ledger subject of check-failure alerts.
-const CheckSubject = "check"
-
-// pullSubjectPrefix starts the ledger subjects of image-pull alerts, one per registry.
-const pullSubjectPrefix = "pull/"
-
-// PullSubject is the ledger subject of a registry's image-pull alerts.
-func PullSubject(registry string) string { return pullSubjectPrefix + registry }
-
-// PullRegistry is the registry of an image-pull alert's subject; ok is false for other subjects.
-func PullRegistry(subject string) (registry string, ok bool) {
-	return strings.CutPrefix(subject, pullSubjectPrefix)
-}
-
-// Ledger subjects of a serviceAccountIssuer target's alerts.
-const (
-	DriftSubject  = "issuer/drift"
-	IssuerSubject = "issuer/url"
-)
-
-// credentialSubject reports whether subject is a credential's (see SubjectOf), not a check's, a
-// rotation's, a registry's or an issuer's.
-func credentialSubject(subject string) bool {
-	_, _, ok := SubjectCredential(subject)
-	return ok
-}
-
-// SubjectCredential is the object and keyId of a credential's subject (see SubjectOf); ok is
-// false for other subjects.
-func SubjectCredential(subject string) (source v1alpha1.CredentialSource, keyID string, ok bool) {
-	src, keyID, _ := strings.Cut(subject, "/")
-	if source = v1alpha1.CredentialSource(src); source != v1alpha1.SourceApplication && source != v1alpha1.SourceServicePrincipal {
-		return "", "", false
-	}
-	return source, keyID, true
-}
-
-// SubjectOf is the ledger subject of a credential's alerts.
-func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
-
-// PlannedAlert is one alert due on one channel.
-type PlannedAlert struct {
+// Planned is one alert due on one channel.
+type Planned struct {
 	Channel string
 	Kind    alertkind.Kind
 	Subject string
@@ -172,8 +27,8 @@ type PlannedAlert struct {
 	Forget bool
 }
 
-// AlertInputs is what deciding the due alerts takes, all of it from the watch's spec and status.
-type AlertInputs struct {
+// Inputs is what deciding the due alerts takes, all of it from the watch's spec and status.
+type Inputs struct {
 	// Credentials as of the last successful check; Checked is false when there was none, and
 	// then nothing is known to have been resolved.
 	Credentials []v1alpha1.Credential
@@ -195,9 +50,9 @@ type AlertInputs struct {
 	IssuerChanged *metav1.Time
 }
 
-// AlertPlan is the alerts due now, and when the next one falls due.
-type AlertPlan struct {
-	Due []PlannedAlert
+// Plan is the alerts due now, and when the next one falls due.
+type Plan struct {
+	Due []Planned
 	// Stale are ledger entries nothing will ever be sent about again: a subject that is gone, on
 	// a channel the watch no longer has. Entries of a removed channel whose subject is still
 	// there are kept, so that putting the channel back does not repeat the current step.
@@ -206,12 +61,12 @@ type AlertPlan struct {
 	Next time.Time
 }
 
-// PlanAlerts decides, per channel, which alerts are due at now: the latest step of each
+// Decide decides, per channel, which alerts are due at now: the latest step of each
 // credential not yet sent there, a resolution for each credential alerted on that is gone or
 // renewed, and a check-failure alert, or its recovery. In each channel they come soonest-expiring
 // first. Steps keep their due time, and a resolution or recovery the due time of what it ends, so
 // that an alert has the same ID however often it is planned.
-func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
+func Decide(in Inputs, now time.Time) Plan {
 	p := newPlanner(in, now)
 	p.stale()
 	for _, ch := range in.Channels {
@@ -226,16 +81,16 @@ func PlanAlerts(in AlertInputs, now time.Time) AlertPlan {
 	return p.plan
 }
 
-// planner is what PlanAlerts works from and what it has planned so far.
+// planner is what Decide works from and what it has planned so far.
 type planner struct {
-	in   AlertInputs
+	in   Inputs
 	now  time.Time
 	sent map[[2]string]*v1alpha1.SentAlert // by channel and subject
 	live map[string]bool                   // subjects that still call for alerts
-	plan AlertPlan
+	plan Plan
 }
 
-func newPlanner(in AlertInputs, now time.Time) *planner {
+func newPlanner(in Inputs, now time.Time) *planner {
 	p := &planner{in: in, now: now, sent: map[[2]string]*v1alpha1.SentAlert{}, live: map[string]bool{}}
 	for i := range in.Sent {
 		s := &in.Sent[i]
@@ -262,20 +117,11 @@ func newPlanner(in AlertInputs, now time.Time) *planner {
 // only when it is reset.
 func (p *planner) replacedByRotation(c v1alpha1.Credential) bool {
 	for _, d := range p.in.Credentials {
-		if InUseByRotation(d.KeyID, p.in.LastRotation, p.in.Rotation) && renews(d, c) {
+		if policy.InUseByRotation(d.KeyID, p.in.LastRotation, p.in.Rotation) && policy.Renews(d, c) {
 			return true
 		}
 	}
 	return false
-}
-
-// InUseByRotation reports whether keyID is a secret credwatch's rotations moved a watch's
-// consumers onto: the last rotation's, or that of the rotation retiring the old ones once it
-// handed its secret to the watch's Secret (RetireTime is set then): until then the old secret is
-// all some consumers have.
-func InUseByRotation(keyID string, last *v1alpha1.LastRotation, r *v1alpha1.RotationStatus) bool {
-	return last != nil && last.KeyID == keyID ||
-		r != nil && r.Step == v1alpha1.StepRetiring && r.RetireTime != nil && r.KeyID == keyID
 }
 
 func (p *planner) drifting() bool {
@@ -284,12 +130,12 @@ func (p *planner) drifting() bool {
 
 func (p *planner) last(ch, subject string) *v1alpha1.SentAlert { return p.sent[[2]string{ch, subject}] }
 
-func (p *planner) due(a PlannedAlert) { p.plan.Due = append(p.plan.Due, a) }
+func (p *planner) due(a Planned) { p.plan.Due = append(p.plan.Due, a) }
 
 // soonest notes a moment at which a step falls due.
 func (p *planner) soonest(t time.Time) {
 	if t.After(p.now) {
-		p.plan.Next = Earliest(p.plan.Next, t)
+		p.plan.Next = policy.Earliest(p.plan.Next, t)
 	}
 }
 
@@ -319,7 +165,7 @@ func (p *planner) credentials(ch string) {
 			continue
 		}
 		end := c.EndTime.Time
-		newer := Newer(*c, p.in.Credentials)
+		newer := policy.Newer(*c, p.in.Credentials)
 		step, ok := CurrentStep(end, p.now, p.in.RemindBefore)
 		if newer != nil && step.Expired {
 			// Renewed and expired: told once, not daily, as an old secret often stays beside the
@@ -335,11 +181,11 @@ func (p *planner) credentials(ch string) {
 		if step.Expired {
 			kind = alertkind.Expired
 		}
-		p.due(PlannedAlert{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: newer})
+		p.due(Planned{Channel: ch, Kind: kind, Subject: subject, Step: step, Credential: c, Newer: newer})
 	}
 	for _, s := range p.in.Sent {
 		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.Resolved, Subject: s.Subject,
+			p.due(Planned{Channel: ch, Kind: alertkind.Resolved, Subject: s.Subject,
 				Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
 		}
 	}
@@ -349,14 +195,14 @@ func (p *planner) credentials(ch string) {
 func (p *planner) rotation(ch string) {
 	last := p.last(ch, RotationSubject)
 	if r := p.in.LastRotation; r != nil && (last == nil || last.Step != r.KeyID) {
-		p.due(PlannedAlert{Channel: ch, Kind: alertkind.Rotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
+		p.due(Planned{Channel: ch, Kind: alertkind.Rotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
 	}
 	// The first refusals of a new secret are replication; a cluster that fails is news at once.
 	if r := p.in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||
 		r.Failures > 0 && (r.Step == v1alpha1.StepSecretVerified || r.Step == v1alpha1.StepClusterUpdating)) {
 		step := Step{Name: r.DisplayName + "/" + string(r.Step), Due: r.StartTime.Time}
 		if last == nil || last.Step != step.Name {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.RotationFailing, Subject: RotationSubject, Step: step})
+			p.due(Planned{Channel: ch, Kind: alertkind.RotationFailing, Subject: RotationSubject, Step: step})
 		}
 	}
 }
@@ -382,13 +228,13 @@ func (p *planner) pulls(ch string) {
 			continue
 		}
 		if last == nil || last.Step != string(in.Scope) {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.PullsRefused, Subject: subject,
+			p.due(Planned{Channel: ch, Kind: alertkind.PullsRefused, Subject: subject,
 				Step: Step{Name: string(in.Scope), Due: in.Since.Time}, Pull: in})
 		}
 	}
 	for _, s := range p.in.Sent {
 		if _, pull := PullRegistry(s.Subject); pull && s.Channel == ch && !p.live[s.Subject] {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.PullsRecovered, Subject: s.Subject,
+			p.due(Planned{Channel: ch, Kind: alertkind.PullsRecovered, Subject: s.Subject,
 				Step: Step{Name: "recovered", Due: s.DueTime.Time}, Forget: true})
 		}
 	}
@@ -397,15 +243,15 @@ func (p *planner) pulls(ch string) {
 // issuer tells drift once per reason, and its end once; an issuer change once per change.
 func (p *planner) issuer(ch string) {
 	if last := p.last(ch, DriftSubject); p.drifting() && (last == nil || last.Step != p.in.Drift.Reason) {
-		p.due(PlannedAlert{Channel: ch, Kind: alertkind.SigningKeyDrift, Subject: DriftSubject,
+		p.due(Planned{Channel: ch, Kind: alertkind.SigningKeyDrift, Subject: DriftSubject,
 			Step: Step{Name: p.in.Drift.Reason, Due: p.in.Drift.LastTransitionTime.Time}})
 	} else if last != nil && !p.drifting() {
-		p.due(PlannedAlert{Channel: ch, Kind: alertkind.SigningKeysAgree, Subject: DriftSubject,
+		p.due(Planned{Channel: ch, Kind: alertkind.SigningKeysAgree, Subject: DriftSubject,
 			Step: Step{Name: "agree", Due: last.DueTime.Time}, Forget: true})
 	}
 	if c := p.in.IssuerChanged; c != nil {
 		if step := (Step{Name: "changed", Due: c.Time}); Due(step, p.last(ch, IssuerSubject)) {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.IssuerChanged, Subject: IssuerSubject, Step: step})
+			p.due(Planned{Channel: ch, Kind: alertkind.IssuerChanged, Subject: IssuerSubject, Step: step})
 		}
 	}
 }
@@ -420,34 +266,10 @@ func (p *planner) check(ch string) {
 		if p.now.Before(due) {
 			p.soonest(due)
 		} else if Due(step, last) {
-			p.due(PlannedAlert{Channel: ch, Kind: alertkind.CheckFailing, Subject: CheckSubject, Step: step})
+			p.due(Planned{Channel: ch, Kind: alertkind.CheckFailing, Subject: CheckSubject, Step: step})
 		}
 	case last != nil:
-		p.due(PlannedAlert{Channel: ch, Kind: alertkind.CheckRecovered, Subject: CheckSubject,
+		p.due(Planned{Channel: ch, Kind: alertkind.CheckRecovered, Subject: CheckSubject,
 			Step: Step{Name: "recovered", Due: last.DueTime.Time}, Forget: true})
 	}
-}
-
-// Newer is the credential that renewed c, the one ending last; nil when none did. A credential
-// renews c when it is of its kind, on the same object, and started and ends after it:
-// `az ad app credential reset --append` renews that way, and leaves the old one in place.
-func Newer(c v1alpha1.Credential, all []v1alpha1.Credential) *v1alpha1.Credential {
-	var newer *v1alpha1.Credential
-	for i := range all {
-		if d := &all[i]; renews(*d, c) && (newer == nil || d.EndTime.After(newer.EndTime.Time)) {
-			newer = d
-		}
-	}
-	return newer
-}
-
-func renews(d, c v1alpha1.Credential) bool {
-	return d.Type == c.Type && d.Source == c.Source && d.KeyID != c.KeyID && d.EndTime.After(c.EndTime.Time) && startOf(d).After(startOf(c))
-}
-
-func startOf(c v1alpha1.Credential) time.Time {
-	if c.StartTime == nil {
-		return time.Time{}
-	}
-	return c.StartTime.Time
 }

@@ -1,4 +1,4 @@
-package policy
+package alerting
 
 import (
 	"time"
@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // The ledger is the alerts part of a watch's status: what each channel was last sent about each
@@ -24,7 +25,7 @@ func Forget(l *v1alpha1.AlertsStatus, channel, subject string) {
 
 // RecordDelivery notes that p reaches its channel at now. It is written before the send, as a
 // claim; Restore takes it back if the send fails.
-func RecordDelivery(l *v1alpha1.AlertsStatus, p PlannedAlert, now time.Time) {
+func RecordDelivery(l *v1alpha1.AlertsStatus, p Planned, now time.Time) {
 	Forget(l, p.Channel, p.Subject)
 	if p.Forget {
 		return
@@ -57,9 +58,9 @@ func RecordFailure(l *v1alpha1.AlertsStatus, channel, reason, message string, pe
 	}
 	f.Failures++
 	f.Reason, f.Message = reason, message
-	wait := DeliveryBackoff(f.Failures, retryAfter)
+	wait := policy.DeliveryBackoff(f.Failures, retryAfter)
 	if permanent {
-		wait = max(wait, deliveryCap)
+		wait = max(wait, policy.DeliveryCap)
 	}
 	f.NextAttemptTime = metav1.NewTime(now.Add(wait))
 	return *f
