@@ -27,12 +27,6 @@ type ChannelSource interface {
 // too, the base of the reconcile's deferred status patch, so that patch does not mistake them
 // for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
-	if w.obj.Spec.Target.TenantScan != nil { // reports through status, events and metrics; see the CRD's rules
-		return time.Time{}, nil
-	}
-	if w.obj.Spec.Target.AKSFleet != nil {
-		return r.reconcileFleetAlerts(ctx, w)
-	}
 	set, cfgErr := r.Channels.For(ctx, w.obj)
 	return r.sender(w).Watch(ctx, set, cfgErr, w.settings.remindBefore, w.settings.checkFailureAfter)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,9 @@ import (
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/statuspatch"
+	"github.com/credwatch/credwatch/internal/target/akscluster"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
+	"github.com/credwatch/credwatch/internal/target/issuer"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
@@ -114,12 +115,12 @@ type CredentialWatchReconciler struct {
 	// PullsChanged names registries whose incident changed, to reconcile the watches covering them.
 	PullsChanged <-chan event.TypedGenericEvent[string]
 	// Issuer checks serviceAccountIssuer targets; nil when the operator cannot.
-	Issuer IssuerProbe
+	Issuer issuer.Probe
 
 	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
 	queue atomic.Pointer[wakeQueue]
-	// heldClusters are the cluster reads of pending checks (heldCluster), by watch.
-	heldClusters sync.Map
+	// heldClusters are the cluster reads of pending checks, by watch.
+	heldClusters akscluster.Held
 }
 
 type wakeQueue struct {
@@ -153,19 +154,18 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			r.Scans.Forget(req.NamespacedName)
 			r.Digests.Delete(req.NamespacedName)
 			r.Fleets.Forget(req.NamespacedName)
-			r.heldClusters.Delete(req.NamespacedName)
+			r.heldClusters.Forget(req.NamespacedName)
 			r.Azure.Withdraw(askerOf(req.NamespacedName))
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	k := r.kindOf(obj.Spec.Target)
 	if obj.Generation != obj.Status.ObservedGeneration {
 		// Another tenant or filter, or no scan at all: what was scanned is no longer what is watched.
 		r.Scans.Forget(req.NamespacedName)
 		r.Digests.Forget(req.NamespacedName)
 		r.Fleets.Forget(req.NamespacedName)
-		if obj.Spec.Target.AKSFleet == nil {
-			obj.Status.Fleet = nil
-		}
+		k.specChanged(obj)
 	}
 	stored := obj.DeepCopy()
 	defer func() {
@@ -196,7 +196,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if _, found := r.Fleets.Get(req.NamespacedName); found {
 		scanned = true
 	}
-	w = &watchState{obj: obj, stored: stored, settings: s, now: r.Clock.Now(), scanned: scanned}
+	w = &watchState{obj: obj, stored: stored, kind: k, settings: s, now: r.Clock.Now(), scanned: scanned}
 	if obj.DeletionTimestamp != nil {
 		// Only a rotation in flight holds a deleted watch: nothing else is done for it.
 		next, err := r.finalizeRotation(ctx, w)
@@ -206,7 +206,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, time.Time{}, next)}, nil
 	}
 	var moments []time.Time
-	for _, st := range r.steps() {
+	for _, st := range r.steps(k) {
 		next, err := st.run(ctx, w)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("%s: %w", st.name, err)
@@ -229,7 +229,9 @@ type watchState struct {
 	obj *v1alpha1.CredentialWatch
 	// stored is the watch as the API server holds it, the base of the deferred status patch;
 	// steps that must write before they act (a claimed alert, a rotation step) update it too.
-	stored   *v1alpha1.CredentialWatch
+	stored *v1alpha1.CredentialWatch
+	// kind is the kind of the watch's target.
+	kind     kind
 	settings settings
 	now      time.Time
 	// scanned is true when this process holds the watch's last tenant scan.
@@ -253,16 +255,16 @@ type step struct {
 	run  func(context.Context, *watchState) (time.Time, error)
 }
 
-// steps are a reconcile's steps, in order: each reads what the ones before it wrote.
-func (r *CredentialWatchReconciler) steps() []step {
+// steps are a reconcile's steps for a watch of kind k, in order: each reads what the ones
+// before it wrote.
+func (r *CredentialWatchReconciler) steps(k kind) []step {
 	return []step{
 		{"check", r.reconcileCheck},
-		{"expiry", r.reconcileExpiry},
-		{"digests", r.reconcileDigests},
-		{"fleetWatches", r.reconcileFleetWatches},
+		{"expiry", k.evaluate},
+		{"follow", k.follow},
 		{"rotation", r.reconcileRotation},
 		{"imagePulls", r.reconcileImagePulls},
-		{"alerts", r.reconcileAlerts},
+		{"alerts", k.alert},
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/alerting/delivery"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/target"
@@ -25,23 +27,51 @@ func (r *CredentialWatchReconciler) fleet() aksfleet.Fleet {
 		MaxClusters: r.FleetClusters, WatchLimit: r.FleetWatches}
 }
 
-// evaluateFleet evaluates what this process's last check of the fleet found, as the watch's
-// identity still lets it show, for the steps after; see aksfleet.Fleet.Evaluate.
-func (r *CredentialWatchReconciler) evaluateFleet(ctx context.Context, w *watchState) time.Time {
-	g, err := r.grantOnce(ctx, w)
+// fleetKind is the aksFleet kind: see aksfleet.Fleet.
+type fleetKind struct{ kindBase }
+
+func (fleetKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
+	// It asks again for each subscription and service principal as it finds them.
+	return watchRequest(obj, v1alpha1.OperationFleetScan)
+}
+
+func (k fleetKind) read(ctx context.Context, w *watchState, g access.Grant, id azure.Identity) (found, error) {
+	f := k.r.fleet()
+	if err := f.Allowed(ctx, w.obj); err != nil {
+		return nil, err
+	}
+	got, err := f.Read(ctx, g, id, w.obj.Spec.Target.AKSFleet)
+	return recordFunc(func(_ context.Context, w *watchState) { f.Record(w.obj, got, w.now) }), err
+}
+
+func (fleetKind) timeout() time.Duration { return scanTimeout }
+
+func (k fleetKind) failed(w *watchState, reason string) {
+	if identityReasons[reason] && reason != v1alpha1.ReasonIdentityNotReady {
+		// A fleet its identity no longer lets it read: its credentials leave the metrics too.
+		k.r.Fleets.Forget(target.KeyOf(w.obj))
+		w.obj.Status.Fleet = nil
+	}
+}
+
+// evaluate evaluates what this process's last check of the fleet found, as the watch's identity
+// still lets it show, for the steps after; see aksfleet.Fleet.Evaluate.
+func (k fleetKind) evaluate(ctx context.Context, w *watchState) (time.Time, error) {
+	g, err := k.r.grantOnce(ctx, w)
 	if err != nil {
 		// The check refused it already, and forgot the fleet; or the API server failed, and
 		// the next reconcile sees.
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	var next time.Time
-	w.fleet, next = r.fleet().Evaluate(w.obj, w.stored.Status.Fleet, g, w.settings.thresholds, w.now)
-	return next
+	w.fleet, next = k.r.fleet().Evaluate(w.obj, w.stored.Status.Fleet, g, w.settings.thresholds, w.now)
+	return next, nil
 }
 
-// reconcileFleetWatches keeps the aksCluster watches a fleet creates; see aksfleet.Fleet.SyncWatches.
-func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w *watchState) (time.Time, error) {
-	if w.obj.Spec.Target.AKSFleet == nil || w.fleet == nil {
+// follow keeps the aksCluster watches a fleet creates; see aksfleet.Fleet.SyncWatches.
+func (k fleetKind) follow(ctx context.Context, w *watchState) (time.Time, error) {
+	k.r.forgetDigests(w)
+	if w.fleet == nil {
 		// Until this process checks the fleet it knows no cluster: it neither creates nor deletes.
 		return time.Time{}, nil
 	}
@@ -49,14 +79,15 @@ func (r *CredentialWatchReconciler) reconcileFleetWatches(ctx context.Context, w
 	if f := w.stored.Status.Fleet; f != nil {
 		unwatched = f.Unwatched
 	}
-	return r.fleet().SyncWatches(ctx, w.obj, w.fleet, unwatched, w.now)
+	return k.r.fleet().SyncWatches(ctx, w.obj, w.fleet, unwatched, w.now)
 }
 
-// reconcileFleetAlerts tells a fleet's channels of its clusters (aksfleet.Fleet.Tell) through
-// the delivery every watch's alerts use: failing channels back off as a watch's do, in
-// status.alerts.
-func (r *CredentialWatchReconciler) reconcileFleetAlerts(ctx context.Context, w *watchState) (time.Time, error) {
-	obj, now := w.obj, w.now
+func (fleetKind) specChanged(*v1alpha1.CredentialWatch) {}
+
+// alert tells a fleet's channels of its clusters (aksfleet.Fleet.Tell) through the delivery
+// every watch's alerts use: failing channels back off as a watch's do, in status.alerts.
+func (k fleetKind) alert(ctx context.Context, w *watchState) (time.Time, error) {
+	r, obj, now := k.r, w.obj, w.now
 	if w.fleet == nil || obj.Spec.Alerts == nil {
 		// Until this process checks the fleet it knows no cluster to tell of.
 		return time.Time{}, nil

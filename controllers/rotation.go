@@ -18,6 +18,7 @@ import (
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/akscluster"
 )
 
 // eventRotationPlanned: a DryRun rotation said what it would do.
@@ -224,7 +225,7 @@ func (ro *rotationRun) authorize(ctx context.Context, reset bool) (access.Grant,
 		return access.Grant{}, err
 	}
 	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
-		if err := g.Allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: accessCluster(pinnedRef(c))}); err != nil {
+		if err := g.Allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: akscluster.Where(pinnedRef(c))}); err != nil {
 			return access.Grant{}, err
 		}
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
@@ -20,9 +19,8 @@ func (r *CredentialWatchReconciler) scan() tenantscan.Scan {
 // owners through the watch's identity.
 func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj
-	if t := obj.Spec.Target.TenantScan; t == nil || t.OwnerDigests == nil {
-		obj.Status.OwnerDigests = nil
-		r.Digests.Forget(client.ObjectKeyFromObject(obj))
+	if obj.Spec.Target.TenantScan.OwnerDigests == nil {
+		r.forgetDigests(w)
 		return time.Time{}, nil
 	}
 	owners := tenantscan.Owners{
@@ -36,4 +34,10 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 		},
 	}
 	return r.scan().Digest(ctx, obj, owners, w.settings.thresholds, w.settings.hygiene, w.now)
+}
+
+// forgetDigests forgets the owner digests of a watch that mails none.
+func (r *CredentialWatchReconciler) forgetDigests(w *watchState) {
+	w.obj.Status.OwnerDigests = nil
+	r.Digests.Forget(target.KeyOf(w.obj))
 }

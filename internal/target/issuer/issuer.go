@@ -1,4 +1,8 @@
-package controllers
+// Package issuer is the serviceAccountIssuer kind of target: what each of the cluster's API
+// servers serves of its service-account issuer and signing keys, whether they drift apart, and
+// the aftermath of a drift. It has no Azure credential: it is read without an identity, through
+// the probe of internal/saissuer.
+package issuer
 
 import (
 	"context"
@@ -16,29 +20,28 @@ import (
 	"github.com/credwatch/credwatch/internal/target"
 )
 
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups="",namespace=credwatch-system,resources=serviceaccounts/token,verbs=create,resourceNames=credwatch-canary
-// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=list
-// +kubebuilder:rbac:urls=/.well-known/openid-configuration;/openid/v1/jwks,verbs=get
-
-// IssuerProbe reads what each API server serves of the service-account issuer, and has each
+// Probe reads what each API server serves of the service-account issuer, and has each
 // accept or reject a canary token minted through the others.
-type IssuerProbe interface {
+type Probe interface {
 	Probe(ctx context.Context, endpoints []string) (saissuer.Observation, error)
 }
 
-// errIssuerNotChecked: the operator runs without the service-account issuer's checks.
-var errIssuerNotChecked error = issuerNotChecked{}
+// ErrNotChecked is the failure of a check by an operator that runs without the service-account
+// issuer's checks.
+var ErrNotChecked error = notChecked{}
 
-type issuerNotChecked struct{}
+type notChecked struct{}
 
-func (issuerNotChecked) Error() string {
+func (notChecked) Error() string {
 	return "this operator does not check service-account issuers: it runs with --service-account-issuer=false " +
 		"(chart: serviceAccountIssuer.enabled=false)"
 }
 
 // Reason is ReasonIssuerNotChecked.
-func (issuerNotChecked) Reason() string { return v1alpha1.ReasonIssuerNotChecked }
+func (notChecked) Reason() string { return v1alpha1.ReasonIssuerNotChecked }
+
+// Checked names what a check of the kind reads, for its events and logs.
+const Checked = "the service-account issuer"
 
 // Event reasons of a serviceAccountIssuer target besides the drift reasons themselves.
 const (
@@ -49,8 +52,9 @@ const (
 // defaultTokenLifetime is the lifetime of projected service-account tokens.
 const defaultTokenLifetime = time.Hour
 
-// recordIssuer records what a check of the API servers found, and whether they drift.
-func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, obs saissuer.Observation, now time.Time) {
+// Record records what a check of the API servers found, and whether they drift, telling by
+// event when the issuer changes and when drift begins, changes or ends.
+func Record(obj *v1alpha1.CredentialWatch, obs saissuer.Observation, events target.Events, now time.Time) {
 	lifetime, err := obj.Spec.Target.ServiceAccountIssuer.TokenLifetime.Parse()
 	if err != nil || lifetime <= 0 {
 		lifetime = defaultTokenLifetime
@@ -65,7 +69,7 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 	if prev.Issuer != "" && a.Issuer != prev.Issuer {
 		changed := metav1.NewTime(now)
 		st.PreviousIssuer, st.IssuerChangeTime = prev.Issuer, &changed
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventIssuerChanged,
+		events.Eventf(obj, corev1.EventTypeWarning, eventIssuerChanged,
 			"The service-account issuer changed from %s to %s: federated identity credentials that trust the old one no longer match", prev.Issuer, a.Issuer)
 	}
 	for _, e := range obs.Endpoints {
@@ -93,13 +97,13 @@ func (r *CredentialWatchReconciler) recordIssuer(obj *v1alpha1.CredentialWatch, 
 	if a.Drift == "" {
 		target.SetCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree, a.Message, now)
 		if wasDrifting {
-			r.Recorder.Event(obj, corev1.EventTypeNormal, eventSigningKeysAgree, a.Message)
+			events.Event(obj, corev1.EventTypeNormal, eventSigningKeysAgree, a.Message)
 		}
 		return
 	}
 	target.SetCondition(obj, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionTrue, a.Drift, a.Message, now)
 	if !wasDrifting || was.Reason != a.Drift {
-		r.Recorder.Event(obj, corev1.EventTypeWarning, a.Drift, a.Message)
+		events.Event(obj, corev1.EventTypeWarning, a.Drift, a.Message)
 	}
 }
 
