@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
-	"github.com/credwatch/credwatch/internal/rotation/secretstore"
+	"github.com/credwatch/credwatch/internal/rotation"
 )
 
 // TestAdmission checks, through the real API server, that the CRD's OpenAPI and CEL rules turn
@@ -503,7 +503,7 @@ func TestAdmissionRefusesTheStagingSecretAsTarget(t *testing.T) {
 	w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "payments", Namespace: newNamespace(t)},
 		Spec: v1alpha1.CredentialWatchSpec{
 			Target:   v1alpha1.Target{ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: tenantID, ClientID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c"}},
-			Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: secretstore.StagingName("payments")}},
+			Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: rotation.StagingName("payments")}},
 		}}
 	err := k8s.Create(context.Background(), w)
 	if err == nil || !strings.Contains(err.Error(), "must not be credwatch-rotation-<the watch's name>") {
@@ -529,7 +529,7 @@ func TestAdmissionOfAFleetThatCreatesWatches(t *testing.T) {
 		name, prefix, wantErr string
 	}{
 		{strings.Repeat("f", 243), "aks-sp", "its own name may be at most 242 characters"},
-		{"fleet", secretstore.StagingName("fleet"), "must not be credwatch-rotation-<the fleet's name>"},
+		{"fleet", rotation.StagingName("fleet"), "must not be credwatch-rotation-<the fleet's name>"},
 		{strings.Repeat("f", 242), "aks-sp", ""},
 	} {
 		err := k8s.Create(context.Background(), fleet(tc.name, tc.prefix))

@@ -2,276 +2,155 @@ package controllers
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
-	"github.com/credwatch/credwatch/internal/aks"
-	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/azure"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/rotation"
+	"github.com/credwatch/credwatch/internal/rotation/secretstore"
+	"github.com/credwatch/credwatch/internal/secret"
 	"github.com/credwatch/credwatch/internal/target"
-	"github.com/credwatch/credwatch/internal/target/akscluster"
 )
 
-// eventRotationPlanned: a DryRun rotation said what it would do.
-const eventRotationPlanned = "RotationPlanned"
+// rotationFinalizer keeps a watch whose rotation is in flight until the rotation has been rolled
+// back, or its reset's outcome is known: deleting the watch must not strand a secret in Graph nor
+// a reset half followed.
+const rotationFinalizer = "credwatch.dev/rotation"
 
-// rotationTimeout bounds the Azure calls of one reconcile's rotation steps.
-const rotationTimeout = 2 * time.Minute
+// +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=update
 
-// rotationRun is one reconcile's rotation: the watch, its settings, and what the rotation is
-// about (pinned when it started, or the spec's when none is in progress).
-type rotationRun struct {
-	r    *CredentialWatchReconciler
-	w    *watchState
-	obj  *v1alpha1.CredentialWatch
-	spec v1alpha1.Rotation
-	rs   policy.RotationSettings
-	pin  rotation.Pin
-	now  time.Time
-}
-
-// reconcileRotation starts a rotation when one is due and moves the one in progress on, through
-// the machine of package rotation. Every step is written to status, with an optimistic lock,
-// before the next begins: an operator that stops anywhere finds where it was, and one working
-// from a stale copy cannot write at all.
+// reconcileRotation starts a rotation when one is due and moves the one in progress on
+// (rotation.Run), and takes the finalizer off a watch with no rotation in flight.
 func (r *CredentialWatchReconciler) reconcileRotation(ctx context.Context, w *watchState) (time.Time, error) {
-	next, err := r.rotate(ctx, w)
-	if err == nil && w.obj.Status.Rotation == nil {
-		err = r.setFinalizer(ctx, w, false)
+	var next time.Time
+	if rotation.Wanted(w.obj) {
+		run, err := rotation.NewRun(w.obj, w.now, r.rotationEdges(w))
+		if err != nil {
+			return time.Time{}, reconcile.TerminalError(err)
+		}
+		if next, err = run.Reconcile(ctx); err != nil {
+			return time.Time{}, err
+		}
+	} else {
+		meta.RemoveStatusCondition(&w.obj.Status.Conditions, v1alpha1.ConditionRotating)
 	}
-	return next, err
+	if w.obj.Status.Rotation == nil {
+		return next, r.setFinalizer(ctx, w, false)
+	}
+	return next, nil
 }
 
-func (r *CredentialWatchReconciler) rotate(ctx context.Context, w *watchState) (time.Time, error) {
-	obj := w.obj
-	spec := obj.Spec.Rotation
-	enabled := spec != nil && spec.Enabled
-	if !enabled && obj.Status.Rotation == nil {
-		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionRotating)
+// finalizeRotation winds down the rotation of a watch being deleted (rotation.Run.Finalize).
+func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *watchState) (time.Time, error) {
+	if !controllerutil.ContainsFinalizer(w.obj, rotationFinalizer) {
 		return time.Time{}, nil
 	}
-	ro, err := r.newRotationRun(w)
+	run, _ := rotation.NewRun(w.obj, w.now, r.rotationEdges(w)) // the API server validated the durations; a deleted watch is wound down regardless
+	return run.Finalize(ctx)
+}
+
+// rotationEdges are the watch's rotation's edges: its identity, Azure, its namespace's Secrets,
+// its status, finalizer and events.
+func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges {
+	return rotation.Edges{
+		Grant: func(ctx context.Context) (access.Grant, error) { return r.grantOnce(ctx, w) },
+		Clients: func(ctx context.Context, g access.Grant, pin rotation.Pin) (rotation.Clients, error) {
+			return r.rotationClients(ctx, g, pin)
+		},
+		Store: func(secretName string, pin rotation.Pin) rotation.Store {
+			// Read one at a time, not from a cache, which would hold every Secret in the cluster.
+			return &secretstore.Store{Reader: r.SecretReader, Writer: r.Client, Watch: w.obj, Target: secretName, TenantID: pin.TenantID, AppID: pin.AppID}
+		},
+		Ledger:    &watchLedger{r: r, w: w},
+		Events:    watchEvents{rec: r.Recorder, obj: w.obj},
+		Finalizer: func(ctx context.Context, add bool) error { return r.setFinalizer(ctx, w, add) },
+		ClusterID: r.ClusterID,
+	}
+}
+
+// rotationClients are the pinned application and cluster, as the identity g signs in to them.
+func (r *CredentialWatchReconciler) rotationClients(ctx context.Context, g access.Grant, pin rotation.Pin) (rotation.Clients, error) {
+	id, err := r.signIns().Identity(ctx, g.Identity, pin.TenantID)
 	if err != nil {
-		return time.Time{}, reconcile.TerminalError(err)
+		return rotation.Clients{}, err
 	}
-	if obj.Status.Rotation == nil {
-		return ro.maybeStart(ctx)
-	}
-	return ro.resume(ctx, *obj.Status.Rotation.DeepCopy())
-}
-
-// newRotationRun is the rotation of the watch w, with its spec's settings; a rotation turned off by
-// removing spec.rotation is finished with the defaults. An error names a duration that does not
-// parse (the API server validates them), and the run has the settings parsed before it.
-func (r *CredentialWatchReconciler) newRotationRun(w *watchState) (*rotationRun, error) {
-	var spec v1alpha1.Rotation
-	if s := w.obj.Spec.Rotation; s != nil {
-		spec = *s
-	}
-	rs, err := policy.RotationSettingsOf(spec)
-	return &rotationRun{r: r, w: w, obj: w.obj, spec: spec, rs: rs, now: w.now, pin: rotation.SpecPin(w.obj)}, err
-}
-
-// pinTo makes the run about the rotation in progress st, filling in what st did not pin (a
-// rotation begun before tenants were pinned), and returns the spec's pin, to compare.
-func (ro *rotationRun) pinTo(st *v1alpha1.RotationStatus) rotation.Pin {
-	spec := ro.pin
-	ro.pin = rotation.PinOf(*st, spec)
-	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
-	if st.SecretName != "" {
-		ro.spec.SecretRef.Name = st.SecretName
-	}
-	return spec
-}
-
-// maybeStart starts a rotation that has fallen due, or been asked for, when nothing blocks it.
-func (ro *rotationRun) maybeStart(ctx context.Context) (time.Time, error) {
-	obj, now := ro.obj, ro.now
-	if h := rotation.WhyNotStart(obj, ro.pin, ro.spec, ro.rs.RotateBefore, now); h != nil {
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, h.Reason, h.Message, now)
-		return h.Next, nil
-	}
-	g, err := ro.authorize(ctx, true)
+	app, err := r.Azure.Application(id, graph.AppRef{AppID: pin.AppID, ObjectID: pin.ApplicationObjectID})
 	if err != nil {
-		return ro.paused(err)
+		return rotation.Clients{}, err
 	}
-	store := ro.store()
-	if _, err := store.Held(ctx); err != nil {
-		return ro.paused(err)
-	}
-	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		plan := rotation.Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), now)
-		prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating)
-		if prev == nil || prev.Message != plan {
-			ro.r.Recorder.Event(obj, corev1.EventTypeNormal, eventRotationPlanned, plan)
+	c := rotation.Clients{App: rotation.AppSecrets(app), SignIn: func(ctx context.Context, text secret.Text) error {
+		return r.Azure.SignIn(ctx, azure.Identity{TenantID: pin.TenantID, ClientID: pin.AppID, Secret: text})
+	}}
+	if pin.Cluster != nil {
+		cluster, err := r.Azure.Cluster(id, rotation.ClusterRef(pin.Cluster))
+		if err != nil {
+			return rotation.Clients{}, err
 		}
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonDryRun, plan, now)
-		return time.Time{}, nil
+		c.Cluster = rotation.ClusterReset(cluster)
 	}
-	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
-	defer cancel()
-	m, err := ro.machine(ctx, g, store)
-	if err != nil {
-		// Nothing was made yet: the rotation starts once the identity can reach Azure.
-		if _, perr := ro.paused(err); perr != nil {
-			return time.Time{}, perr
-		}
-		return now.Add(policy.PropagationBackoff(1)), nil
-	}
-	if err := ro.r.setFinalizer(ctx, ro.w, true); err != nil {
-		return time.Time{}, err
-	}
-	ctrl.LoggerFrom(ctx).Info("Starting rotation")
-	res, err := m.Start(ctx, ro.pin, rotation.Asked{Rotate: obj.Annotations[v1alpha1.RotateAnnotation], Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
-	return ro.apply(res, err, "")
+	return c, nil
 }
 
-// resume moves the rotation in progress st on, or aborts it when asked and it still can be.
-func (ro *rotationRun) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
-	obj, now := ro.obj, ro.now
-	spec := ro.pinTo(&st)
-	if why, value := rotation.AbortAsked(obj, st); why != "" {
-		if err := rotation.Abortable(st); err == nil {
-			return ro.abort(ctx, st, why)
-		} else if value != st.AbortRequest {
-			st.AbortRequest = value
-			obj.Status.Rotation.AbortRequest = value // written by the deferred patch: refused once, said once
-			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, eventRotationAbortRefused, rotation.AbortRefused(why, err))
-		}
+// setFinalizer adds or removes the rotation finalizer, with an optimistic lock.
+func (r *CredentialWatchReconciler) setFinalizer(ctx context.Context, w *watchState, add bool) error {
+	obj := w.obj.DeepCopy()
+	var changed bool
+	if add {
+		changed = controllerutil.AddFinalizer(obj, rotationFinalizer)
+	} else {
+		changed = controllerutil.RemoveFinalizer(obj, rotationFinalizer)
 	}
-	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, string(st.Step), rotation.DryRunWaits(st.Step), now)
-		return time.Time{}, nil
+	if !changed {
+		return nil
 	}
-	changed := rotation.TargetChange(ro.pin, spec)
-	if changed != "" && st.Resets == 0 {
-		msg := rotation.TargetChanged(st.Step, changed)
-		if prev := target.Condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
-			ro.r.Recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.ReasonRotationTargetChanged, msg)
-		}
-		target.SetCondition(obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationTargetChanged, msg, now)
-		return time.Time{}, nil
+	if err := r.Update(ctx, obj); err != nil {
+		return &target.KubernetesError{Err: fmt.Errorf("updating the finalizers of the watch: %w", err)}
 	}
-	if t := st.NextAttemptTime; t != nil && now.Before(t.Time) {
-		return t.Time, nil
-	}
-	return ro.drive(ctx, st, true, changed, func(ctx context.Context, m *rotation.Machine) (rotation.Result, error) {
-		return m.Advance(ctx, st)
+	w.obj.Finalizers, w.stored.Finalizers = obj.Finalizers, obj.Finalizers
+	w.obj.ResourceVersion, w.stored.ResourceVersion = obj.ResourceVersion, obj.ResourceVersion
+	return nil
+}
+
+// watchLedger saves the rotation in the watch's status, with an optimistic lock.
+type watchLedger struct {
+	r *CredentialWatchReconciler
+	w *watchState
+}
+
+func (l *watchLedger) Save(ctx context.Context, st v1alpha1.RotationStatus) error {
+	return l.r.writeNow(ctx, l.w.obj, l.w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation = st.DeepCopy() })
+}
+
+func (l *watchLedger) Abandon(ctx context.Context, why string) error {
+	obj := l.w.obj
+	abort := v1alpha1.LastAbort{Time: metav1.NewTime(l.w.now), Reason: why, Generation: obj.Generation, Request: obj.Annotations[v1alpha1.RotateAnnotation]}
+	return l.r.writeNow(ctx, obj, l.w.stored, func(s *v1alpha1.CredentialWatchStatus) { s.Rotation, s.LastAbort = nil, abort.DeepCopy() })
+}
+
+func (l *watchLedger) Finish(ctx context.Context, done v1alpha1.LastRotation) error {
+	// The check reads the new secret in at once, so that expiry and the next rotation are
+	// reckoned from it rather than from the credentials read before.
+	checkNow := metav1.NewTime(l.w.now)
+	return l.r.writeNow(ctx, l.w.obj, l.w.stored, func(s *v1alpha1.CredentialWatchStatus) {
+		s.Rotation, s.LastRotation, s.NextCheckTime = nil, done.DeepCopy(), checkNow.DeepCopy()
 	})
 }
 
-// drive runs act on a machine for the rotation st, once the watch's identity allows rotating the
-// application (and, with reset, resetting its cluster), and applies the result.
-func (ro *rotationRun) drive(ctx context.Context, st v1alpha1.RotationStatus, reset bool, changed string,
-	act func(context.Context, *rotation.Machine) (rotation.Result, error)) (time.Time, error) {
-	g, err := ro.authorize(ctx, reset)
-	if err != nil {
-		return ro.paused(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, rotationTimeout)
-	defer cancel()
-	m, err := ro.machine(ctx, g, ro.store())
-	if err != nil {
-		return ro.apply(m.Unreachable(st, err), nil, changed)
-	}
-	res, err := act(ctx, m)
-	return ro.apply(res, err, changed)
+// watchEvents records events on the watch.
+type watchEvents struct {
+	rec record.EventRecorder
+	obj *v1alpha1.CredentialWatch
 }
 
-// eventRotationAbortRefused: an abort came after a reset began, and the rotation finishes instead.
-const eventRotationAbortRefused = "RotationAbortRefused"
-
-// abort withdraws the rotation st: only the identity's right to rotate the application is needed
-// to remove the secret the rotation added.
-func (ro *rotationRun) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
-	return ro.drive(ctx, st, false, "", func(ctx context.Context, m *rotation.Machine) (rotation.Result, error) {
-		return m.Abort(ctx, st, why)
-	})
-}
-
-// apply puts where the machine got to into the watch's status and Rotating condition.
-func (ro *rotationRun) apply(res rotation.Result, err error, changed string) (time.Time, error) {
-	if err != nil {
-		return time.Time{}, err
-	}
-	ro.obj.Status.Rotation = res.Status
-	c := res.Condition
-	if changed != "" && c.Status == metav1.ConditionTrue {
-		c = rotation.WithChange(c, changed, res.Status.Step)
-	}
-	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, c.Status, c.Reason, c.Message, ro.now)
-	return res.Next, nil
-}
-
-// authorize finds the watch's identity and checks that it allows what the rotation does from its
-// step on: rotating the application's secrets, and, with reset, until the cluster has been moved
-// onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
-// Azure, so that an identity that no longer allows the rotation stops it at its next step.
-func (ro *rotationRun) authorize(ctx context.Context, reset bool) (access.Grant, error) {
-	g, err := ro.r.grantOnce(ctx, ro.w)
-	if err != nil {
-		return access.Grant{}, err
-	}
-	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
-		return access.Grant{}, err
-	}
-	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
-		if err := g.Allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: akscluster.Where(pinnedRef(c))}); err != nil {
-			return access.Grant{}, err
-		}
-	}
-	return g, nil
-}
-
-func (ro *rotationRun) retiring() bool {
-	st := ro.obj.Status.Rotation
-	return st != nil && st.Step == v1alpha1.StepRetiring
-}
-
-func pinnedRef(c *v1alpha1.RotationCluster) aks.ClusterRef {
-	return aks.ClusterRef{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
-}
-
-// paused shows a rotation that its identity does not allow, or that has no identity, as Rotating
-// False with the reason, and does nothing else: whatever step it reached stays as it was, and
-// it goes on when the identity allows it again (a change to the identity reconciles the watch).
-func (ro *rotationRun) paused(err error) (time.Time, error) {
-	var ke *target.KubernetesError
-	if errors.As(err, &ke) {
-		return time.Time{}, ke
-	}
-	reason, msg := rotation.Paused(err, ro.obj.Status.Rotation)
-	if prev := target.Condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
-		ro.r.Recorder.Event(ro.obj, corev1.EventTypeWarning, reason, msg)
-	}
-	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, metav1.ConditionFalse, reason, msg, ro.now)
-	return time.Time{}, nil
-}
-
-// prefix starts the display name of every secret this watch's rotations create.
-func (ro *rotationRun) prefix() string {
-	var cluster string
-	if c := ro.pin.Cluster; c != nil {
-		cluster = c.SubscriptionID + "/" + c.ResourceGroup + "/" + c.Name
-	}
-	return policy.SecretPrefix(ro.r.ClusterID, ro.obj.Namespace, ro.obj.Name, cluster)
-}
-
-// prefixes start the names of every secret of the watch's: under today's naming, and under the
-// watch's UID, as rotations named them before.
-func (ro *rotationRun) prefixes() []string {
-	return []string{ro.prefix(), policy.WatchPrefix(string(ro.obj.UID))}
-}
-
-func (ro *rotationRun) secretKey() types.NamespacedName {
-	return types.NamespacedName{Namespace: ro.obj.Namespace, Name: ro.spec.SecretRef.Name}
+func (e watchEvents) Event(eventtype, reason, message string) {
+	e.rec.Event(e.obj, eventtype, reason, message)
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
 	"github.com/credwatch/credwatch/internal/policy"
-	"github.com/credwatch/credwatch/internal/rotation/secretstore"
+	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
@@ -105,7 +105,7 @@ func (h *harness) targetSecret() (*corev1.Secret, error) {
 
 // keptSecret is the Secret that holds keyID, the staging Secret or the target; nil if neither.
 func (h *harness) keptSecret(keyID string) *corev1.Secret {
-	for _, name := range []string{secretstore.StagingName(h.key.Name), "sp-credentials"} {
+	for _, name := range []string{rotation.StagingName(h.key.Name), "sp-credentials"} {
 		var s corev1.Secret
 		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: h.key.Namespace, Name: name}, &s); err == nil && string(s.Data["keyID"]) == keyID {
 			return &s

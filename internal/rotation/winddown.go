@@ -2,13 +2,18 @@ package rotation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // ReleaseAfter bounds how long a deleted watch waits for its reset's outcome: a namespace being
@@ -124,4 +129,73 @@ func Release(ctx context.Context, l Let, st v1alpha1.RotationStatus, why string)
 		left = append(left, "old secrets not retired: "+strings.Join(old, ", "))
 	}
 	return released(st, why, left)
+}
+
+// Finalize winds down the rotation of a watch being deleted, and lets the watch go once nothing
+// is in flight: before any reset the rotation is aborted; once one began, the watch waits for
+// that reset's outcome, at most ReleaseAfter, then lets go saying what it left. A cluster that
+// no longer exists, or an identity that no longer allows the rotation, lets go at once.
+func (ro *Run) Finalize(ctx context.Context) (time.Time, error) {
+	obj := ro.obj
+	if obj.Status.Rotation == nil {
+		return time.Time{}, ro.e.Finalizer(ctx, false)
+	}
+	if obj.Status.Rotation.DeletionSeenTime == nil {
+		// The operator's clock, not the API server's deletionTimestamp, bounds the wait.
+		seen := *obj.Status.Rotation.DeepCopy()
+		at := metav1.NewTime(ro.now)
+		seen.DeletionSeenTime = &at
+		if err := ro.e.Ledger.Save(ctx, seen); err != nil {
+			return time.Time{}, err
+		}
+	}
+	st := obj.Status.Rotation.DeepCopy()
+	ro.pinTo(st)
+	deadline := st.DeletionSeenTime.Add(ReleaseAfter)
+	next, err := ro.windDown(ctx, *st, deadline)
+	if err != nil && ro.now.After(deadline) {
+		return ro.release(ctx, *st, NotWoundDown(err))
+	}
+	return next, err
+}
+
+// windDown winds the rotation st of a deleted watch down (Machine.WindDown), once its identity
+// still allows that, and lets the watch go when that is done or cannot be.
+func (ro *Run) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadline time.Time) (time.Time, error) {
+	g, err := ro.authorize(ctx, Abortable(st) != nil)
+	var ke *target.KubernetesError
+	if errors.As(err, &ke) {
+		return time.Time{}, err
+	}
+	if err != nil {
+		return ro.release(ctx, st, NotAllowedAnyMore(err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	m, err := ro.machine(ctx, g)
+	if err != nil {
+		if ro.now.After(deadline) {
+			return ro.release(ctx, st, Unreachable(err))
+		}
+		return ro.apply(m.Unreachable(st, err), nil, "")
+	}
+	e, err := m.WindDown(ctx, st, deadline)
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case e.Done:
+		return time.Time{}, ro.e.Finalizer(ctx, false)
+	case e.Release != "":
+		return ro.release(ctx, e.Status, e.Release)
+	}
+	return ro.apply(e.Result, nil, "")
+}
+
+// release lets a deleted watch go with its rotation st unfinished, and tells people what was left
+// (Release).
+func (ro *Run) release(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
+	msg := Release(ctx, Let{Store: ro.store(), Secret: ro.obj.Namespace + "/" + ro.spec.SecretRef.Name, Credentials: ro.obj.Status.Credentials,
+		Prefixes: ro.prefixes(), RemoveOld: ro.spec.RemoveOld}, st, why)
+	ro.e.Events.Event(corev1.EventTypeWarning, eventReleased, msg)
+	return time.Time{}, ro.e.Finalizer(ctx, false)
 }

@@ -6,8 +6,6 @@ package secretstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -16,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -54,20 +51,9 @@ type Store struct {
 	TenantID, AppID string
 }
 
-// StagingName names the staging Secret of the watch called watch.
-func StagingName(watch string) string {
-	const prefix = "credwatch-rotation-"
-	name := prefix + watch
-	if len(name) <= validation.DNS1123SubdomainMaxLength {
-		return name
-	}
-	sum := sha256.Sum256([]byte(watch))
-	return name[:validation.DNS1123SubdomainMaxLength-9] + "-" + hex.EncodeToString(sum[:4])
-}
-
 // get reads a Secret, refusing one that is someone else's; nil when there is none.
 func (s *Store) get(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
-	if s.Target == StagingName(s.Watch.Name) {
+	if s.Target == rotation.StagingName(s.Watch.Name) {
 		// Publishing would delete the Secret it had just written.
 		return nil, fmt.Errorf("spec.rotation.secretRef.name %q is the name of the watch's staging Secret: name another: %w", s.Target, rotation.ErrForeign)
 	}
@@ -283,5 +269,5 @@ func (s *Store) target() types.NamespacedName {
 
 // staging is the key of the Secret that keeps the secret until it is in use.
 func (s *Store) staging() types.NamespacedName {
-	return types.NamespacedName{Namespace: s.Watch.Namespace, Name: StagingName(s.Watch.Name)}
+	return types.NamespacedName{Namespace: s.Watch.Namespace, Name: rotation.StagingName(s.Watch.Name)}
 }

@@ -61,7 +61,7 @@ func TestStageThenPublish(t *testing.T) {
 	if err := s.Write(ctx, "credwatch-x", newSecret("s3cret"), false); err != nil {
 		t.Fatal(err)
 	}
-	staged := get(t, c, StagingName("payments"))
+	staged := get(t, c, rotation.StagingName("payments"))
 	if staged == nil || !metav1.IsControlledBy(staged, watch) || string(staged.Data["clientSecret"]) != "s3cret" || get(t, c, "sp-credentials") != nil {
 		t.Fatalf("staged %+v; want the secret in a Secret the watch controls, and no target yet", staged)
 	}
@@ -76,7 +76,7 @@ func TestStageThenPublish(t *testing.T) {
 	}
 	published := get(t, c, "sp-credentials")
 	if published == nil || string(published.Data["clientSecret"]) != "s3cret" || string(published.Data["tenantID"]) != "tenant" ||
-		published.Labels[policy.LabelManagedBy] != policy.ManagedByCredwatch || get(t, c, StagingName("payments")) != nil {
+		published.Labels[policy.LabelManagedBy] != policy.ManagedByCredwatch || get(t, c, rotation.StagingName("payments")) != nil {
 		t.Fatalf("published %+v; want the secret in the target, marked as credwatch's, and the staging Secret gone", published)
 	}
 	if err := s.Publish(ctx, "key-1"); err != nil {
@@ -112,7 +112,7 @@ func TestForeignSecrets(t *testing.T) {
 		t.Fatalf("adopted Secret holds %v; want its own keys kept beside the rotation's", got.Data)
 	}
 
-	s.Target = StagingName("payments")
+	s.Target = rotation.StagingName("payments")
 	if _, err := s.Held(ctx); !errors.Is(err, rotation.ErrForeign) {
 		t.Fatalf("a target named as the staging Secret: Held = %v; want it refused", err)
 	}
@@ -133,10 +133,10 @@ func TestRefusedWriteDoesNotQuoteTheSecret(t *testing.T) {
 
 func TestStagingNameFitsAnyWatchName(t *testing.T) {
 	long := strings.Repeat("w", 253)
-	if got := StagingName(long); len(got) > 253 || got == StagingName(long[:252]+"x") {
+	if got := rotation.StagingName(long); len(got) > 253 || got == rotation.StagingName(long[:252]+"x") {
 		t.Fatalf("StagingName of a 253-character name = %q (%d); want at most 253 characters, told apart by a hash", got, len(got))
 	}
-	if got := StagingName("payments"); got != "credwatch-rotation-payments" {
+	if got := rotation.StagingName("payments"); got != "credwatch-rotation-payments" {
 		t.Fatalf("StagingName = %q", got)
 	}
 }

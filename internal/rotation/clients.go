@@ -1,0 +1,60 @@
+package rotation
+
+import (
+	"context"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/secret"
+)
+
+// AppSecrets is app's client secrets, as Graph holds them, for a rotation.
+func AppSecrets(app graph.AppClient) Application { return appSecrets{app} }
+
+type appSecrets struct{ app graph.AppClient }
+
+func (a appSecrets) Secrets(ctx context.Context) ([]Secret, error) {
+	snap, err := a.app.ReadCredentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Secret
+	for _, c := range snap.Credentials {
+		if c.Source == graph.Application && c.Type == graph.Password {
+			out = append(out, Secret{KeyID: c.KeyID, DisplayName: c.DisplayName, End: c.End})
+		}
+	}
+	return out, nil
+}
+
+func (a appSecrets) Add(ctx context.Context, displayName string, end time.Time) (NewSecret, error) {
+	s, err := a.app.AddPassword(ctx, displayName, end)
+	if err != nil {
+		return NewSecret{}, err
+	}
+	return NewSecret{KeyID: s.KeyID, Text: secret.New(s.Text), End: s.End}, nil
+}
+
+func (a appSecrets) Remove(ctx context.Context, keyID string) error {
+	return a.app.RemovePassword(ctx, keyID)
+}
+
+// ClusterReset is the pinned AKS cluster c, as Resource Manager holds it, for a rotation.
+func ClusterReset(c aks.ClusterClient) Cluster { return clusterReset{c} }
+
+type clusterReset struct{ c aks.ClusterClient }
+
+func (c clusterReset) Read(ctx context.Context) (ClusterState, error) {
+	got, err := c.c.Read(ctx)
+	return ClusterState{ClientID: got.ClientID, ProvisioningState: got.ProvisioningState, PowerState: got.PowerState}, err
+}
+
+func (c clusterReset) StartReset(ctx context.Context, clientID string, text secret.Text) (Operation, bool, error) {
+	token, done, err := c.c.StartReset(ctx, aks.ServicePrincipal{ClientID: clientID, Secret: text})
+	return Operation{Token: token, ID: aks.OperationID(token)}, done, err
+}
+
+func (c clusterReset) PollReset(ctx context.Context, token string) (bool, error) {
+	return c.c.PollReset(ctx, token)
+}

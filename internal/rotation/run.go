@@ -1,0 +1,322 @@
+package rotation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/notify/compose"
+	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/secret"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+// Edges are what one reconcile of a watch's rotation reaches beyond its machine: the watch's
+// identity, Azure as that identity sees it, the Secrets of the watch's namespace, the watch's
+// status and finalizer, and its events. The controller provides them.
+type Edges struct {
+	// Grant is the watch's identity.
+	Grant func(ctx context.Context) (access.Grant, error)
+	// Clients are the pinned application and cluster, as g signs in to pin's tenant. On error
+	// the rotation's step is not tried.
+	Clients func(ctx context.Context, g access.Grant, pin Pin) (Clients, error)
+	// Store keeps the new secret of pin's application for the Secret named secretName.
+	Store func(secretName string, pin Pin) Store
+	// Ledger writes the rotation to the watch's status with an optimistic lock.
+	Ledger Ledger
+	Events Events
+	// Finalizer adds the rotation's finalizer to the watch, or removes it.
+	Finalizer func(ctx context.Context, add bool) error
+	// ClusterID names this cluster in the secrets a rotation creates (see policy.SecretPrefix).
+	ClusterID string
+}
+
+// Clients are what a rotation changes in Azure, bound to the watch's identity.
+type Clients struct {
+	App Application
+	// Cluster is the pinned cluster; nil when the rotation has none.
+	Cluster Cluster
+	// SignIn reports whether Entra accepts the application's secret text now.
+	SignIn func(ctx context.Context, text secret.Text) error
+}
+
+// Timeout bounds the Azure calls of one reconcile's rotation steps.
+const Timeout = 2 * time.Minute
+
+// Event reasons of a run besides its machine's.
+const (
+	eventPlanned      = "RotationPlanned"
+	eventAbortRefused = "RotationAbortRefused"
+	eventReleased     = "RotationReleased"
+)
+
+// Wanted reports whether the watch has a rotation to start or to finish.
+func Wanted(obj *v1alpha1.CredentialWatch) bool {
+	spec := obj.Spec.Rotation
+	return spec != nil && spec.Enabled || obj.Status.Rotation != nil
+}
+
+// Run is one reconcile's rotation of a watch: the watch, its settings, and what the rotation is
+// about (pinned when it started, or the spec's when none is in progress). Every step is written
+// to status, with an optimistic lock, before the next begins: an operator that stops anywhere
+// finds where it was, and one working from a stale copy cannot write at all.
+type Run struct {
+	e    Edges
+	obj  *v1alpha1.CredentialWatch
+	spec v1alpha1.Rotation
+	rs   policy.RotationSettings
+	pin  Pin
+	now  time.Time
+}
+
+// NewRun is the rotation of obj at now, with its spec's settings; a rotation turned off by
+// removing spec.rotation is finished with the defaults. An error names a duration that does not
+// parse (the API server validates them), and the run has the settings parsed before it.
+func NewRun(obj *v1alpha1.CredentialWatch, now time.Time, e Edges) (*Run, error) {
+	var spec v1alpha1.Rotation
+	if s := obj.Spec.Rotation; s != nil {
+		spec = *s
+	}
+	rs, err := policy.RotationSettingsOf(spec)
+	return &Run{e: e, obj: obj, spec: spec, rs: rs, now: now, pin: SpecPin(obj)}, err
+}
+
+// Reconcile starts a rotation that is due, or moves the one in progress on.
+func (ro *Run) Reconcile(ctx context.Context) (time.Time, error) {
+	if ro.obj.Status.Rotation == nil {
+		return ro.maybeStart(ctx)
+	}
+	return ro.resume(ctx, *ro.obj.Status.Rotation.DeepCopy())
+}
+
+// pinTo makes the run about the rotation in progress st, filling in what st did not pin (a
+// rotation begun before tenants were pinned), and returns the spec's pin, to compare.
+func (ro *Run) pinTo(st *v1alpha1.RotationStatus) Pin {
+	spec := ro.pin
+	ro.pin = PinOf(*st, spec)
+	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
+	if st.SecretName != "" {
+		ro.spec.SecretRef.Name = st.SecretName
+	}
+	return spec
+}
+
+func (ro *Run) condition(status metav1.ConditionStatus, reason, message string) {
+	target.SetCondition(ro.obj, v1alpha1.ConditionRotating, status, reason, message, ro.now)
+}
+
+// maybeStart starts a rotation that has fallen due, or been asked for, when nothing blocks it.
+func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
+	obj := ro.obj
+	if h := WhyNotStart(obj, ro.pin, ro.spec, ro.rs.RotateBefore, ro.now); h != nil {
+		ro.condition(metav1.ConditionFalse, h.Reason, h.Message)
+		return h.Next, nil
+	}
+	g, err := ro.authorize(ctx, true)
+	if err != nil {
+		return ro.paused(err)
+	}
+	if _, err := ro.store().Held(ctx); err != nil {
+		return ro.paused(err)
+	}
+	if ro.spec.Mode == v1alpha1.RotationDryRun {
+		plan := Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), ro.now)
+		if prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating); prev == nil || prev.Message != plan {
+			ro.e.Events.Event(corev1.EventTypeNormal, eventPlanned, plan)
+		}
+		ro.condition(metav1.ConditionFalse, v1alpha1.ReasonDryRun, plan)
+		return time.Time{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	m, err := ro.machine(ctx, g)
+	if err != nil {
+		// Nothing was made yet: the rotation starts once the identity can reach Azure.
+		if _, perr := ro.paused(err); perr != nil {
+			return time.Time{}, perr
+		}
+		return ro.now.Add(policy.PropagationBackoff(1)), nil
+	}
+	if err := ro.e.Finalizer(ctx, true); err != nil {
+		return time.Time{}, err
+	}
+	logr.FromContextOrDiscard(ctx).Info("Starting rotation")
+	res, err := m.Start(ctx, ro.pin, Asked{Rotate: obj.Annotations[v1alpha1.RotateAnnotation], Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
+	return ro.apply(res, err, "")
+}
+
+// resume moves the rotation in progress st on, or aborts it when asked and it still can be.
+func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
+	obj := ro.obj
+	spec := ro.pinTo(&st)
+	if why, value := AbortAsked(obj, st); why != "" {
+		if err := Abortable(st); err == nil {
+			return ro.abort(ctx, st, why)
+		} else if value != st.AbortRequest {
+			st.AbortRequest = value
+			obj.Status.Rotation.AbortRequest = value // written by the deferred patch: refused once, said once
+			ro.e.Events.Event(corev1.EventTypeWarning, eventAbortRefused, AbortRefused(why, err))
+		}
+	}
+	if ro.spec.Mode == v1alpha1.RotationDryRun {
+		ro.condition(metav1.ConditionFalse, string(st.Step), DryRunWaits(st.Step))
+		return time.Time{}, nil
+	}
+	changed := TargetChange(ro.pin, spec)
+	if changed != "" && st.Resets == 0 {
+		msg := TargetChanged(st.Step, changed)
+		if prev := target.Condition(obj, v1alpha1.ConditionRotating); prev.Reason != v1alpha1.ReasonRotationTargetChanged {
+			ro.e.Events.Event(corev1.EventTypeWarning, v1alpha1.ReasonRotationTargetChanged, msg)
+		}
+		ro.condition(metav1.ConditionFalse, v1alpha1.ReasonRotationTargetChanged, msg)
+		return time.Time{}, nil
+	}
+	if t := st.NextAttemptTime; t != nil && ro.now.Before(t.Time) {
+		return t.Time, nil
+	}
+	return ro.drive(ctx, st, true, changed, func(ctx context.Context, m *Machine) (Result, error) {
+		return m.Advance(ctx, st)
+	})
+}
+
+// drive runs act on a machine for the rotation st, once the watch's identity allows rotating the
+// application (and, with reset, resetting its cluster), and applies the result.
+func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, reset bool, changed string,
+	act func(context.Context, *Machine) (Result, error)) (time.Time, error) {
+	g, err := ro.authorize(ctx, reset)
+	if err != nil {
+		return ro.paused(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	m, err := ro.machine(ctx, g)
+	if err != nil {
+		return ro.apply(m.Unreachable(st, err), nil, changed)
+	}
+	res, err := act(ctx, m)
+	return ro.apply(res, err, changed)
+}
+
+// abort withdraws the rotation st: only the identity's right to rotate the application is needed
+// to remove the secret the rotation added.
+func (ro *Run) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
+	return ro.drive(ctx, st, false, "", func(ctx context.Context, m *Machine) (Result, error) {
+		return m.Abort(ctx, st, why)
+	})
+}
+
+// apply puts where the machine got to into the watch's status and Rotating condition.
+func (ro *Run) apply(res Result, err error, changed string) (time.Time, error) {
+	if err != nil {
+		return time.Time{}, err
+	}
+	ro.obj.Status.Rotation = res.Status
+	c := res.Condition
+	if changed != "" && c.Status == metav1.ConditionTrue {
+		c = WithChange(c, changed, res.Status.Step)
+	}
+	ro.condition(c.Status, c.Reason, c.Message)
+	return res.Next, nil
+}
+
+// authorize finds the watch's identity and checks that it allows what the rotation does from its
+// step on: rotating the application's secrets, and, with reset, until the cluster has been moved
+// onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
+// Azure, so that an identity that no longer allows the rotation stops it at its next step.
+func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) {
+	g, err := ro.e.Grant(ctx)
+	if err != nil {
+		return access.Grant{}, err
+	}
+	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
+		return access.Grant{}, err
+	}
+	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
+		where := &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}
+		if err := g.Allow(access.Request{Operation: v1alpha1.OperationResetCluster, TenantID: ro.pin.TenantID, Cluster: where}); err != nil {
+			return access.Grant{}, err
+		}
+	}
+	return g, nil
+}
+
+func (ro *Run) retiring() bool {
+	st := ro.obj.Status.Rotation
+	return st != nil && st.Step == v1alpha1.StepRetiring
+}
+
+// paused shows a rotation that its identity does not allow, or that has no identity, as Rotating
+// False with the reason, and does nothing else: whatever step it reached stays as it was, and
+// it goes on when the identity allows it again (a change to the identity reconciles the watch).
+func (ro *Run) paused(err error) (time.Time, error) {
+	var ke *target.KubernetesError
+	if errors.As(err, &ke) {
+		return time.Time{}, ke
+	}
+	reason, msg := Paused(err, ro.obj.Status.Rotation)
+	if prev := target.Condition(ro.obj, v1alpha1.ConditionRotating); prev.Reason != reason {
+		ro.e.Events.Event(corev1.EventTypeWarning, reason, msg)
+	}
+	ro.condition(metav1.ConditionFalse, reason, msg)
+	return time.Time{}, nil
+}
+
+// prefixes start the names of every secret of the watch's: under today's naming, and under the
+// watch's UID, as rotations named them before.
+func (ro *Run) prefixes() []string {
+	var cluster string
+	if c := ro.pin.Cluster; c != nil {
+		cluster = c.SubscriptionID + "/" + c.ResourceGroup + "/" + c.Name
+	}
+	return []string{policy.SecretPrefix(ro.e.ClusterID, ro.obj.Namespace, ro.obj.Name, cluster), policy.WatchPrefix(string(ro.obj.UID))}
+}
+
+func (ro *Run) store() Store { return ro.e.Store(ro.spec.SecretRef.Name, ro.pin) }
+
+// machine binds a machine to the watch: its identity g, the pinned application and cluster, the
+// Secrets and the watch's status. On error the machine has no clients, and serves only to record
+// that its step could not be tried.
+func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
+	prefixes := ro.prefixes()
+	m := &Machine{Store: ro.store(), Ledger: ro.e.Ledger, Events: ro.e.Events, Now: ro.now,
+		Settings: Settings{
+			Validity: ro.rs.Validity, GracePeriod: ro.rs.GracePeriod, Window: ro.spec.MaintenanceWindow, RemoveOld: ro.spec.RemoveOld,
+			Prefix: prefixes[0], Prefixes: prefixes[1:], Target: compose.TargetName(ro.obj), Watch: ro.obj.Name,
+			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name, StagingName: StagingName(ro.obj.Name),
+			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
+		},
+	}
+	c, err := ro.e.Clients(ctx, g, ro.pin)
+	if err != nil {
+		return m, err
+	}
+	m.App, m.Cluster, m.SignIn = c.App, c.Cluster, c.SignIn
+	return m, nil
+}
+
+// ClusterRef names the cluster c a rotation pinned.
+func ClusterRef(c *v1alpha1.RotationCluster) aks.ClusterRef {
+	return aks.ClusterRef{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
+}
+
+// StagingName names the staging Secret of the watch called watch.
+func StagingName(watch string) string {
+	const prefix = "credwatch-rotation-"
+	name := prefix + watch
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(watch))
+	return name[:validation.DNS1123SubdomainMaxLength-9] + "-" + hex.EncodeToString(sum[:4])
+}
