@@ -28,7 +28,7 @@ type ChannelSource interface {
 // for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
 	set, cfgErr := r.Channels.For(ctx, w.obj)
-	return r.sender(w).Watch(ctx, set, cfgErr, w.settings.remindBefore, w.settings.checkFailureAfter)
+	return r.sender(w).Watch(ctx, set, cfgErr, w.settings.RemindBefore, w.settings.CheckFailureAfter)
 }
 
 // sender sends the watch's alerts, claiming each in its status first.

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,10 +15,8 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
-	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/identity"
-	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/statuspatch"
 	"github.com/credwatch/credwatch/internal/target"
 )
@@ -31,19 +26,8 @@ type SignIn interface {
 	SignIn(ctx context.Context, id azure.Identity) error
 }
 
-// signInInterval is how often an identity proves it still signs in: often enough that a secret
-// that expired or a federation that was removed shows before the watches' next checks, rarely
-// enough to cost Entra ID nothing.
-const signInInterval = time.Hour
-
 // signInTimeout bounds one identity's sign-ins.
 const signInTimeout = time.Minute
-
-// Event reasons of an identity.
-const (
-	eventSignInFailed    = "SignInFailed"
-	eventSignInRecovered = "SignInRecovered"
-)
 
 // IdentityReconciler signs in as AzureIdentities and ClusterAzureIdentities and reports in their
 // Ready condition whether they can. It holds no rules about what they may be used for: access
@@ -92,7 +76,6 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		st.ConsecutiveFailures = 0
 	}
 	st.ObservedGeneration, st.SignIn = obj.GetGeneration(), id.Spec.SignInMethod()
-	prev := identityCondition(st)
 
 	signInCtx, cancel := context.WithTimeout(ctx, signInTimeout)
 	err = r.signIn(signInCtx, id)
@@ -104,28 +87,7 @@ func (r *IdentityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if errors.As(err, &ke) {
 		return ctrl.Result{}, ke
 	}
-	var wait time.Duration
-	if err != nil {
-		st.ConsecutiveFailures++
-		wait = policy.RetryAfterFailure(st.ConsecutiveFailures, azerr.RetryAfterOf(err), signInInterval)
-		reason := identity.SignInReason(err)
-		msg := fmt.Sprintf("%v; signing in again at %s", err, now.Add(wait).UTC().Format(time.RFC3339))
-		setIdentityCondition(st, obj.GetGeneration(), metav1.ConditionFalse, reason, msg, now)
-		if prev.Status != metav1.ConditionFalse || prev.Reason != reason {
-			r.Recorder.Eventf(obj, corev1.EventTypeWarning, eventSignInFailed, "Signing in as %s failed: %v", id, err)
-		}
-	} else {
-		st.ConsecutiveFailures = 0
-		wait = signInInterval
-		last := metav1.NewTime(now)
-		st.LastSignInTime = &last
-		setIdentityCondition(st, obj.GetGeneration(), metav1.ConditionTrue, v1alpha1.ReasonSignedIn, "Entra ID issued a token to "+id.String(), now)
-		if prev.Status == metav1.ConditionFalse {
-			r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventSignInRecovered, "Signing in as %s works again", id)
-		}
-	}
-	next := metav1.NewTime(now.Add(wait))
-	st.NextSignInTime = &next
+	wait := identity.SignedIn(obj, st, id, obj.GetGeneration(), err, r.Recorder, now)
 	if err := statuspatch.Patch(ctx, r.Status(), v1alpha1.GroupVersion.WithKind(id.Kind), req.NamespacedName, before, st); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -150,18 +112,6 @@ func (r *IdentityReconciler) signIn(ctx context.Context, id access.Identity) err
 		}
 	}
 	return nil
-}
-
-func identityCondition(st *v1alpha1.IdentityStatus) metav1.Condition {
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
-}
-
-func setIdentityCondition(st *v1alpha1.IdentityStatus, generation int64, status metav1.ConditionStatus, reason, message string, now time.Time) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: status, Reason: reason,
-		Message: message, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
 }
 
 // SetupWithManager registers the reconciler for its kind. Status updates are its own, and are

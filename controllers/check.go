@@ -167,7 +167,7 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (fo
 func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchState, before metav1.Condition, err error) {
 	obj, what := w.obj, w.kind.checked()
 	obj.Status.ConsecutiveFailures++
-	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), w.settings.interval), checkJitter, r.Rand)
+	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), w.settings.Interval), checkJitter, r.Rand)
 	next := metav1.NewTime(w.now.Add(wait))
 	obj.Status.NextCheckTime = &next
 	reason := target.ReasonFor(err)
@@ -190,7 +190,7 @@ func (r *CredentialWatchReconciler) checkSucceeded(w *watchState, before metav1.
 	obj := w.obj
 	obj.Status.ConsecutiveFailures = 0
 	last := metav1.NewTime(w.now)
-	next := metav1.NewTime(w.now.Add(policy.Jitter(w.settings.interval, checkJitter, r.Rand)))
+	next := metav1.NewTime(w.now.Add(policy.Jitter(w.settings.Interval, checkJitter, r.Rand)))
 	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &last, &next
 	if before.Status == metav1.ConditionFalse {
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", w.kind.checked())

@@ -7,30 +7,25 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
-	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/imagepulls"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/statuspatch"
+	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/akscluster"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
 	"github.com/credwatch/credwatch/internal/target/issuer"
@@ -111,7 +106,7 @@ type CredentialWatchReconciler struct {
 	DigestPace *tenantscan.Pace
 	// ImagePulls gives the registries refusing the cluster's image pulls; nil when the operator
 	// does not watch pulls.
-	ImagePulls PullIncidents
+	ImagePulls imagepulls.Incidents
 	// PullsChanged names registries whose incident changed, to reconcile the watches covering them.
 	PullsChanged <-chan event.TypedGenericEvent[string]
 	// Issuer checks serviceAccountIssuer targets; nil when the operator cannot.
@@ -187,7 +182,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}()
 
-	s, err := settingsOf(obj.Spec)
+	s, err := target.SettingsOf(obj.Spec)
 	if err != nil {
 		// The API server validates the spec; getting here means it did not, and retrying won't help.
 		return ctrl.Result{}, reconcile.TerminalError(err)
@@ -232,7 +227,7 @@ type watchState struct {
 	stored *v1alpha1.CredentialWatch
 	// kind is the kind of the watch's target.
 	kind     kind
-	settings settings
+	settings target.Settings
 	now      time.Time
 	// scanned is true when this process holds the watch's last tenant scan.
 	scanned bool
@@ -266,73 +261,6 @@ func (r *CredentialWatchReconciler) steps(k kind) []step {
 		{"imagePulls", r.reconcileImagePulls},
 		{"alerts", k.alert},
 	}
-}
-
-// settings are a spec's durations, parsed once.
-type settings struct {
-	interval          time.Duration
-	thresholds        policy.Thresholds
-	remindBefore      []time.Duration
-	checkFailureAfter time.Duration
-	hygiene           policy.Hygiene
-}
-
-func settingsOf(spec v1alpha1.CredentialWatchSpec) (settings, error) {
-	interval, err := spec.CheckInterval.Parse()
-	if err != nil {
-		return settings{}, fmt.Errorf("checkInterval: %w", err)
-	}
-	thresholds, err := policy.ThresholdsOf(spec.Thresholds)
-	if err != nil {
-		return settings{}, err
-	}
-	s := settings{interval: interval, thresholds: thresholds, checkFailureAfter: alerting.DefaultCheckFailureAfter}
-	if s.hygiene, err = policy.HygieneOf(spec.Hygiene); err != nil {
-		return settings{}, err
-	}
-	var remind []v1alpha1.Duration
-	if a := spec.Alerts; a != nil {
-		remind = a.RemindBefore
-		if a.CheckFailureAfter != "" {
-			if s.checkFailureAfter, err = a.CheckFailureAfter.Parse(); err != nil {
-				return settings{}, fmt.Errorf("alerts.checkFailureAfter: %w", err)
-			}
-		}
-	}
-	if s.remindBefore, err = alerting.RemindBefore(remind); err != nil {
-		return settings{}, err
-	}
-	return s, nil
-}
-
-// SetupWithManager registers the reconciler. Status-only updates are filtered out: the
-// reconciler wrote them and schedules its own return.
-func (r *CredentialWatchReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	b := ctrl.NewControllerManagedBy(mgr).
-		// Annotations too: the rotate annotation asks for a rotation now.
-		For(&v1alpha1.CredentialWatch{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		// Several at once, so that a watch waiting on a slow Graph or SMTP relay delays no other.
-		// A watch asks its identity, and its namespace's labels, at every reconcile.
-		Watches(&v1alpha1.AzureIdentity{}, handler.EnqueueRequestsFromMapFunc(r.watchesOfIdentity(mgr.GetClient(), v1alpha1.KindAzureIdentity)), builder.WithPredicates(identityChanged)).
-		Watches(&v1alpha1.ClusterAzureIdentity{}, handler.EnqueueRequestsFromMapFunc(r.watchesOfIdentity(mgr.GetClient(), v1alpha1.KindClusterAzureIdentity)), builder.WithPredicates(identityChanged)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(watchesOfNamespace(mgr.GetClient())), builder.WithPredicates(labelsChanged)).
-		// A fleet's watch deleted by hand is created again at once, not at the fleet's next check.
-		Watches(&v1alpha1.CredentialWatch{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.CredentialWatch{}, handler.OnlyControllerOwner()),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false }})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
-		Named("credentialwatch")
-	// Planned reads wake their watches through the queue itself: a channel could fill, and
-	// block the planner on the controller.
-	b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.queue.Store(&wakeQueue{q})
-		return nil
-	}))
-	if r.PullsChanged != nil {
-		b = b.WatchesRawSource(source.Channel(r.PullsChanged, handler.TypedEnqueueRequestsFromMapFunc(watchesOfRegistry(mgr.GetClient()))))
-	}
-	return b.Complete(r)
 }
 
 // writeNow writes a part of status at once, with an optimistic lock, where the deferred patch

@@ -64,7 +64,7 @@ func (k fleetKind) evaluate(ctx context.Context, w *watchState) (time.Time, erro
 		return time.Time{}, nil
 	}
 	var next time.Time
-	w.fleet, next = k.r.fleet().Evaluate(w.obj, w.stored.Status.Fleet, g, w.settings.thresholds, w.now)
+	w.fleet, next = k.r.fleet().Evaluate(w.obj, w.stored.Status.Fleet, g, w.settings.Thresholds, w.now)
 	return next, nil
 }
 

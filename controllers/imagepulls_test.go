@@ -22,6 +22,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
+	"github.com/credwatch/credwatch/internal/imagepulls"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/webhook"
 	"github.com/credwatch/credwatch/internal/pullauth"
@@ -303,7 +304,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 		!strings.Contains(got[0].Fix, "az ad app credential reset --id "+s.appID) {
 		t.Fatalf("alerts = %+v, want one cluster-wide PullsRefused with the renewal as fix", got)
 	}
-	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 1 {
+	if n := countEvents(h.takeEvents(), imagepulls.EventRefused); n != 1 {
 		t.Errorf("%d ImagePullsRefused events, want 1", n)
 	}
 
@@ -342,7 +343,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	if got := pullAlerts(rc); len(got) != 1 {
 		t.Errorf("%d pull alerts after the flood, want still 1", len(got))
 	}
-	if events := h.takeEvents(); countEvents(events, eventImagePullsRefused)+countEvents(events, eventImagePullsRecovered) != 0 {
+	if events := h.takeEvents(); countEvents(events, imagepulls.EventRefused)+countEvents(events, imagepulls.EventRecovered) != 0 {
 		t.Errorf("image-pull events after the flood %q, want none", events)
 	}
 
@@ -351,7 +352,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	p.restart(h)
 	w, res = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionFalse, v1alpha1.ReasonClusterWidePullFailures)
-	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listingRetry {
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > imagepulls.ListingRetry {
 		t.Errorf("before the first lists: status.imagePulls = %+v, requeued after %v", w.Status.ImagePulls, res.RequeueAfter)
 	}
 	p.start()
@@ -363,7 +364,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	if got := pullAlerts(rc); len(got) != 1 {
 		t.Errorf("%d pull alerts after the restart, want still 1", len(got))
 	}
-	if events := h.takeEvents(); countEvents(events, eventImagePullsRefused)+countEvents(events, eventImagePullsRecovered) != 0 {
+	if events := h.takeEvents(); countEvents(events, imagepulls.EventRefused)+countEvents(events, imagepulls.EventRecovered) != 0 {
 		t.Errorf("image-pull events after the restart %q, want none", events)
 	}
 
@@ -379,7 +380,7 @@ func TestImagePullsRefusedAcrossTheClusterAreTiedToTheExpiredSecret(t *testing.T
 	if len(got) != 2 || got[1].Kind != alertkind.PullsRecovered || got[1].ImagePulls == nil || got[1].ImagePulls.Registry != p.registry {
 		t.Errorf("alerts = %+v, want the incident and its end", got)
 	}
-	if n := countEvents(h.takeEvents(), eventImagePullsRecovered); n != 1 {
+	if n := countEvents(h.takeEvents(), imagepulls.EventRecovered); n != 1 {
 		t.Errorf("%d ImagePullsRecovered events, want 1", n)
 	}
 	h.step(time.Hour)
@@ -478,7 +479,7 @@ func TestImagePullsForgedEventsRaiseNothing(t *testing.T) {
 	if got := pullAlerts(rc); len(got) != 0 {
 		t.Errorf("alerts = %+v after forged events, want none", got)
 	}
-	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 0 {
+	if n := countEvents(h.takeEvents(), imagepulls.EventRefused); n != 0 {
 		t.Errorf("%d ImagePullsRefused events after forged ones, want none", n)
 	}
 
@@ -529,13 +530,13 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 		return in
 	}
 	var names []string
-	for i := range maxPullIncidents {
+	for i := range imagepulls.MaxIncidents {
 		names = append(names, fmt.Sprintf("r%02d", i))
 	}
 	h.r.ImagePulls = refusing(v1alpha1.PullScopeNodeLocal, names...)
 	w, _ := h.reconcile()
-	if len(w.Status.ImagePulls) != maxPullIncidents {
-		t.Fatalf("%d incidents in status, want %d", len(w.Status.ImagePulls), maxPullIncidents)
+	if len(w.Status.ImagePulls) != imagepulls.MaxIncidents {
+		t.Fatalf("%d incidents in status, want %d", len(w.Status.ImagePulls), imagepulls.MaxIncidents)
 	}
 	h.takeEvents()
 
@@ -543,7 +544,7 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 	h.step(time.Minute)
 	h.r.ImagePulls = sorted(append(refusing(v1alpha1.PullScopeNodeLocal, append(names, "a01")...), refusing(v1alpha1.PullScopeClusterWide, "a00")...))
 	w, _ = h.reconcile()
-	if first := w.Status.ImagePulls[0]; len(w.Status.ImagePulls) != maxPullIncidents || first.Registry != "r00.azurecr.io" || !first.Since.Time.Equal(t0) {
+	if first := w.Status.ImagePulls[0]; len(w.Status.ImagePulls) != imagepulls.MaxIncidents || first.Registry != "r00.azurecr.io" || !first.Since.Time.Equal(t0) {
 		t.Errorf("status.imagePulls begins with %+v, want the incidents told of before, since %v", first, t0)
 	}
 	if events := h.takeEvents(); len(events) != 0 {
@@ -559,7 +560,7 @@ func TestImagePullIncidentsBeyondTheBoundDoNotRecover(t *testing.T) {
 	h.r.ImagePulls = sorted(append(refusing(v1alpha1.PullScopeNodeLocal, append(names[1:], "a01")...), refusing(v1alpha1.PullScopeClusterWide, "a00")...))
 	w, _ = h.reconcile()
 	events := h.takeEvents()
-	if countEvents(events, eventImagePullsRecovered) != 1 || countEvents(events, eventImagePullsRefused) != 1 || w.Status.ImagePulls[0].Registry != "a00.azurecr.io" {
+	if countEvents(events, imagepulls.EventRecovered) != 1 || countEvents(events, imagepulls.EventRefused) != 1 || w.Status.ImagePulls[0].Registry != "a00.azurecr.io" {
 		t.Errorf("events %q and status beginning with %s, want r00 over and a00 in its place", events, w.Status.ImagePulls[0].Registry)
 	}
 }
@@ -646,8 +647,8 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	// Not started yet: listing.
 	w, res := h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionImagePullsAuthorized, metav1.ConditionUnknown, v1alpha1.ReasonPullsListing)
-	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listingRetry {
-		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, listingRetry)
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > imagepulls.ListingRetry {
+		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, imagepulls.ListingRetry)
 	}
 
 	go func() { _ = watcher.Start(ctx) }()
@@ -663,10 +664,10 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	if msg := target.Condition(w, v1alpha1.ConditionImagePullsAuthorized).Message; !strings.Contains(msg, "forbidden") {
 		t.Errorf("condition message %q does not say why listing fails", msg)
 	}
-	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > listFailedRetry {
-		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, listFailedRetry)
+	if len(w.Status.ImagePulls) != 1 || res.RequeueAfter > imagepulls.ListFailedRetry {
+		t.Errorf("status.imagePulls = %+v, requeued after %v; want the incident as last seen, looked at again within %v", w.Status.ImagePulls, res.RequeueAfter, imagepulls.ListFailedRetry)
 	}
-	if events := h.takeEvents(); countEvents(events, eventImagePullsRecovered) != 0 {
+	if events := h.takeEvents(); countEvents(events, imagepulls.EventRecovered) != 0 {
 		t.Errorf("events %q, want no recovery", events)
 	}
 }
@@ -726,7 +727,7 @@ func TestAPullIncidentIsToldOnceUnderstood(t *testing.T) {
 		h.reconcile() // as the watcher's PullsChanged makes the watch do
 		h.step(time.Second)
 	}
-	if n := countEvents(h.takeEvents(), eventImagePullsRefused); n != 0 || len(pullAlerts(rc)) != 0 {
+	if n := countEvents(h.takeEvents(), imagepulls.EventRefused); n != 0 || len(pullAlerts(rc)) != 0 {
 		t.Fatalf("%d events and %d alerts while the refusals settle, want none yet", n, len(pullAlerts(rc)))
 	}
 
@@ -740,7 +741,7 @@ func TestAPullIncidentIsToldOnceUnderstood(t *testing.T) {
 	}
 	var told []string
 	for _, e := range h.takeEvents() {
-		if strings.Contains(e, eventImagePullsRefused) {
+		if strings.Contains(e, imagepulls.EventRefused) {
 			told = append(told, e)
 		}
 	}

@@ -115,7 +115,7 @@ func (k spKind) read(ctx context.Context, w *watchState, g access.Grant, id azur
 }
 
 func (k spKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
-	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.thresholds, w.settings.hygiene, w.now), nil
+	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
 }
 
 type spFound struct {
@@ -145,7 +145,7 @@ func (k clusterKind) read(ctx context.Context, w *watchState, g access.Grant, id
 }
 
 func (k clusterKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
-	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.thresholds, w.settings.hygiene, w.now), nil
+	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
 }
 
 type clusterFound struct {
@@ -228,7 +228,7 @@ func (k scanKind) failed(w *watchState, reason string) {
 }
 
 func (k scanKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
-	return k.r.scan().Evaluate(w.obj, w.stored, w.settings.thresholds, w.settings.hygiene, w.now), nil
+	return k.r.scan().Evaluate(w.obj, w.stored, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
 }
 
 func (k scanKind) follow(ctx context.Context, w *watchState) (time.Time, error) {

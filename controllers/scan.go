@@ -33,7 +33,7 @@ func (r *CredentialWatchReconciler) reconcileDigests(ctx context.Context, w *wat
 			return r.Azure.Tenant(id)
 		},
 	}
-	return r.scan().Digest(ctx, obj, owners, w.settings.thresholds, w.settings.hygiene, w.now)
+	return r.scan().Digest(ctx, obj, owners, w.settings.Thresholds, w.settings.Hygiene, w.now)
 }
 
 // forgetDigests forgets the owner digests of a watch that mails none.

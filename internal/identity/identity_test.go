@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -18,6 +20,7 @@ import (
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 func scheme(t *testing.T) *runtime.Scheme {
@@ -154,5 +157,32 @@ func TestSignInReasonOfAzure(t *testing.T) {
 	}
 	if got := SignInReason(errors.New("AADSTS7000215: invalid client secret")); got != v1alpha1.ReasonAuthenticationFailed {
 		t.Errorf("SignInReason(refusal) = %s", got)
+	}
+}
+
+// Failing to sign in backs off and is told once per reason; signing in again is told too.
+func TestSignedIn(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	obj := &v1alpha1.AzureIdentity{}
+	id := access.Of(&v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "sp"}})
+	events := &targettest.Events{}
+	st := &v1alpha1.IdentityStatus{}
+	refused := &SecretError{msg: "Secret team/sp has no key clientSecret"}
+
+	first := SignedIn(obj, st, id, 1, refused, events, now)
+	second := SignedIn(obj, st, id, 1, refused, events, now.Add(first))
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonCredentialSecretInvalid || !strings.Contains(c.Message, "signing in again at") ||
+		second <= first || st.ConsecutiveFailures != 2 {
+		t.Fatalf("Ready %+v after waits %s, %s and %d failures; want the reason, and a longer wait", c, first, second, st.ConsecutiveFailures)
+	}
+	if got := events.Take(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning SignInFailed Signing in as AzureIdentity team/sp failed") {
+		t.Fatalf("events %q; want the failure told once", got)
+	}
+	if wait := SignedIn(obj, st, id, 1, nil, events, now.Add(time.Hour)); wait != SignInInterval || st.ConsecutiveFailures != 0 || !st.NextSignInTime.Time.Equal(now.Add(2*time.Hour)) {
+		t.Fatalf("after signing in: wait %s, status %+v", wait, st)
+	}
+	if got := events.Take(); len(got) != 1 || !strings.HasPrefix(got[0], "Normal SignInRecovered") {
+		t.Fatalf("events %q; want the recovery told", got)
 	}
 }
