@@ -3,13 +3,12 @@
 package main
 
 import (
-	"crypto/tls"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -26,29 +25,19 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientfeatures "k8s.io/client-go/features"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/controllers"
-	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/compact"
-	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/budget"
-	"github.com/credwatch/credwatch/internal/graph/msgraph"
-	"github.com/credwatch/credwatch/internal/graph/planner"
 	"github.com/credwatch/credwatch/internal/ledger"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -57,33 +46,6 @@ import (
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
-
-type options struct {
-	metricsAddr    string
-	secureMetrics  bool
-	probeAddr      string
-	pprofAddr      string
-	leaderElection bool
-	watchNamespace string
-	cloudName      string
-	authorityHost  string
-	graphEndpoint  string
-	graphAudience  string
-	armEndpoint    string
-	armAudience    string
-	defaultAlerts  string
-	defaultID      string
-	namespace      string
-	slackAPIURL    string
-	graphBudget    int
-	// digestsPerMinute paces owner digests.
-	digestsPerMinute int
-	imagePulls       bool
-	issuerChecks     bool
-	issuerAllowed    []string
-	pullThresholds   pullauth.Thresholds
-	destinations     egress.Policy
-}
 
 // planWindow is how long a planned read waits for others to share its $batch: short beside a
 // check interval, long enough for the checks of one requeue burst to meet.
@@ -153,67 +115,6 @@ func main() {
 	}
 }
 
-func (o options) cloud() (azure.Cloud, error) {
-	c, err := azure.CloudNamed(o.cloudName)
-	if err != nil {
-		return c, err
-	}
-	for _, override := range []struct {
-		to   *string
-		from string
-	}{{&c.AuthorityHost, o.authorityHost}, {&c.GraphEndpoint, o.graphEndpoint}, {&c.GraphAudience, o.graphAudience}, {&c.ARMEndpoint, o.armEndpoint}, {&c.ARMAudience, o.armAudience}} {
-		if override.from != "" {
-			*override.to = override.from
-		}
-	}
-	if o.armEndpoint != "" && o.armAudience == "" {
-		// A private or test endpoint issues tokens for itself, not for the public cloud's audience.
-		c.ARMAudience = strings.TrimSuffix(o.armEndpoint, "/") + "/"
-	}
-	return c, c.Validate()
-}
-
-// serviceAccountNamespaceFile holds, in a pod, the namespace of its service account: the pod's.
-const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// operatorNamespace finds the operator's namespace the way operators do: --operator-namespace
-// (whose default is POD_NAMESPACE), then, in a pod, its service account's; empty outside a pod
-// when neither is given.
-func operatorNamespace(flagged string, readFile func(string) ([]byte, error)) string {
-	if flagged != "" {
-		return flagged
-	}
-	if b, err := readFile(serviceAccountNamespaceFile); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
-}
-
-// loadDefaultAlerts reads the operator-wide alert channels, nil when none are configured.
-func (o options) loadDefaultAlerts() (*v1alpha1.Alerts, error) {
-	if o.defaultAlerts == "" {
-		return nil, nil
-	}
-	if o.namespace == "" {
-		return nil, errors.New("--default-alerts needs --operator-namespace (or POD_NAMESPACE): the channels' Secrets are read there")
-	}
-	data, err := os.ReadFile(o.defaultAlerts)
-	if err != nil {
-		return nil, fmt.Errorf("reading --default-alerts: %w", err)
-	}
-	var a v1alpha1.Alerts
-	if err := yaml.UnmarshalStrict(data, &a); err != nil {
-		return nil, fmt.Errorf("--default-alerts %s: %w", o.defaultAlerts, err)
-	}
-	if len(a.RemindBefore) > 0 || a.CheckFailureAfter != "" || a.UseDefaultChannels != nil {
-		return nil, fmt.Errorf("--default-alerts %s: only channels are set here; the schedule (remindBefore, checkFailureAfter) is each watch's own", o.defaultAlerts)
-	}
-	if a.Slack == nil && a.Email == nil && a.Teams == nil && a.Webhook == nil {
-		return nil, fmt.Errorf("--default-alerts %s names no channel: set slack, email, teams or webhook", o.defaultAlerts)
-	}
-	return &a, nil
-}
-
 // gracefulShutdown is how long reconciles under way may take to finish when the operator stops;
 // it fits in Kubernetes' default 30 s termination grace period.
 var gracefulShutdown = 25 * time.Second
@@ -259,11 +160,29 @@ func run(o options) error {
 	if err := o.setupIdentities(mgr, az); err != nil {
 		return err
 	}
+	r, err := o.watchReconciler(ctx, mgr, scheme, az, defaults, scanStore, fleetStore)
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
+	return mgr.Start(ctx)
+}
+
+// watchReconciler is the CredentialWatch controller, on the manager's clients and the stores the
+// metrics read.
+func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *runtime.Scheme, az *clients.Clients, defaults *v1alpha1.Alerts,
+	scanStore *tenantscan.Store, fleetStore *aksfleet.Store) (*controllers.CredentialWatchReconciler, error) {
 	// Rotations name their secrets after the cluster, so that watches of one application on two
 	// clusters keep apart: its kube-system namespace's UID is the ID Kubernetes has for it.
 	var kubeSystem corev1.Namespace
 	if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &kubeSystem); err != nil {
-		return fmt.Errorf("reading namespace kube-system, whose UID names this cluster: %w", err)
+		return nil, fmt.Errorf("reading namespace kube-system, whose UID names this cluster: %w", err)
 	}
 	r := &controllers.CredentialWatchReconciler{
 		Client:            mgr.GetClient(),
@@ -284,21 +203,14 @@ func run(o options) error {
 		DigestPace: tenantscan.NewPace(o.digestsPerMinute),
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
-		return err
+		return nil, err
 	}
 	// The canary ServiceAccount of serviceAccountIssuer targets lives in the operator's namespace,
 	// which validate made sure of.
 	if o.issuerChecks {
 		r.Issuer = &saissuer.Prober{Config: mgr.GetConfig(), Reader: mgr.GetAPIReader(), Namespace: o.namespace, Allowed: o.issuerAllowed}
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the CredentialWatch controller: %w", err)
-	}
-	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
-		return err
-	}
-	ctrl.Log.Info("Starting manager", "graphEndpoint", cloud.GraphEndpoint, "authorityHost", cloud.AuthorityHost)
-	return mgr.Start(ctx)
+	return r, nil
 }
 
 // setupIdentities registers the controllers of AzureIdentities and ClusterAzureIdentities.
@@ -311,92 +223,6 @@ func (o options) setupIdentities(mgr ctrl.Manager, az *clients.Clients) error {
 		}
 	}
 	return nil
-}
-
-// validate checks the flags that need no cluster, and reads the cloud and default channels.
-func (o options) validate() (azure.Cloud, *v1alpha1.Alerts, error) {
-	cloud, err := o.cloud()
-	if err != nil {
-		return cloud, nil, fmt.Errorf("cloud configuration: %w", err)
-	}
-	defaults, err := o.loadDefaultAlerts()
-	if err != nil {
-		return cloud, nil, err
-	}
-	if o.graphBudget <= 0 {
-		return cloud, nil, fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
-	}
-	if o.issuerChecks && o.namespace == "" {
-		// Without it the checks would be off, and watches would learn it only from their status.
-		return cloud, nil, errors.New("the service-account issuer checks need the operator's namespace, where their canary ServiceAccount lives: " +
-			"pass --operator-namespace, set POD_NAMESPACE, or run in a pod; or turn the checks off with --service-account-issuer=false")
-	}
-	return cloud, defaults, o.pullThresholds.Validate()
-}
-
-// managerOptions are the manager's, its metrics server's among them, which serves *watches.
-func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watches) ctrl.Options {
-	metricsOpts := metricsserver.Options{
-		BindAddress:   o.metricsAddr,
-		SecureServing: o.secureMetrics,
-		// HTTP/2 is off, as kubebuilder advises, against the HTTP/2 rapid-reset attacks.
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
-	}
-	// controller-runtime's one hook around its /metrics handler is the filter.
-	metricsOpts.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
-		authorize := metricsserver.Filter(func(_ logr.Logger, h http.Handler) (http.Handler, error) { return h, nil })
-		if o.secureMetrics {
-			var err error
-			if authorize, err = filters.WithAuthenticationAndAuthorization(c, hc); err != nil {
-				return nil, err
-			}
-		}
-		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
-			return authorize(log, (*watches).Handler(h))
-		}, nil
-	}
-	// The cache holds every watch for the life of the process: see internal/compact.
-	cacheOpts := cache.Options{DefaultTransform: compact.Transform}
-	if o.watchNamespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
-	}
-	return ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: o.probeAddr,
-		PprofBindAddress:       o.pprofAddr,
-		LeaderElection:         o.leaderElection,
-		LeaderElectionID:       "credwatch.credwatch.dev",
-		// In a pod controller-runtime finds its namespace itself; outside one it must be told.
-		LeaderElectionNamespace: o.namespace,
-		// A new leader should not wait out the old one's lease after a clean stop.
-		LeaderElectionReleaseOnCancel: true,
-		// Reconciles under way get this long to finish on SIGTERM; their context is cancelled, so
-		// the writes that must not be lost (a claimed alert's outcome, a new secret) run on their own.
-		GracefulShutdownTimeout: &gracefulShutdown,
-		Cache:                   cacheOpts,
-		MapperProvider:          newRememberedMappings,
-	}
-}
-
-// azure is Graph and Resource Manager in cloud, each client bound to an identity and a target.
-func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clients, error) {
-	graphRequests, err := cwmetrics.NewGraphRequests(metrics.Registry)
-	if err != nil {
-		return nil, err
-	}
-	// The budget is spent before a request is counted: waiting for it is not a request.
-	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
-	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
-	if err != nil {
-		return nil, err
-	}
-	graphClient.SetScope(cloud.GraphScope())
-	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
-	if err != nil {
-		return nil, err
-	}
-	return clients.New(ids, planner.NewGraph(graphClient, clock.RealClock{}, planWindow), clusters), nil
 }
 
 // watchImagePulls runs the image-pull watcher under the manager and hands it to r, unless
@@ -419,27 +245,4 @@ func (o options) watchImagePulls(mgr ctrl.Manager, scheme *runtime.Scheme, r *co
 	metrics.Registry.MustRegister(cwmetrics.NewImagePulls(tracker, clock.RealClock{}))
 	r.ImagePulls, r.PullsChanged = watcher, changed
 	return nil
-}
-
-// streamedLists has the cache's informers fill from a stream (client-go's WatchListClient, on by
-// default from client-go 0.35; served by default by Kubernetes 1.32 and from 1.34): otherwise a
-// list of every watch is one response holding them all, decoded at once with their
-// managedFields, before the informer's transform trims them. On a restart at 30,000 checked
-// watches that list took the operator past twice the memory it needed for the rest of its life
-// (BENCHMARKS.md, section 0). An API server that refuses to stream is listed as before. One that
-// accepts but never sends the bookmark ending the stream (some proxies) leaves the caches
-// unsynced, and so do watch bookmarks turned off in the cache's options: there,
-// KUBE_FEATURE_WatchListClient=false, client-go's own switch, turns streaming off.
-type streamedLists struct {
-	clientfeatures.Gates
-	lookupEnv func(string) (string, bool)
-}
-
-func (g streamedLists) Enabled(f clientfeatures.Feature) bool {
-	if f == clientfeatures.WatchListClient {
-		if _, set := g.lookupEnv("KUBE_FEATURE_" + string(f)); !set {
-			return true
-		}
-	}
-	return g.Gates.Enabled(f)
 }

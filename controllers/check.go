@@ -3,10 +3,8 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,9 +18,6 @@ import (
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
 )
-
-// eventCheckRecovered: checks of a watch work again.
-const eventCheckRecovered = "CheckRecovered"
 
 // pendingRecheck is when a watch whose planned read is not answered comes back if nothing wakes
 // it first: its answer wakes it, within a second, when the budget allows behind a throttled
@@ -162,39 +157,20 @@ func (r *CredentialWatchReconciler) read(ctx context.Context, w *watchState) (fo
 	return w.kind.read(ctx, w, g, id)
 }
 
-// checkFailed counts a failed check, schedules the next with backoff, and says why in the Ready
-// condition, and in an event when the check starts failing or fails for another reason.
+// checkFailed schedules the next check with backoff and records the failure
+// (target.CheckFailed), dropping what the failure says is gone.
 func (r *CredentialWatchReconciler) checkFailed(ctx context.Context, w *watchState, before metav1.Condition, err error) {
-	obj, what := w.obj, w.kind.checked()
-	obj.Status.ConsecutiveFailures++
-	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures, azerr.RetryAfterOf(err), w.settings.Interval), checkJitter, r.Rand)
-	next := metav1.NewTime(w.now.Add(wait))
-	obj.Status.NextCheckTime = &next
-	reason := target.ReasonFor(err)
-	ctrl.LoggerFrom(ctx).Info("Checking "+what+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
-	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, reason,
-		fmt.Sprintf("%v; retrying at %s", err, next.UTC().Format(time.RFC3339)), w.now)
-	if before.Status != metav1.ConditionFalse || before.Reason != reason {
-		// Once per kind of failure: retries would differ only in ports and times, which the
-		// recorder cannot fold into one event.
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Checking %s failed: %v", what, err)
-	}
-	if reason == v1alpha1.ReasonServicePrincipalNotFound || reason == v1alpha1.ReasonClusterNotFound {
-		target.ForgetCredentials(obj)
-	}
+	obj := w.obj
+	wait := policy.Jitter(policy.RetryAfterFailure(obj.Status.ConsecutiveFailures+1, azerr.RetryAfterOf(err), w.settings.Interval), checkJitter, r.Rand)
+	reason := target.CheckFailed(obj, before, r.Recorder, w.kind.checked(), err, w.now.Add(wait), w.now)
+	ctrl.LoggerFrom(ctx).Info("Checking "+w.kind.checked()+" failed", "reason", reason, "error", err.Error(), "retryIn", wait.String())
 	w.kind.failed(w, reason)
 }
 
-// checkSucceeded schedules the next check, and tells when checks work again.
+// checkSucceeded schedules the next check, and records the success (target.CheckSucceeded).
 func (r *CredentialWatchReconciler) checkSucceeded(w *watchState, before metav1.Condition) {
-	obj := w.obj
-	obj.Status.ConsecutiveFailures = 0
-	last := metav1.NewTime(w.now)
-	next := metav1.NewTime(w.now.Add(policy.Jitter(w.settings.Interval, checkJitter, r.Rand)))
-	obj.Status.LastCheckTime, obj.Status.NextCheckTime = &last, &next
-	if before.Status == metav1.ConditionFalse {
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, eventCheckRecovered, "Reading %s works again", w.kind.checked())
-	}
+	next := w.now.Add(policy.Jitter(w.settings.Interval, checkJitter, r.Rand))
+	target.CheckSucceeded(w.obj, before, r.Recorder, w.kind.checked(), next, w.now)
 }
 
 // askerOf is who the watch key is to the read planner: asking again, it is answered once, and

@@ -146,11 +146,7 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	obj := &v1alpha1.CredentialWatch{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Scans.Forget(req.NamespacedName)
-			r.Digests.Delete(req.NamespacedName)
-			r.Fleets.Forget(req.NamespacedName)
-			r.heldClusters.Forget(req.NamespacedName)
-			r.Azure.Withdraw(askerOf(req.NamespacedName))
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -200,8 +196,13 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, time.Time{}, next)}, nil
 	}
+	return r.runSteps(ctx, w)
+}
+
+// runSteps runs the watch's steps in order, and returns when the earliest has something new to do.
+func (r *CredentialWatchReconciler) runSteps(ctx context.Context, w *watchState) (ctrl.Result, error) {
 	var moments []time.Time
-	for _, st := range r.steps(k) {
+	for _, st := range r.steps(w.kind) {
 		next, err := st.run(ctx, w)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("%s: %w", st.name, err)
@@ -213,10 +214,19 @@ func (r *CredentialWatchReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	var nextCheck time.Time // none until a check is scheduled: a watch waiting for its identity
-	if t := obj.Status.NextCheckTime; t != nil && !w.readPending {
+	if t := w.obj.Status.NextCheckTime; t != nil && !w.readPending {
 		nextCheck = t.Time
 	}
 	return ctrl.Result{RequeueAfter: policy.RequeueAfter(w.now, nextCheck, moments...)}, nil
+}
+
+// forget drops what this process keeps of a deleted watch.
+func (r *CredentialWatchReconciler) forget(key client.ObjectKey) {
+	r.Scans.Forget(key)
+	r.Digests.Delete(key)
+	r.Fleets.Forget(key)
+	r.heldClusters.Forget(key)
+	r.Azure.Withdraw(askerOf(key))
 }
 
 // watchState is what the steps of one reconcile share.

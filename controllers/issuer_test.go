@@ -202,8 +202,8 @@ func TestIssuerCheckFailuresAreRetried(t *testing.T) {
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
 	assertCondition(t, w, v1alpha1.ConditionSigningKeyDrift, metav1.ConditionFalse, v1alpha1.ReasonKeysAgree)
 	events = h.takeEvents()
-	if n := countEvents(events, eventCheckRecovered); n != 1 || !strings.Contains(strings.Join(events, "\n"), "Reading the service-account issuer works again") {
-		t.Errorf("events = %q, want one %s about the service-account issuer", events, eventCheckRecovered)
+	if n := countEvents(events, "CheckRecovered"); n != 1 || !strings.Contains(strings.Join(events, "\n"), "Reading the service-account issuer works again") {
+		t.Errorf("events = %q, want one %s about the service-account issuer", events, "CheckRecovered")
 	}
 
 	// A named API server, which the admin allows, that does not answer.

@@ -163,6 +163,16 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	t := &textWriter{w: bw}
 	w.writeCredentials(t, list)
 
+	writeWatches(t, list)
+	writeFindings(t, list)
+	w.writeFleets(t, list)
+
+	writeRotations(t, list)
+}
+
+// writeWatches writes each watch's readiness, last check, failures, state, last rotation and
+// signing-key drift.
+func writeWatches(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	t.family("credwatch_watch_ready_status",
 		"The Ready condition of a CredentialWatch: 1, labelled with the condition's status (True, False, Unknown).")
 	for i := range list {
@@ -216,11 +226,6 @@ func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 			t.sample(1, "name", cw.Name, "namespace", cw.Namespace, "reason", c.Reason)
 		}
 	}
-
-	writeFindings(t, list)
-	w.writeFleets(t, list)
-
-	writeRotations(t, list)
 }
 
 // writeRotations writes the rotation in progress of each watch, how often its step failed, and

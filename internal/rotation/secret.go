@@ -33,6 +33,27 @@ const verifyTriesBeforeRecheck = 10
 // storeTimeout bounds keeping a new secret's text, which a stopping operator still does.
 const storeTimeout = 15 * time.Second
 
+// removeOrphans removes the secrets of this rotation in Graph that the Store does not hold, and
+// returns the one it holds, if Graph lists it.
+func (m *Machine) removeOrphans(ctx context.Context, secrets []Secret, held Held) (*Secret, error) {
+	var adopt *Secret
+	for _, s := range secrets {
+		if s.DisplayName != m.st.DisplayName {
+			continue
+		}
+		if held.DisplayName == m.st.DisplayName && held.KeyID == s.KeyID {
+			adopt = &s
+			continue
+		}
+		if err := m.App.Remove(ctx, s.KeyID); err != nil {
+			return nil, err
+		}
+		m.Events.Event(corev1.EventTypeNormal, EventOrphanRemoved,
+			fmt.Sprintf("Removed secret %s, created by an earlier attempt whose text was never stored", s.KeyID))
+	}
+	return adopt, nil
+}
+
 // create makes the new secret and keeps it, or adopts the one an earlier attempt kept. The Store
 // is asked first, as Graph's lists lag behind its writes; a secret of this rotation that the
 // Store does not hold is an orphan whose text is gone, and is removed before another is added,
@@ -51,20 +72,9 @@ func (m *Machine) create(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
-	var adopt *Secret
-	for _, s := range secrets {
-		if s.DisplayName != m.st.DisplayName {
-			continue
-		}
-		if held.DisplayName == m.st.DisplayName && held.KeyID == s.KeyID {
-			adopt = &s
-			continue
-		}
-		if err := m.App.Remove(ctx, s.KeyID); err != nil {
-			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
-		}
-		m.Events.Event(corev1.EventTypeNormal, EventOrphanRemoved,
-			fmt.Sprintf("Removed secret %s, created by an earlier attempt whose text was never stored", s.KeyID))
+	adopt, err := m.removeOrphans(ctx, secrets, held)
+	if err != nil {
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
 	switch {
 	case adopt != nil:

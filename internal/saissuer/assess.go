@@ -47,6 +47,84 @@ type Assessment struct {
 // maxKeys bounds the remembered keys, as the CRD does.
 const maxKeys = 32
 
+// drift is what an assessment found wrong: the reason of the first problem, and every problem.
+type drift struct {
+	reason   string
+	problems []string
+}
+
+func (d *drift) add(reason, msg string) {
+	if d.reason == "" {
+		d.reason = reason
+	}
+	d.problems = append(d.problems, msg)
+}
+
+// disagreements are what the API servers disagree on now: a signing key another does not serve,
+// a canary token another rejects, issuers that differ.
+func (d *drift) disagreements(obs Observation) {
+	for _, e := range obs.Endpoints {
+		for _, other := range obs.Endpoints {
+			if e.SigningKeyID != "" && other.URL != e.URL && !slices.Contains(other.KeyIDs, e.SigningKeyID) {
+				d.add(v1alpha1.ReasonSigningKeyNotShared, fmt.Sprintf("%s signs with key %s, which %s does not serve", e.URL, e.SigningKeyID, other.URL))
+			}
+		}
+	}
+	for _, e := range obs.Endpoints {
+		for _, other := range slices.Sorted(maps.Keys(e.Rejected)) {
+			d.add(v1alpha1.ReasonCanaryRejected, fmt.Sprintf("a token minted through %s was rejected by %s: %s", e.URL, other, e.Rejected[other]))
+		}
+	}
+	for i := 0; i+1 < len(obs.Endpoints); i++ {
+		if a, b := obs.Endpoints[i], obs.Endpoints[i+1]; a.Issuer != b.Issuer {
+			d.add(v1alpha1.ReasonIssuersDiffer, fmt.Sprintf("%s announces issuer %s, %s announces %s", a.URL, a.Issuer, b.URL, b.Issuer))
+		}
+	}
+}
+
+// removedEarly are the keys served before that left while tokens they signed are still valid.
+// Only a key seen signing can have left valid tokens behind, and only the last check that saw it
+// sign is known: it may have signed until just before it left, so a removal found more than a
+// token lifetime after that check may still have been early, but is not reported. Catching
+// every early removal takes checks at least as often as tokens live.
+func (d *drift) removedEarly(served []v1alpha1.ServedKey, serving map[string]bool, lifetime time.Duration, now time.Time) {
+	for _, k := range served {
+		if !serving[k.KeyID] && stillSigned(k, lifetime, now) {
+			signed := "recently"
+			if k.LastSigned != nil {
+				signed = now.Sub(k.LastSigned.Time).Round(time.Second).String() + " ago"
+			}
+			d.add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set while a token it signed %s stays valid for %s",
+				k.KeyID, signed, lifetime))
+		}
+	}
+}
+
+// stillRejected are the tokens that servers reject until they expire, and returns when the
+// first of those ends. The canary proves the present; this, the recent past: a server that
+// stopped signing with a key another never served leaves tokens that other server rejects until
+// they expire.
+func (d *drift) stillRejected(obs Observation, keys []v1alpha1.ServedKey, serving map[string]bool, now time.Time) time.Time {
+	var recheck time.Time
+	for _, k := range keys {
+		if k.TokensValidUntil == nil || !now.Before(k.TokensValidUntil.Time) || !serving[k.KeyID] {
+			continue
+		}
+		var rejecting []string
+		for _, e := range obs.Endpoints {
+			if !slices.Contains(e.KeyIDs, k.KeyID) {
+				rejecting = append(rejecting, e.URL)
+			}
+		}
+		if len(rejecting) > 0 {
+			d.add(v1alpha1.ReasonSignedTokensStillRejected, fmt.Sprintf("tokens signed with key %s until it stopped signing are rejected by %s until %s, when the last of them expires",
+				k.KeyID, strings.Join(rejecting, ", "), k.TokensValidUntil.UTC().Format(time.RFC3339)))
+			recheck = earliest(recheck, k.TokensValidUntil.Time)
+		}
+	}
+	return recheck
+}
+
 // Assess decides from an observation, the keys served before and the token lifetime whether the
 // API servers drift. Key sets that differ are not drift by themselves: a rotation done right adds
 // the new key for verification on every server, one by one, before any signs with it. Drift is a
@@ -64,67 +142,14 @@ func Assess(obs Observation, served []v1alpha1.ServedKey, lifetime time.Duration
 		}
 	}
 
-	var problems []string
-	reason := ""
-	add := func(r, msg string) {
-		if reason == "" {
-			reason = r
-		}
-		problems = append(problems, msg)
-	}
-	for _, e := range obs.Endpoints {
-		for _, other := range obs.Endpoints {
-			if e.SigningKeyID != "" && other.URL != e.URL && !slices.Contains(other.KeyIDs, e.SigningKeyID) {
-				add(v1alpha1.ReasonSigningKeyNotShared, fmt.Sprintf("%s signs with key %s, which %s does not serve", e.URL, e.SigningKeyID, other.URL))
-			}
-		}
-	}
-	for _, e := range obs.Endpoints {
-		for _, other := range slices.Sorted(maps.Keys(e.Rejected)) {
-			add(v1alpha1.ReasonCanaryRejected, fmt.Sprintf("a token minted through %s was rejected by %s: %s", e.URL, other, e.Rejected[other]))
-		}
-	}
-	for i := 0; i+1 < len(obs.Endpoints); i++ {
-		if a, b := obs.Endpoints[i], obs.Endpoints[i+1]; a.Issuer != b.Issuer {
-			add(v1alpha1.ReasonIssuersDiffer, fmt.Sprintf("%s announces issuer %s, %s announces %s", a.URL, a.Issuer, b.URL, b.Issuer))
-		}
-	}
-	// Only a key seen signing can have left valid tokens behind, and only the last check that saw it
-	// sign is known: it may have signed until just before it left, so a removal found more than a
-	// token lifetime after that check may still have been early, but is not reported. Catching
-	// every early removal takes checks at least as often as tokens live.
-	for _, k := range served {
-		if !serving[k.KeyID] && stillSigned(k, lifetime, now) {
-			signed := "recently"
-			if k.LastSigned != nil {
-				signed = now.Sub(k.LastSigned.Time).Round(time.Second).String() + " ago"
-			}
-			add(v1alpha1.ReasonKeyRemovedEarly, fmt.Sprintf("key %s left the key set while a token it signed %s stays valid for %s",
-				k.KeyID, signed, lifetime))
-		}
-	}
+	var d drift
+	d.disagreements(obs)
+	d.removedEarly(served, serving, lifetime, now)
 	a.Keys = remember(obs, served, serving, lifetime, now)
-	// The canary proves the present; this, the recent past: a server that stopped signing with a
-	// key another never served leaves tokens that other server rejects until they expire.
-	for _, k := range a.Keys {
-		if k.TokensValidUntil == nil || !now.Before(k.TokensValidUntil.Time) || !serving[k.KeyID] {
-			continue
-		}
-		var rejecting []string
-		for _, e := range obs.Endpoints {
-			if !slices.Contains(e.KeyIDs, k.KeyID) {
-				rejecting = append(rejecting, e.URL)
-			}
-		}
-		if len(rejecting) > 0 {
-			add(v1alpha1.ReasonSignedTokensStillRejected, fmt.Sprintf("tokens signed with key %s until it stopped signing are rejected by %s until %s, when the last of them expires",
-				k.KeyID, strings.Join(rejecting, ", "), k.TokensValidUntil.UTC().Format(time.RFC3339)))
-			a.Recheck = earliest(a.Recheck, k.TokensValidUntil.Time)
-		}
-	}
-	a.Drift = reason
-	a.Message = strings.Join(problems, "; ")
-	if reason == "" {
+	a.Recheck = d.stillRejected(obs, a.Keys, serving, now)
+	a.Drift = d.reason
+	a.Message = strings.Join(d.problems, "; ")
+	if d.reason == "" {
 		a.Message = "Every API server accepts the tokens the others sign, with keys " + strings.Join(slices.Sorted(maps.Keys(serving)), ", ")
 		if setsDiffer(obs.Endpoints) {
 			a.Message += " (their key sets differ, as during a rotation, but every signing key is served everywhere)"

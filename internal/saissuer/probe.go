@@ -95,27 +95,10 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 			return Observation{}, &EndpointError{ep, err}
 		}
 		clients[ep] = c
-		e := Endpoint{URL: ep}
-		var disc struct {
-			Issuer string `json:"issuer"`
-		}
-		if err := getJSON(ctx, c, ep+"/.well-known/openid-configuration", "application/json", &disc); err != nil {
+		e, err := read(ctx, c, ep)
+		if err != nil {
 			return Observation{}, &EndpointError{ep, err}
 		}
-		var jwks struct {
-			Keys []struct {
-				KeyID string `json:"kid"`
-			} `json:"keys"`
-		}
-		// The API server serves the key set as nothing else.
-		if err := getJSON(ctx, c, ep+"/openid/v1/jwks", "application/jwk-set+json", &jwks); err != nil {
-			return Observation{}, &EndpointError{ep, err}
-		}
-		e.Issuer = disc.Issuer
-		for _, k := range jwks.Keys {
-			e.KeyIDs = append(e.KeyIDs, k.KeyID)
-		}
-		slices.Sort(e.KeyIDs)
 		obs.Endpoints = append(obs.Endpoints, e)
 	}
 	for i := range obs.Endpoints {
@@ -142,6 +125,32 @@ func (p *Prober) Probe(ctx context.Context, endpoints []string) (Observation, er
 		}
 	}
 	return obs, nil
+}
+
+// read reads the issuer the endpoint ep announces, and the keys it serves, through c.
+func read(ctx context.Context, c *http.Client, ep string) (Endpoint, error) {
+	e := Endpoint{URL: ep}
+	var disc struct {
+		Issuer string `json:"issuer"`
+	}
+	if err := getJSON(ctx, c, ep+"/.well-known/openid-configuration", "application/json", &disc); err != nil {
+		return e, err
+	}
+	var jwks struct {
+		Keys []struct {
+			KeyID string `json:"kid"`
+		} `json:"keys"`
+	}
+	// The API server serves the key set as nothing else.
+	if err := getJSON(ctx, c, ep+"/openid/v1/jwks", "application/jwk-set+json", &jwks); err != nil {
+		return e, err
+	}
+	e.Issuer = disc.Issuer
+	for _, k := range jwks.Keys {
+		e.KeyIDs = append(e.KeyIDs, k.KeyID)
+	}
+	slices.Sort(e.KeyIDs)
+	return e, nil
 }
 
 // checkNamed refuses endpoints that are not known API servers, before any is contacted.

@@ -372,6 +372,29 @@ func (p *Planner) send(b *batch) {
 	p.deliver(b, reads)
 }
 
+// askAgainLocked asks again, in the next batch, for the appId of k that b asked for and w
+// waits for: Graph throttled it, or it was written since b was sent (stale).
+func (p *Planner) askAgainLocked(b *batch, k key, w *want, stale bool) {
+	// The limiter has seen the 429 and holds the next batch back until Graph allows it.
+	again := p.openLocked(b.cred)
+	again.noListing = again.noListing || b.noListing
+	merged := again.add(k.appID)
+	for _, wk := range w.wakers {
+		merged.wakeAlso(wk.asker, wk.wake)
+	}
+	merged.waiters = append(merged.waiters, w.waiters...)
+	if !stale {
+		merged.tries = max(merged.tries, w.tries+1)
+	}
+	// Its callers' deadlines may have passed while Graph throttled; the next try waits for the
+	// budget as long as a batch may.
+	again.until(context.Background())
+	if len(w.wakers) > 0 {
+		p.asked[k] = again
+	}
+	again.fullLocked(p)
+}
+
 // deliver hands each appId's answer to those who wait for it, or asks again, in the next batch,
 // for those Graph throttled.
 func (p *Planner) deliver(b *batch, reads []graph.Read) {
@@ -389,24 +412,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		}
 		stale := p.writtenSinceLocked(b, r.Snapshot.ApplicationObjectID)
 		if stale || (azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries) {
-			// The limiter has seen the 429 and holds the next batch back until Graph allows it.
-			again := p.openLocked(b.cred)
-			again.noListing = again.noListing || b.noListing
-			merged := again.add(appID)
-			for _, wk := range w.wakers {
-				merged.wakeAlso(wk.asker, wk.wake)
-			}
-			merged.waiters = append(merged.waiters, w.waiters...)
-			if !stale {
-				merged.tries = max(merged.tries, w.tries+1)
-			}
-			// Its callers' deadlines may have passed while Graph throttled; the next try
-			// waits for the budget as long as a batch may.
-			again.until(context.Background())
-			if len(w.wakers) > 0 {
-				p.asked[k] = again
-			}
-			again.fullLocked(p)
+			p.askAgainLocked(b, k, w, stale)
 			continue
 		}
 		for _, ch := range w.waiters {

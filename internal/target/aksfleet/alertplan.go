@@ -116,26 +116,7 @@ func PlanAlerts(in AlertInputs) AlertPlan {
 		if !started {
 			plan.Record[baseline(ch)] = ptr.To(in.Now.UTC().Format(time.RFC3339))
 		}
-		for _, v := range in.Views {
-			if v.Earliest == nil {
-				continue // not read: nothing known to tell
-			}
-			key := LedgerKey(ch, v.ID)
-			note := Note{State: v.State, End: v.Earliest.Time.Truncate(time.Second).UTC()}
-			text := note.String()
-			old, ok := in.Ledger(key)
-			was, parsed := ParseNote(old)
-			switch {
-			case !started:
-				plan.Record[key] = &text
-			case (!ok || !parsed) && v.State == v1alpha1.StateValid:
-				plan.Record[key] = &text
-			case !ok || !parsed || policy.Worse(v.State, was.State):
-				plan.Send = append(plan.Send, Alert{Channel: ch, Key: key, Kind: StateWorsened, Cluster: v, Note: &text})
-			case old != text:
-				plan.Record[key] = &text
-			}
-		}
+		plan.states(in, ch, started)
 		for i := range in.Found {
 			c := &in.Found[i]
 			key := LedgerKey(ch, c.ID)
@@ -159,6 +140,32 @@ func PlanAlerts(in AlertInputs) AlertPlan {
 		})
 	}
 	return plan
+}
+
+// states plans, on channel ch, a message for each cluster whose service principal got worse
+// than the channel was last told, and records the others as they are; before the channel
+// started, every cluster is recorded and none told.
+func (plan *AlertPlan) states(in AlertInputs, ch string, started bool) {
+	for _, v := range in.Views {
+		if v.Earliest == nil {
+			continue // not read: nothing known to tell
+		}
+		key := LedgerKey(ch, v.ID)
+		note := Note{State: v.State, End: v.Earliest.Time.Truncate(time.Second).UTC()}
+		text := note.String()
+		old, ok := in.Ledger(key)
+		was, parsed := ParseNote(old)
+		switch {
+		case !started:
+			plan.Record[key] = &text
+		case (!ok || !parsed) && v.State == v1alpha1.StateValid:
+			plan.Record[key] = &text
+		case !ok || !parsed || policy.Worse(v.State, was.State):
+			plan.Send = append(plan.Send, Alert{Channel: ch, Key: key, Kind: StateWorsened, Cluster: v, Note: &text})
+		case old != text:
+			plan.Record[key] = &text
+		}
+	}
 }
 
 // SendsPerReconcile bounds the messages one reconcile sends a channel: each may take

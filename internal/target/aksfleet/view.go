@@ -91,26 +91,7 @@ func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) V
 		}
 		v.Clusters = append(v.Clusters, cv)
 	}
-	// Clusters whose credentials are unknown first, then by their first expiry, the past
-	// included (a cluster whose secret expired yesterday is broken now), then those with none.
-	rank := func(c ClusterView) int {
-		switch {
-		case c.Reason != "":
-			return 0
-		case c.Earliest != nil:
-			return 1
-		}
-		return 2
-	}
-	slices.SortStableFunc(v.Clusters, func(a, b ClusterView) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return cmp.Compare(ra, rb)
-		}
-		if a.Earliest != nil && !a.Earliest.Equal(b.Earliest) {
-			return a.Earliest.Compare(b.Earliest.Time)
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	sortByAttention(v.Clusters)
 	for i, cv := range v.Clusters {
 		if i == limit {
 			v.Status.Unlisted = int32(len(v.Clusters) - limit)
@@ -120,6 +101,30 @@ func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) V
 			AppID: cv.AppID, EarliestExpiry: cv.Earliest, State: cv.State, Reason: cv.Reason})
 	}
 	return v
+}
+
+// sortByAttention orders clusters as the fleet lists them: those whose credentials are
+// unknown first, then by their first expiry, the past included (a cluster whose secret expired
+// yesterday is broken now), then those with none.
+func sortByAttention(clusters []ClusterView) {
+	rank := func(c ClusterView) int {
+		switch {
+		case c.Reason != "":
+			return 0
+		case c.Earliest != nil:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(clusters, func(a, b ClusterView) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return cmp.Compare(ra, rb)
+		}
+		if a.Earliest != nil && !a.Earliest.Equal(b.Earliest) {
+			return a.Earliest.Compare(b.Earliest.Time)
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
 }
 
 // EarliestEnd is when the first of creds ends, nil when there are none.

@@ -143,15 +143,7 @@ func (s Scan) deliverDigests(ctx context.Context, run *digestRun, due []message)
 	for _, m := range batch {
 		if !allClaimed(m.keys, claimed) {
 			s.Pace.Return(run.now) // another writer holds the ledger: sent by none this time
-			for _, k := range m.keys {
-				if claimed[k] { // its claim went into a shard that was written: take it back
-					failures[k] = nil
-					if d, ok := previous[k]; ok {
-						v := d.String()
-						failures[k] = &v
-					}
-				}
-			}
+			takeBack(m.keys, claimed, previous, failures)
 			continue
 		}
 		var err error
@@ -162,16 +154,7 @@ func (s Scan) deliverDigests(ctx context.Context, run *digestRun, due []message)
 		}
 		if err == nil {
 			inARow = 0
-			for _, k := range m.keys {
-				s.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
-			}
-			if m.notice {
-				s.Digests.Noticed(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
-				counts.notices++
-			} else {
-				s.Digests.Digested(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
-				counts.digests++
-			}
+			s.sent(run, m, &counts)
 			continue
 		}
 		inARow++
@@ -195,6 +178,35 @@ func (s Scan) deliverDigests(ctx context.Context, run *digestRun, due []message)
 		return counts, fmt.Errorf("claiming owner digests in the watch's ledger before sending them: %w", claimErr)
 	}
 	return counts, nil
+}
+
+// takeBack gives back the claims of keys that went into a shard that was written, for a message
+// not sent because another of its claims was not.
+func takeBack(keys []string, claimed map[string]bool, previous map[string]Delivery, into map[string]*string) {
+	for _, k := range keys {
+		if !claimed[k] {
+			continue
+		}
+		into[k] = nil
+		if d, ok := previous[k]; ok {
+			v := d.String()
+			into[k] = &v
+		}
+	}
+}
+
+// sent notes that m went out: in the period's store, and in its recipient's pace.
+func (s Scan) sent(run *digestRun, m message, counts *sentCounts) {
+	for _, k := range m.keys {
+		s.Digests.MarkSent(run.key, run.obj.UID, run.start, k)
+	}
+	if m.notice {
+		s.Digests.Noticed(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
+		counts.notices++
+	} else {
+		s.Digests.Digested(run.obj.Spec.Target.TenantID(), run.gateKey(m.recipient), run.now)
+		counts.digests++
+	}
 }
 
 // claims picks the messages of due the pace and the reconcile let go, and the ledger's changes
