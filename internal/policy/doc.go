@@ -1,5 +1,7 @@
-// Package policy holds the decisions of credwatch as pure functions of a watch's spec, its status
-// and the current time: what state a credential is in, when the next one changes state, when Graph
-// is next read and how long to back off after a failure. Nothing here does I/O, so every rule is
-// table-tested and the controllers only sequence.
+// Package policy holds the decisions every kind of target shares, as pure functions of a watch's
+// spec, its status and the current time: what state a credential is in and when it next changes,
+// which credentials renew others, what breaks the hygiene policy, a tenant's view at one instant,
+// the rotation's settings, names and windows, schedules and backoffs. What belongs to one kind
+// lives with it (internal/target/<kind>); what the alerts owe their channels is
+// internal/alerting's. Nothing here does I/O, so every rule is table-tested.
 package policy

@@ -11,7 +11,6 @@ import (
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
-	"github.com/credwatch/credwatch/internal/policy"
 )
 
 // tenantSize is how many applications and service principals a listing of the whole tenant
@@ -85,7 +84,7 @@ func (p *Planner) listingLocked(b *batch) []*batch {
 			with = append(with, q)
 		}
 	}
-	if policy.ChooseReads(due, size.apps, size.sps, !b.noListing) != policy.FullListing {
+	if ChooseReads(due, size.apps, size.sps, !b.noListing) != FullListing {
 		return nil
 	}
 	now := p.clock.Now()

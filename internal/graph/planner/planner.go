@@ -10,7 +10,7 @@
 //
 // When the appIds waiting for their turn are a large share of a tenant whose size a listing or a
 // tenant scan with the same identity counted, and every watch that asked may scan the tenant,
-// one listing of the whole tenant reads them all instead (policy.ChooseReads). A tenant scan
+// one listing of the whole tenant reads them all instead (ChooseReads). A tenant scan
 // answers the checks waiting under its identity the same way. Lists keep up with a sweep while
 // Graph is quick; the backlog, and the listing, come when the budget holds them back, which is
 // when a listing's fewer units matter.

@@ -1,4 +1,4 @@
-package policy
+package planner
 
 // Reads is how the planner reads the credentials of the appIds due under one identity.
 type Reads int
