@@ -28,6 +28,10 @@ import (
 // keeps an answer: a watch whose wake was lost comes back while its answer is still there.
 const pendingRecheck = 15 * time.Minute
 
+// heldClusterTTL bounds how long a cluster read waits for the check that made it to be woken:
+// longer than pendingRecheck, or a watch woken late would read its cluster again.
+const heldClusterTTL = pendingRecheck + 5*time.Minute
+
 // defaultCheckTimeout bounds one check: two Graph reads and a token, each normally well under a
 // second, so that a Graph that never answers cannot hold a worker.
 const defaultCheckTimeout = time.Minute

@@ -62,7 +62,7 @@ func (r *CredentialWatchReconciler) kindOf(t v1alpha1.Target) kind {
 	case t.ServicePrincipal != nil:
 		return spKind{base}
 	case t.AKSCluster != nil:
-		return clusterKind{base}
+		return clusterKind{spKind{base}}
 	case t.TenantScan != nil:
 		return scanKind{base}
 	case t.AKSFleet != nil:
@@ -129,7 +129,8 @@ func (s spFound) record(ctx context.Context, w *watchState) {
 	s.r.servicePrincipals().Record(ctx, w.obj, s.f, w.now)
 }
 
-type clusterKind struct{ kindBase }
+// clusterKind is evaluated as its service principal is.
+type clusterKind struct{ spKind }
 
 func (clusterKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 	req := watchRequest(obj, v1alpha1.OperationWatch)
@@ -142,10 +143,6 @@ func (k clusterKind) read(ctx context.Context, w *watchState, g access.Grant, id
 	ref := akscluster.Ref(t.AKSCluster)
 	f, err := k.r.clusters().Read(ctx, target.KeyOf(w.obj), g, id, t.TenantID(), ref, k.r.ask(w), w.now)
 	return clusterFound{k.r, f, id}, err
-}
-
-func (k clusterKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
-	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
 }
 
 type clusterFound struct {
@@ -168,7 +165,7 @@ func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {
-	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, MailsOwners: r.Channels.NotifiesOwners}
+	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, HeldFor: heldClusterTTL, MailsOwners: r.Channels.NotifiesOwners}
 }
 
 // ask is how the read planner knows the watch, and wakes it once its answer is in.

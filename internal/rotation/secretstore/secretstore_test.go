@@ -118,6 +118,22 @@ func TestForeignSecrets(t *testing.T) {
 	}
 }
 
+// A Secret named as the watch's staging Secret, marked as the watch's but not controlled by it,
+// was made by someone who may create Secrets in the namespace: it is not read as the rotation's.
+func TestStagingSecretNotControlledByTheWatch(t *testing.T) {
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: rotation.StagingName("payments"),
+		Labels:      map[string]string{policy.LabelManagedBy: policy.ManagedByCredwatch},
+		Annotations: map[string]string{policy.AnnotationWatch: "payments"}},
+		Data: map[string][]byte{"clientID": []byte("app"), "clientSecret": []byte("planted"), "keyID": []byte("key-x")}}
+	s, _ := newStore(t, interceptor.Funcs{}, planted)
+	if _, err := s.Held(context.Background()); !errors.Is(err, rotation.ErrForeign) {
+		t.Fatalf("Held = %v; want the planted staging Secret refused", err)
+	}
+	if _, err := s.Text(context.Background(), "key-x"); !errors.Is(err, rotation.ErrForeign) {
+		t.Fatalf("Text = %v; want the planted secret never read as the rotation's", err)
+	}
+}
+
 // An admission webhook may quote the object it refused: a refused write that carried the secret
 // does not repeat the API server's message.
 func TestRefusedWriteDoesNotQuoteTheSecret(t *testing.T) {

@@ -32,8 +32,11 @@ type Azure interface {
 type Kind struct {
 	Azure  Azure
 	Events target.Events
-	// Held keeps the clusters that checks waiting for Graph read; nil keeps none.
-	Held *Held
+	// Held keeps the clusters that checks waiting for Graph read; nil keeps none. HeldFor bounds
+	// how long one is kept for the check that made it to be woken: longer than such a check waits
+	// to come back on its own, or a watch woken late reads its cluster again.
+	Held    *Held
+	HeldFor time.Duration
 	// MailsOwners reports whether the watch's alerts mail the application's owners.
 	MailsOwners func(*v1alpha1.CredentialWatch) bool
 }
@@ -66,7 +69,7 @@ func (k Kind) sp() serviceprincipal.Kind {
 // principal it signs in with, once g allows that second request too. A cluster a pending check
 // of the same watch read, as the same identity, not long ago, is not read again.
 func (k Kind) Read(ctx context.Context, watch types.NamespacedName, g access.Grant, id azure.Identity, tenant string, ref aks.ClusterRef, ask graph.Ask, now time.Time) (Found, error) {
-	c, ok := k.Held.take(watch, ref, id, now)
+	c, ok := k.Held.take(watch, ref, id, now.Add(-k.HeldFor))
 	if !ok {
 		var err error
 		if c, err = k.read(ctx, id, ref); err != nil {
@@ -144,11 +147,6 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 		"The AKS cluster signs in with a managed identity: it has no secret to expire", now)
 }
 
-// heldTTL bounds how long a cluster read waits for the check that made it to be woken: longer
-// than a pending check waits to come back on its own (15 minutes), or a watch woken late would
-// read its cluster again.
-const heldTTL = 20 * time.Minute
-
 // Held keeps, by watch, the cluster a check told to wait for Graph read, so that the planned
 // check reads the cluster once. It is safe for concurrent use; a nil Held keeps nothing.
 type Held struct{ m sync.Map }
@@ -167,8 +165,8 @@ func (h *Held) put(watch types.NamespacedName, c held) {
 }
 
 // take is the cluster held for the watch, when it is the same cluster read by the same identity
-// not long ago; what was held goes either way.
-func (h *Held) take(watch types.NamespacedName, ref aks.ClusterRef, id azure.Identity, now time.Time) (aks.Cluster, bool) {
+// after since; what was held goes either way.
+func (h *Held) take(watch types.NamespacedName, ref aks.ClusterRef, id azure.Identity, since time.Time) (aks.Cluster, bool) {
 	if h == nil {
 		return aks.Cluster{}, false
 	}
@@ -177,7 +175,7 @@ func (h *Held) take(watch types.NamespacedName, ref aks.ClusterRef, id azure.Ide
 		return aks.Cluster{}, false
 	}
 	c := v.(held)
-	if c.ref != ref || c.id != id.String() || now.Sub(c.at) >= heldTTL {
+	if c.ref != ref || c.id != id.String() || !c.at.After(since) {
 		return aks.Cluster{}, false
 	}
 	return c.cluster, true

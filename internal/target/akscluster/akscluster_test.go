@@ -109,7 +109,7 @@ func TestRead(t *testing.T) {
 func TestHeldClusterIsReadOnce(t *testing.T) {
 	reads := 0
 	k := Kind{Azure: fakeAzure{cluster: func() (aks.Cluster, error) { return aks.Cluster{ClientID: "sp-app"}, nil },
-		app: func() (graph.Snapshot, error) { return graph.Snapshot{}, graph.ErrPending }, reads: &reads}, Held: &Held{}}
+		app: func() (graph.Snapshot, error) { return graph.Snapshot{}, graph.ErrPending }, reads: &reads}, Held: &Held{}, HeldFor: 20 * time.Minute}
 	f, err := k.Read(context.Background(), watch, grant(v1alpha1.AllApplications), id, "t", ref, graph.Ask{}, now)
 	if !errors.Is(err, graph.ErrPending) {
 		t.Fatalf("Read = %v; want ErrPending", err)
@@ -123,7 +123,7 @@ func TestHeldClusterIsReadOnce(t *testing.T) {
 	other := azure.Identity{TenantID: "t", ClientID: "another"}
 	k.Read(context.Background(), watch, grant(v1alpha1.AllApplications), other, "t", ref, graph.Ask{}, now.Add(time.Minute))
 	k.Hold(watch, f, ref, id, now)
-	k.Read(context.Background(), watch, grant(v1alpha1.AllApplications), id, "t", ref, graph.Ask{}, now.Add(heldTTL))
+	k.Read(context.Background(), watch, grant(v1alpha1.AllApplications), id, "t", ref, graph.Ask{}, now.Add(20*time.Minute))
 	if reads != 3 {
 		t.Fatalf("the cluster was read %d times; want it read again by another identity, and once the hold expired", reads)
 	}
