@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
@@ -37,7 +36,6 @@ import (
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/ledger"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -53,40 +51,7 @@ const planWindow = 100 * time.Millisecond
 
 func main() {
 	var o options
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 disables it.")
-	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorised through the API server.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the liveness and readiness probes.")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints, for profiling memory and CPU; empty (the default) serves none.")
-	flag.BoolVar(&o.leaderElection, "leader-elect", true, "Elect a leader, so that only one replica acts at a time.")
-	flag.StringVar(&o.watchNamespace, "watch-namespace", "", "Watch only this namespace; empty watches all.")
-	flag.StringVar(&o.cloudName, "azure-cloud", "AzurePublic", "Azure cloud: AzurePublic, AzureChina or AzureUSGovernment.")
-	flag.StringVar(&o.authorityHost, "azure-authority-host", "", "Entra ID authority host; overrides the cloud's.")
-	flag.StringVar(&o.graphEndpoint, "graph-endpoint", "", "Microsoft Graph endpoint; overrides the cloud's.")
-	flag.StringVar(&o.graphAudience, "graph-audience", "", "Audience of Microsoft Graph tokens; empty means the Graph endpoint, which is Graph's audience in every Azure cloud.")
-	flag.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint; overrides the cloud's.")
-	flag.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
-	flag.StringVar(&o.defaultID, "default-identity", "", "ClusterAzureIdentity used by watches that name no spec.identityRef; empty, such watches are not checked (Ready False NoIdentity). The identity still decides what they may do, and which namespaces may use it.")
-	flag.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
-	flag.IntVar(&o.digestsPerMinute, "digest-messages-per-minute", 30, "Owner digests and expiry messages of tenant scans sent in any minute, by all watches together: Exchange Online takes 30 a minute from one sender. 0 for no limit.")
-	flag.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
-	flag.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")
-	flag.BoolVar(&o.issuerChecks, "service-account-issuer", true, "Check the API servers' service-account issuer for watches with a serviceAccountIssuer target (needs the canary ServiceAccount in --operator-namespace, and the rights the chart's serviceAccountIssuer.enabled grants).")
-	flag.Func("issuer-endpoints", "API server endpoints (https://host:port, comma-separated) that serviceAccountIssuer watches may name besides the kubernetes Service's and the operator's own.", func(v string) error {
-		for _, e := range strings.Split(v, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				o.issuerAllowed = append(o.issuerAllowed, e)
-			}
-		}
-		return nil
-	})
-	flag.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
-	flag.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
-	flag.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")
-	flag.DurationVar(&o.pullThresholds.Settle, "image-pull-settle", pullauth.DefaultThresholds.Settle, "How long the refusals of an image-pull incident are gathered before it is told: the nodes of one failure report it within seconds of each other.")
-	flag.IntVar(&o.pullThresholds.NodeLocalMaxNodes, "image-pull-node-local-max-nodes", pullauth.DefaultThresholds.NodeLocalMaxNodes, "At most this many refused nodes, while others pull from the registry, make the failure those nodes' kubelets.")
-	flag.Var(&o.destinations.Allow, "alert-destinations-allow", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may reach though they are loopback, private or link-local (a relay inside the cluster); plain http only to these. The default channels are not limited.")
-	flag.Var(&o.destinations.Deny, "alert-destinations-deny", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may not reach, besides loopback, private and link-local ranges: the cluster's Service and Pod CIDRs. Wins over --alert-destinations-allow.")
-	flag.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace: the default channels' Secrets, cluster identities' Secrets and ServiceAccounts, the issuer checks' canary and the leader's Lease live there. Empty: POD_NAMESPACE, then the namespace of the pod's service account.")
+	o.bindFlags(flag.CommandLine)
 	// Structured JSON logs unless --zap-devel asks for the console encoder.
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)

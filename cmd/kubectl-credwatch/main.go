@@ -91,20 +91,24 @@ func run(args []string, out io.Writer, now time.Time) error {
 		if len(positional) != 1 {
 			return fmt.Errorf("%s takes one watch name\n%s", cmd, usage)
 		}
-		key := types.NamespacedName{Namespace: *namespace, Name: positional[0]}
-		annotation, what, check := v1alpha1.CheckAnnotation, "check now", func(*v1alpha1.CredentialWatch) error { return nil }
-		switch {
-		case cmd == "rotate" && *abort:
-			annotation, what, check = v1alpha1.AbortRotationAnnotation, "abort its rotation (refused once an AKS reset began; see its events)", rotating
-		case cmd == "rotate":
-			annotation, what, check = v1alpha1.RotateAnnotation, "rotate now", rotationEnabled
-		}
-		if err := request(ctx, c, key, annotation, now, check); err != nil {
-			return err
-		}
-		return writeOut(out, fmt.Sprintf("Asked %s to %s.\n", key, what))
+		return ask(ctx, c, types.NamespacedName{Namespace: *namespace, Name: positional[0]}, cmd, *abort, out, now)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+// ask annotates the watch key as cmd (rotate or check, or rotate with abort) asks, and says so.
+func ask(ctx context.Context, c client.Client, key types.NamespacedName, cmd string, abort bool, out io.Writer, now time.Time) error {
+	annotation, what, check := v1alpha1.CheckAnnotation, "check now", func(*v1alpha1.CredentialWatch) error { return nil }
+	switch {
+	case cmd == "rotate" && abort:
+		annotation, what, check = v1alpha1.AbortRotationAnnotation, "abort its rotation (refused once an AKS reset began; see its events)", rotating
+	case cmd == "rotate":
+		annotation, what, check = v1alpha1.RotateAnnotation, "rotate now", rotationEnabled
+	}
+	if err := request(ctx, c, key, annotation, now, check); err != nil {
+		return err
+	}
+	return writeOut(out, fmt.Sprintf("Asked %s to %s.\n", key, what))
 }
 
 func namespaceGiven(args []string) bool {

@@ -54,6 +54,36 @@ func (m *Machine) removeOrphans(ctx context.Context, secrets []Secret, held Held
 	return adopt, nil
 }
 
+// add adds the new secret in Graph, its time saved first, and keeps its text in the Store; a
+// secret the Store could not take is removed again.
+func (m *Machine) add(ctx context.Context) (time.Time, error) {
+	addTime := metav1.NewTime(m.Now)
+	m.st.AddTime = &addTime
+	if err := m.save(ctx); err != nil {
+		return time.Time{}, err
+	}
+	s, err := m.App.Add(ctx, m.st.DisplayName, m.Now.Add(m.Settings.Validity))
+	if err != nil {
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+	}
+	// From here the text exists only in memory: keeping it must not be cut short by the operator
+	// stopping, or the secret is orphaned (and removed at the next start).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := m.Store.Write(ctx, m.st.DisplayName, s, false); err != nil {
+		// The write may have landed though it reported failure (a timeout); only a secret the
+		// Store does not hold is unusable, and must not stay.
+		if now, rerr := m.Store.Held(ctx); rerr == nil && now.KeyID == s.KeyID {
+			return m.stored(ctx, s.KeyID, s.End)
+		}
+		if rmErr := m.App.Remove(ctx, s.KeyID); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
+		}
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+	}
+	return m.stored(ctx, s.KeyID, s.End)
+}
+
 // create makes the new secret and keeps it, or adopts the one an earlier attempt kept. The Store
 // is asked first, as Graph's lists lag behind its writes; a secret of this rotation that the
 // Store does not hold is an orphan whose text is gone, and is removed before another is added,
@@ -96,31 +126,7 @@ func (m *Machine) create(ctx context.Context) (time.Time, error) {
 		return m.wait(policy.Earliest(t.Add(addListLag), m.Now.Add(addListPoll)),
 			"Waiting for Graph to list a secret an earlier attempt may have added, before adding another")
 	}
-	addTime := metav1.NewTime(m.Now)
-	m.st.AddTime = &addTime
-	if err := m.save(ctx); err != nil {
-		return time.Time{}, err
-	}
-	s, err := m.App.Add(ctx, m.st.DisplayName, m.Now.Add(m.Settings.Validity))
-	if err != nil {
-		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
-	}
-	// From here the text exists only in memory: keeping it must not be cut short by the operator
-	// stopping, or the secret is orphaned (and removed at the next start).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	if err := m.Store.Write(ctx, m.st.DisplayName, s, false); err != nil {
-		// The write may have landed though it reported failure (a timeout); only a secret the
-		// Store does not hold is unusable, and must not stay.
-		if now, rerr := m.Store.Held(ctx); rerr == nil && now.KeyID == s.KeyID {
-			return m.stored(ctx, s.KeyID, s.End)
-		}
-		if rmErr := m.App.Remove(ctx, s.KeyID); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
-		}
-		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
-	}
-	return m.stored(ctx, s.KeyID, s.End)
+	return m.add(ctx)
 }
 
 func (m *Machine) stored(ctx context.Context, keyID string, end time.Time) (time.Time, error) {

@@ -192,6 +192,37 @@ func (c *Channel) send(ctx context.Context, to []string, mail Mail) error {
 	return nil
 }
 
+// clientOptions are go-mail's options for the channel's relay, dialling with dial.
+func (c *Channel) clientOptions(tlsConfig *tls.Config, dial gomail.DialContextFunc) []gomail.Option {
+	opts := []gomail.Option{
+		gomail.WithPort(c.opts.Port),
+		gomail.WithTLSConfig(tlsConfig),
+		gomail.WithDialContextFunc(dial),
+	}
+	switch c.opts.TLS {
+	case StartTLS:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
+	case ImplicitTLS:
+		// Tells go-mail the connection is already encrypted, so it does not try STARTTLS.
+		opts = append(opts, gomail.WithSSL())
+	case NoTLS:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	}
+	if c.opts.Timeout > 0 {
+		opts = append(opts, gomail.WithTimeout(c.opts.Timeout))
+	}
+	if c.opts.Username != "" {
+		// PLAIN and LOGIN over TLS work everywhere (Microsoft 365 offers only LOGIN); go-mail's
+		// autodiscovery would pick CRAM-MD5 first, which servers keeping hashed passwords advertise
+		// but cannot check.
+		opts = append(opts,
+			gomail.WithOpportunisticSMTPAuth(gomail.SMTPAuthPlain, gomail.SMTPAuthLogin),
+			gomail.WithUsername(c.opts.Username),
+			gomail.WithPassword(c.opts.Password))
+	}
+	return opts
+}
+
 // deliver dials with its own function rather than go-mail's because go-mail leaves the connection
 // open when the greeting, STARTTLS or AUTH fails, and only watches ctx while connecting: holding
 // the connection lets Send close it in both cases.
@@ -219,32 +250,7 @@ func (c *Channel) deliver(ctx context.Context, msg *gomail.Msg) error {
 		return conn, nil
 	}
 
-	opts := []gomail.Option{
-		gomail.WithPort(c.opts.Port),
-		gomail.WithTLSConfig(tlsConfig),
-		gomail.WithDialContextFunc(dial),
-	}
-	switch c.opts.TLS {
-	case StartTLS:
-		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
-	case ImplicitTLS:
-		// Tells go-mail the connection is already encrypted, so it does not try STARTTLS.
-		opts = append(opts, gomail.WithSSL())
-	case NoTLS:
-		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
-	}
-	if c.opts.Timeout > 0 {
-		opts = append(opts, gomail.WithTimeout(c.opts.Timeout))
-	}
-	if c.opts.Username != "" {
-		// PLAIN and LOGIN over TLS work everywhere (Microsoft 365 offers only LOGIN); go-mail's
-		// autodiscovery would pick CRAM-MD5 first, which servers keeping hashed passwords advertise
-		// but cannot check.
-		opts = append(opts,
-			gomail.WithOpportunisticSMTPAuth(gomail.SMTPAuthPlain, gomail.SMTPAuthLogin),
-			gomail.WithUsername(c.opts.Username),
-			gomail.WithPassword(c.opts.Password))
-	}
+	opts := c.clientOptions(tlsConfig, dial)
 	client, err := gomail.NewClient(c.opts.Host, opts...)
 	if err != nil {
 		return err

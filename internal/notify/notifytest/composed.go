@@ -92,13 +92,7 @@ func composedCases() map[string]composed {
 	rotating := func(w *v1alpha1.CredentialWatch) {
 		w.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "3d", Validity: "365d", SecretRef: v1alpha1.SecretName{Name: "aks-sp"}}
 	}
-	incident := func(scope v1alpha1.PullScope, nodes []string, failing, pulling int32) func(w *v1alpha1.CredentialWatch) {
-		return func(w *v1alpha1.CredentialWatch) {
-			w.Status.ImagePulls = []v1alpha1.PullIncident{{Registry: "myacr.azurecr.io", Scope: scope, Nodes: nodes,
-				FailingNodes: failing, PullingNodes: pulling, Since: metav1.NewTime(At.Add(-20 * time.Minute))}}
-		}
-	}
-	return map[string]composed{
+	cases := map[string]composed{
 		"composed-reminder":            {plan: credentialPlan(alertkind.Reminder, "7d")},
 		"composed-reminder-rotating":   {watch: rotating, plan: credentialPlan(alertkind.Reminder, "7d")},
 		"composed-expired-certificate": {watch: expiredCert, plan: credentialPlan(alertkind.Expired, "expired")},
@@ -127,6 +121,22 @@ func composedCases() map[string]composed {
 			},
 			plan: fixed(planned(alertkind.RotationFailing, alerting.RotationSubject, "credwatch-0b6f4c1e/ClusterUpdating", At.Add(-time.Hour))),
 		},
+	}
+	maps.Copy(cases, pullAndIssuerCases())
+	return cases
+}
+
+// incident sets the watch's one image-pull incident.
+func incident(scope v1alpha1.PullScope, nodes []string, failing, pulling int32) func(w *v1alpha1.CredentialWatch) {
+	return func(w *v1alpha1.CredentialWatch) {
+		w.Status.ImagePulls = []v1alpha1.PullIncident{{Registry: "myacr.azurecr.io", Scope: scope, Nodes: nodes,
+			FailingNodes: failing, PullingNodes: pulling, Since: metav1.NewTime(At.Add(-20 * time.Minute))}}
+	}
+}
+
+// pullAndIssuerCases are the composed alerts of image pulls and of a serviceAccountIssuer target.
+func pullAndIssuerCases() map[string]composed {
+	return map[string]composed{
 		"composed-pulls-cluster-wide": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				c := &w.Status.Credentials[0]
