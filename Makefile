@@ -44,6 +44,7 @@ verify: $(GOLANGCI_LINT) ## Fail if formatting, the generated CRDs, deepcopy and
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	cd hack/image && $(GOLANGCI_LINT) run --allow-serial-runners -c $(CURDIR)/.golangci.yml ./...
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -52,12 +53,14 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .golangci.yml.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	cd hack/image && $(GOLANGCI_LINT) run --allow-serial-runners -c $(CURDIR)/.golangci.yml ./...
 
 ##@ Test
 
 .PHONY: test
 test: verify vet envtest mailpit helm promtool ## Run every test, against a real kube-apiserver, etcd and SMTP server.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) $(GO) test ./... -count=1
+	cd hack/image && $(GO) test ./... -count=1
 
 .PHONY: unit
 unit: ## Run the fast tier: unit tests with fakes, no API server, SMTP server or helm (well under a minute warm).
@@ -165,8 +168,13 @@ build: ## Build the manager binary and the kubectl plugin.
 
 IMG ?= ghcr.io/credwatch/credwatch:latest
 
+.PHONY: image
+image: ## Write the operator's image IMG to bin/credwatch-image.tar, for `ctr images import` or `docker load`; needs no container engine.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/credwatch ./cmd
+	cd hack/image && $(GO) run . -binary $(BIN)/image/credwatch -tag $(IMG) -out $(BIN)/credwatch-image.tar
+
 .PHONY: docker-build
-docker-build: ## Build the operator's image IMG (needs a Docker engine).
+docker-build: ## Build the operator's image IMG with a Docker engine (the same image as `make image`).
 	docker build -t $(IMG) .
 
 .PHONY: deploy
