@@ -111,22 +111,11 @@ func (spKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 func (k spKind) read(ctx context.Context, w *watchState, g access.Grant, id azure.Identity) (found, error) {
 	t := w.obj.Spec.Target
 	f, err := k.r.servicePrincipals().Read(ctx, g, id, t.TenantID(), t.ServicePrincipal.ClientID, k.r.ask(w))
-	return spFound{k.r, f}, err
+	return recordFunc(func(ctx context.Context, w *watchState) { k.r.servicePrincipals().Record(ctx, w.obj, f, w.now) }), err
 }
 
 func (k spKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
 	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
-}
-
-type spFound struct {
-	r *CredentialWatchReconciler
-	f serviceprincipal.Found
-}
-
-func (spFound) hold(*watchState) {}
-func (spFound) note(*watchState) {}
-func (s spFound) record(ctx context.Context, w *watchState) {
-	s.r.servicePrincipals().Record(ctx, w.obj, s.f, w.now)
 }
 
 // clusterKind is evaluated as its service principal is.
