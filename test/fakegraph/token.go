@@ -260,3 +260,16 @@ func (t *tenant) checkSecret(clientID, secret string, now time.Time) error {
 		"Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, "+
 			"for a secret added to app '%s'.", clientID)}
 }
+
+// Issued says to whom the token endpoint issued an access token and for which resource, if it
+// did and the token has not expired: what a resource's own token server (a container
+// registry's, say) learns from Entra about a token presented to it.
+func (s *Server) Issued(accessToken string) (tenantID, clientID, audience string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok, known := s.tokens[accessToken]
+	if !known || !time.Now().Before(tok.expires) {
+		return "", "", "", false
+	}
+	return tok.tenantID, tok.clientID, tok.audience, true
+}
