@@ -58,8 +58,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .
 ##@ Test
 
 .PHONY: test
-test: verify vet envtest mailpit helm promtool ## Run every test, against a real kube-apiserver, etcd and SMTP server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) $(GO) test ./... -count=1
+test: verify vet envtest mailpit helm promtool cluster ## Run every test, against a real kube-apiserver, etcd and SMTP server, and a cluster of real nodes.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) \
+	CLUSTER_ASSETS=$(ENVTEST_ASSETS) CLUSTER_IMAGES=$(CLUSTER_IMAGES) REGISTRY_BIN=$(REGISTRY) CREDENTIAL_PROVIDERS=$(CREDENTIAL_PROVIDERS) \
+	$(GO) test ./... -count=1
 	cd hack/image && $(GO) test ./... -count=1
 
 .PHONY: unit
@@ -71,7 +73,7 @@ envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build the en
 
 # PROGRESS turns `go build -v`'s list of packages into a line every hundred, so a first build
 # that takes minutes shows it is moving; compiler errors pass through whole.
-PROGRESS := awk '/^\#|:[0-9]+:[0-9]+: / {print; next} {n++; if (n % 100 == 0) printf "  ... %d packages compiled\n", n}'
+PROGRESS := awk '/^\#|:[0-9]+:[0-9]+: / {print; next} {n++; if (n % 100 == 0) printf "  ... %d packages compiled\n", n; fflush()}'
 
 # The version kube-apiserver reports, which `go build` cannot stamp from a module as the
 # Kubernetes release scripts do from git. Kept in step with hack/envtest/go.mod.
@@ -90,6 +92,49 @@ $(ENVTEST_ASSETS)/kube-apiserver: hack/envtest/go.mod hack/envtest/go.sum
 $(ENVTEST_ASSETS)/etcd: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "Building etcd for envtest..."
 	cd hack/envtest && $(GO) build -v -o $@ go.etcd.io/etcd/server/v3 2>&1 | $(PROGRESS)
+
+# The test cluster's node and controller binaries (test/cluster), built from the same pinned
+# release as kube-apiserver: a few minutes more on a first build.
+CLUSTER_BINARIES := $(addprefix $(ENVTEST_ASSETS)/,kubelet kube-proxy kube-controller-manager kube-scheduler)
+# The images every node of the test cluster imports: no image can be pulled on the test machines.
+CLUSTER_IMAGES := $(BIN)/images
+PAUSE_IMAGE := localhost/credwatch/pause:test
+
+# The registry the nodes pull from, and the credential provider AKS's kubelets pull with.
+REGISTRY := $(BIN)/registry
+REGISTRY_VERSION := $(shell awk '$$1 == "github.com/distribution/distribution/v3" {print $$2}' hack/registry/go.mod)
+CREDENTIAL_PROVIDERS := $(BIN)/credential-providers
+
+.PHONY: cluster
+cluster: envtest $(CLUSTER_BINARIES) $(CLUSTER_IMAGES)/pause.tar $(REGISTRY) $(CREDENTIAL_PROVIDERS)/acr-credential-provider cluster-packages ## Build the test cluster's binaries, images, registry and credential provider, and install containerd, runc, the CNI plugins and iptables (as root).
+
+$(REGISTRY): hack/registry/go.mod hack/registry/go.sum
+	@echo "Building the registry (distribution $(REGISTRY_VERSION)) for the test cluster..."
+	cd hack/registry && $(GO) build -v -ldflags "-X github.com/distribution/distribution/v3/version.version=$(REGISTRY_VERSION)" -o $@ github.com/distribution/distribution/v3/cmd/registry 2>&1 | $(PROGRESS)
+
+$(CREDENTIAL_PROVIDERS)/acr-credential-provider: hack/acr-credential-provider/go.mod hack/acr-credential-provider/go.sum
+	@echo "Building acr-credential-provider for the test cluster's kubelets..."
+	cd hack/acr-credential-provider && $(GO) build -v -o $@ sigs.k8s.io/cloud-provider-azure/cmd/acr-credential-provider 2>&1 | $(PROGRESS)
+
+$(CLUSTER_BINARIES): $(ENVTEST_ASSETS)/%: hack/envtest/go.mod hack/envtest/go.sum
+	@echo "Building $* for the test cluster..."
+	cd hack/envtest && $(GO) build -v -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$* 2>&1 | $(PROGRESS)
+
+$(CLUSTER_IMAGES)/pause.tar: test/cluster/pause/main.go $(wildcard hack/image/*.go) hack/image/go.mod
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(CLUSTER_IMAGES)/pause ./test/cluster/pause
+	cd hack/image && $(GO) run . -binary $(CLUSTER_IMAGES)/pause -ca-certs "" -tag $(PAUSE_IMAGE) -out $@
+
+# The test cluster runs as root, as the test machines do: it makes network namespaces, mounts
+# and cgroups. The runtime comes from the machine's Debian packages, installed here when missing.
+.PHONY: cluster-packages
+cluster-packages:
+	@if [ "$$(id -u)" != 0 ]; then echo "The test cluster (make test, make demo-cluster) needs root: it makes network namespaces, mounts and cgroups."; exit 1; fi
+	@missing=; for c in containerd containerd-shim-runc-v2 runc ctr iptables conntrack nsenter; do command -v $$c >/dev/null || missing=yes; done; \
+	[ -x /usr/lib/cni/bridge ] || missing=yes; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing containerd, runc, the CNI plugins, iptables and conntrack from Debian's packages..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc containernetworking-plugins iptables conntrack; \
+	fi
 
 # The email channel is tested against a real SMTP server, mailpit, built from the module pinned in
 # hack/mailpit. Its version is stamped as its release builds do, or it reports "dev".

@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// lockFile keeps two runs (a test and `make demo-cluster`, say) from removing each other's cluster.
+const lockFile = "/var/tmp/credwatch-cluster.lock"
+
+func takeLock() (*os.File, error) {
+	f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("another test cluster is running on this machine (%s is locked): stop it first", lockFile)
+	}
+	return f, nil
+}
+
+func releaseLock(f *os.File) {
+	_ = os.Remove(lockFile)
+	_ = f.Close()
+}
+
+// Down stops the daemons, the kubelets first so that they do not restart what is being stopped,
+// and removes everything the cluster made. It may be called more than once, and from a signal.
+func (c *Cluster) Down() error {
+	c.downOnce.Do(func() {
+		signal.Stop(c.signal)
+		close(c.down)
+		for _, n := range c.Nodes {
+			if n.kubelet != nil {
+				n.kubelet.stop(10 * time.Second)
+			}
+		}
+		for i := len(c.procs) - 1; i >= 0; i-- {
+			c.procs[i].stop(10 * time.Second)
+		}
+		c.downErr = sweep(c.dir)
+		releaseLock(c.lock)
+	})
+	return c.downErr
+}
+
+// Sweep removes what a killed run left, as Up does first.
+func Sweep() error {
+	lock, err := takeLock()
+	if err != nil {
+		return err
+	}
+	defer releaseLock(lock)
+	return sweep(Dir)
+}
+
+// sweep removes what a run made, whether it stopped cleanly or was killed: the processes left in
+// its cgroups (containerd's shims and their containers outlive containerd), the mounts under dir
+// (pods' volumes, overlay snapshots, network namespaces), the network, what the daemons wrote
+// outside dir, the kernel settings the kubelets changed, the cgroups, and dir.
+func sweep(dir string) error {
+	errs := []error{killCgroups(), unmountUnder(dir), removeNetwork(), removeHostFiles(dir), restoreSysctls(dir), removeCgroups()}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first.
+func unmountUnder(dir string) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			points = append(points, fields[4])
+		}
+	}
+	_ = f.Close()
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Folders outside Dir that the daemons write to whatever they are configured with: the kubelets
+// link their containers' logs in /var/log/containers and put the device manager's socket in
+// /var/lib/kubelet/device-plugins; containerd's shims listen in /run/containerd/s; the CNI library
+// caches results in /var/lib/cni/results. sweep removes what this harness's daemons wrote there,
+// and a folder that did not exist before the run.
+const (
+	containerLogLinks = "/var/log/containers"
+	devicePlugins     = "/var/lib/kubelet/device-plugins"
+	shimSockets       = "/run/containerd/s"
+	cniResults        = "/var/lib/cni/results"
+)
+
+// hostFolders are the folders above, each after the folders it is in, as they are made.
+var hostFolders = []string{containerLogLinks, "/var/lib/kubelet", devicePlugins, "/run/containerd", shimSockets, "/var/lib/cni", cniResults}
+
+// HostFolders are the folders outside Dir that the daemons write to, for a test to check that a
+// run leaves them as it found them.
+func HostFolders() []string { return slices.Clone(hostFolders) }
+
+// removeHostFiles removes what the run's daemons wrote outside dir, and the folders of
+// hostFolders that did not exist before it.
+func removeHostFiles(dir string) error {
+	s, err := readSaved(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // the run stopped before it started anything
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	remove := func(path string) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if entries, err := os.ReadDir(containerLogLinks); err == nil {
+		for _, e := range entries {
+			link := filepath.Join(containerLogLinks, e.Name())
+			if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, dir+"/") {
+				remove(link)
+			}
+		}
+	}
+	for socket, sandboxes := range sandboxIDs(dir) {
+		for _, id := range sandboxes {
+			// A shim's socket is named by the hash of containerd's socket, the namespace and
+			// the sandbox, which is how containerd finds it again.
+			remove(filepath.Join(shimSockets, fmt.Sprintf("%x", sha256.Sum256([]byte(filepath.Join(socket, "k8s.io", id))))))
+			results, _ := filepath.Glob(filepath.Join(cniResults, "*-"+id+"-*"))
+			for _, r := range results {
+				remove(r)
+			}
+		}
+	}
+	if !s.Existed["/var/lib/kubelet"] {
+		remove(filepath.Join(devicePlugins, "kubelet.sock"))
+	}
+	for i := len(hostFolders) - 1; i >= 0; i-- {
+		if !s.Existed[hostFolders[i]] {
+			_ = os.Remove(hostFolders[i]) // only if empty: something else may have written there since
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sandboxIDs are the pod sandboxes of each node's containerd, by its socket.
+func sandboxIDs(dir string) map[string][]string {
+	ids := map[string][]string{}
+	nodes, _ := filepath.Glob(filepath.Join(dir, "*", "containerd"))
+	for _, n := range nodes {
+		entries, _ := os.ReadDir(filepath.Join(n, "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+		for _, e := range entries {
+			socket := filepath.Join(n, "containerd.sock")
+			ids[socket] = append(ids[socket], e.Name())
+		}
+	}
+	return ids
+}
+
+// saved is what the host had before a run, for sweep to put back.
+type saved struct {
+	Sysctls map[string]string
+	// Existed says which of hostFolders existed.
+	Existed map[string]bool
+}
+
+// kubeletSysctls are the kernel settings every kubelet sets at start (its "kernel tunables").
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+func savedFile(dir string) string { return filepath.Join(dir, "host.json") }
+
+// saveHost records the kernel settings the kubelets will change, and which of hostFolders exist.
+func saveHost(dir string) error {
+	s := saved{Sysctls: map[string]string{}, Existed: map[string]bool{}}
+	for _, k := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			return err
+		}
+		s.Sysctls[k] = strings.TrimSpace(string(v))
+	}
+	for _, f := range hostFolders {
+		_, err := os.Stat(f)
+		s.Existed[f] = err == nil
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(savedFile(dir), data, 0o600)
+}
+
+func readSaved(dir string) (saved, error) {
+	var s saved
+	data, err := os.ReadFile(savedFile(dir))
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(data, &s)
+}
+
+func restoreSysctls(dir string) error {
+	s, err := readSaved(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for k, v := range s.Sysctls {
+		errs = append(errs, os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644))
+	}
+	return errors.Join(errs...)
+}
+
+// Leftovers lists what a run left on the machine: network namespaces, links, cgroups, mounts,
+// processes and files of the harness's names. Empty after Down.
+func Leftovers() []string {
+	var left []string
+	if out, _ := run("ip", "netns", "list"); out != "" {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, netnsPrefix) {
+				left = append(left, "network namespace "+line)
+			}
+		}
+	}
+	for _, l := range hostLinks() {
+		left = append(left, "link "+l)
+	}
+	hs, _ := hierarchies()
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, cgroupName)); err == nil {
+			left = append(left, "cgroup "+filepath.Join(h, cgroupName))
+		}
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mounts), Dir+"/") {
+		left = append(left, "mounts under "+Dir)
+	}
+	for _, p := range []string{Dir, lockFile} {
+		if _, err := os.Stat(p); err == nil {
+			left = append(left, "file "+p)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if cmdline, err := os.ReadFile(p); err == nil && strings.Contains(string(cmdline), Dir) {
+			left = append(left, "process "+strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " "))
+		}
+	}
+	return left
+}

@@ -1,0 +1,211 @@
+// Package nodes tells credwatch's stories on real nodes: two kubelets with containerd pulling from
+// a registry that speaks ACR's token protocol, with the credential AKS gives its nodes (the real
+// acr-credential-provider reading a per-node azure.json), and Entra ID's fake deciding whether
+// the cluster's service principal may sign in. One cluster serves every test of the package.
+package nodes
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/credwatch/credwatch/test/cluster"
+	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/registry"
+)
+
+const (
+	tenantID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	// clusterApp is the cluster's service principal, whose secret the nodes pull with.
+	clusterApp = "5b1f4c2e-9d3a-4e7b-8c6f-2a1d0e9b7c35"
+	// loginServer is the registry's name in the pods' images, as ACR names registries; the
+	// nodes' containerd sends it to the registry on the host.
+	loginServer = "credwatch.azurecr.io"
+	appImage    = loginServer + "/team/app:v1"
+	pauseImage  = "localhost/credwatch/pause:test"
+)
+
+// env is what TestMain started for every test.
+var env struct {
+	cluster  *cluster.Cluster
+	client   kubernetes.Interface
+	graph    *fakegraph.Server
+	registry *registry.Registry
+	// secret is the cluster's service-principal secret the nodes' azure.json holds.
+	secret fakegraph.PasswordCredential
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() || os.Getenv("CLUSTER_ASSETS") == "" {
+		// Under -short, or outside `make test`, the tests say why they do not run.
+		os.Exit(m.Run())
+	}
+	// What a killed run left is removed first, as Up would, so that what the machine had is known.
+	if err := cluster.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	before := hostState()
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	// Everything the cluster made is gone: its processes, network, mounts, cgroups and files, and
+	// the host's iptables rules and the folders the daemons write to are as they were.
+	if left := cluster.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "left on the machine: %v\n", left)
+		code = 1
+	}
+	if after := hostState(); !slices.Equal(after, before) {
+		fmt.Fprintf(os.Stderr, "the host changed:\nbefore %v\nafter  %v\n", before, after)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// hostState is what the cluster must leave as it found it outside its own names: the host's
+// iptables rules (the cluster's are in the nodes' network namespaces), and what the folders hold
+// that the daemons write to whatever they are configured with.
+func hostState() []string {
+	rules, err := exec.Command("iptables-save").Output()
+	if err != nil {
+		return []string{"iptables-save: " + err.Error()}
+	}
+	var state []string
+	for _, line := range strings.Split(string(rules), "\n") {
+		if strings.HasPrefix(line, "-") {
+			state = append(state, "rule "+line)
+		}
+	}
+	for _, f := range cluster.HostFolders() {
+		entries, err := os.ReadDir(f)
+		if err != nil {
+			continue
+		}
+		state = append(state, f+"/")
+		for _, e := range entries {
+			state = append(state, filepath.Join(f, e.Name()))
+		}
+	}
+	return state
+}
+
+func run(m *testing.M) (int, error) {
+	env.graph = fakegraph.New()
+	defer env.graph.Close()
+	env.secret = fakegraph.PasswordCredential{KeyID: "9e2b7c4d-1a3f-4e5b-8c7d-6f0a1b2c3d4e", DisplayName: "rbac",
+		SecretText: "nodes~cluster-secret-0123456789", Start: time.Now().Add(-360 * 24 * time.Hour), End: time.Now().Add(5 * 24 * time.Hour)}
+	putClusterApp(env.secret)
+
+	providers := os.Getenv("CREDENTIAL_PROVIDERS")
+	c, err := cluster.Up(context.Background(), cluster.Config{
+		Assets: os.Getenv("CLUSTER_ASSETS"),
+		Images: []string{filepath.Join(os.Getenv("CLUSTER_IMAGES"), "pause.tar")},
+		Pause:  pauseImage,
+		KubeletArgs: func(n *cluster.Node) []string {
+			return []string{"--image-credential-provider-config=" + writeProviderConfig(n), "--image-credential-provider-bin-dir=" + providers}
+		},
+	})
+	if err != nil {
+		return 1, err
+	}
+	env.cluster = c
+	defer func() { _ = c.Down() }()
+	env.client = kubernetes.NewForConfigOrDie(c.Config)
+	if err := startRegistry(c); err != nil {
+		return 1, err
+	}
+	defer func() { _ = env.registry.Close() }()
+	if err := pushApp(c); err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, c.LogTails(40))
+	}
+	return code, c.Down()
+}
+
+// putClusterApp puts the cluster's application with its one secret, as Entra holds it.
+func putClusterApp(secret fakegraph.PasswordCredential) {
+	env.graph.PutApplication(tenantID, fakegraph.Object{AppID: clusterApp, DisplayName: "aks-nodes-sp", Passwords: []fakegraph.PasswordCredential{secret}})
+	env.graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: clusterApp, DisplayName: "aks-nodes-sp"})
+}
+
+// writeProviderConfig writes what AKS gives a node's kubelet to pull from ACR: the credential
+// provider's configuration, and azure.json with the cluster's service principal.
+func writeProviderConfig(n *cluster.Node) string {
+	writeAzureJSON(n, clusterApp, env.secret.SecretText)
+	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: acr-credential-provider
+    matchImages: ["*.azurecr.io", "*.azurecr.cn", "*.azurecr.de", "*.azurecr.us"]
+    defaultCacheDuration: 10m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    args: [%q]
+`, filepath.Join(n.Dir(), "azure.json"))
+	file := filepath.Join(n.Dir(), "credential-provider.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		panic(err)
+	}
+	return file
+}
+
+// writeAzureJSON writes the node's /etc/kubernetes/azure.json, as AKS does on a node's creation
+// and on a reset of the cluster's service principal.
+func writeAzureJSON(n *cluster.Node, clientID, secret string) {
+	conf := fmt.Sprintf(`{"cloud": "AzurePublicCloud", "tenantId": %q, "aadClientId": %q, "aadClientSecret": %q,
+ "subscriptionId": "3f2e1d0c-9b8a-4765-8432-10fedcba9876", "resourceGroup": "MC_rg-prod_aks-prod_westeurope", "location": "westeurope",
+ "useManagedIdentityExtension": false, "userAssignedIdentityID": ""}
+`, tenantID, clientID, secret)
+	if err := os.WriteFile(filepath.Join(n.Dir(), "azure.json"), []byte(conf), 0o600); err != nil {
+		panic(err)
+	}
+}
+
+func startRegistry(c *cluster.Cluster) error {
+	cert, key, err := c.ServingCert("registry", []net.IP{net.ParseIP(cluster.HostIP)})
+	if err != nil {
+		return err
+	}
+	env.registry, err = registry.Start(context.Background(), registry.Config{
+		Binary: os.Getenv("REGISTRY_BIN"), Dir: filepath.Join(cluster.Dir, "registry"),
+		Addr: net.JoinHostPort(cluster.HostIP, "5000"), LoginServer: loginServer,
+		CertFile: cert, KeyFile: key, Entra: env.graph, Tenant: tenantID, Pullers: []string{clusterApp},
+	})
+	if err != nil {
+		return err
+	}
+	return env.registry.WriteHosts(c.HostsDir(), c.CAFile())
+}
+
+// pushApp pushes the team's image to the registry as its admin would, from the first node's
+// containerd, which has the image's content, and then forgets it there, so that every node
+// pulls it.
+func pushApp(c *cluster.Cluster) error {
+	n := c.Nodes[0]
+	steps := [][]string{
+		{"images", "tag", pauseImage, appImage},
+		{"images", "push", "--hosts-dir", c.HostsDir(), "--user", env.registry.Admin[0] + ":" + env.registry.Admin[1], appImage},
+		{"images", "rm", appImage},
+	}
+	for _, s := range steps {
+		if _, err := n.Ctr(s...); err != nil {
+			return fmt.Errorf("pushing the team's image: %w", err)
+		}
+	}
+	return nil
+}
