@@ -425,6 +425,33 @@ func TestExtraEnvReachesTheOperator(t *testing.T) {
 	t.Fatal("no Deployment rendered")
 }
 
+// A private CA's certificates, from a ConfigMap, are mounted beside the default alerts and added
+// to the image's CAs through SSL_CERT_DIR, not put in their place (SSL_CERT_FILE would).
+func TestCABundleIsAddedToTheImagesCAs(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "ca.yaml")
+	if err := os.WriteFile(values, []byte("azure: {caBundleConfigMap: corp-ca}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range render(t, valuesFile(t), values) {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		pod, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+		rendered, _ := json.Marshal(pod)
+		for _, want := range []string{`{"name":"SSL_CERT_DIR","value":"/etc/credwatch-ca"}`, `{"mountPath":"/etc/credwatch-ca","name":"ca-bundle","readOnly":true}`,
+			`{"configMap":{"name":"corp-ca"},"name":"ca-bundle"}`, `"mountPath":"/etc/credwatch","name":"default-alerts"`} {
+			if !strings.Contains(string(rendered), want) {
+				t.Errorf("the pod lacks %s: %s", want, rendered)
+			}
+		}
+		if strings.Contains(string(rendered), "SSL_CERT_FILE") {
+			t.Error("SSL_CERT_FILE would replace the image's CAs")
+		}
+		return
+	}
+	t.Fatal("no Deployment rendered")
+}
+
 // Features turned off grant nothing, and the operator is told not to use them: it would otherwise
 // try, and fail for want of rights.
 func TestDisabledFeaturesGrantNothing(t *testing.T) {

@@ -1,8 +1,10 @@
 package fakegraph
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -134,6 +136,13 @@ type TokenRequest struct {
 // New starts a server on 127.0.0.1 with HTTP/1.1 only, because SetUnreachable hijacks
 // connections, which HTTP/2 cannot do.
 func New() *Server {
+	return NewOn(nil, nil)
+}
+
+// NewOn starts a server on l with cert, for clients that reach it elsewhere than on the
+// machine's loopback (the pods of a test cluster) and trust cert's CA; nil for loopback and
+// httptest's certificate.
+func NewOn(l net.Listener, cert *tls.Certificate) *Server {
 	s := &Server{
 		tenants:       map[string]*tenant{},
 		tokens:        map[string]issuedToken{},
@@ -142,7 +151,15 @@ func New() *Server {
 		usersHidden:   map[string]bool{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
-	s.ts = httptest.NewTLSServer(http.HandlerFunc(s.serveHTTP))
+	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	if l != nil {
+		_ = s.ts.Listener.Close()
+		s.ts.Listener = l
+	}
+	if cert != nil {
+		s.ts.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}}
+	}
+	s.ts.StartTLS()
 	return s
 }
 
