@@ -6,6 +6,7 @@ package nodes
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -17,7 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	credwatchv1alpha1 "github.com/credwatch/credwatch/api/v1alpha1"
 
 	"github.com/credwatch/credwatch/test/cluster"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -39,6 +45,7 @@ const (
 var env struct {
 	cluster  *cluster.Cluster
 	client   kubernetes.Interface
+	crClient client.Client
 	graph    *fakegraph.Server
 	registry *registry.Registry
 	// secret is the cluster's service-principal secret the nodes' azure.json holds.
@@ -103,16 +110,12 @@ func hostState() []string {
 }
 
 func run(m *testing.M) (int, error) {
-	env.graph = fakegraph.New()
-	defer env.graph.Close()
 	env.secret = fakegraph.PasswordCredential{KeyID: "9e2b7c4d-1a3f-4e5b-8c7d-6f0a1b2c3d4e", DisplayName: "rbac",
 		SecretText: "nodes~cluster-secret-0123456789", Start: time.Now().Add(-360 * 24 * time.Hour), End: time.Now().Add(5 * 24 * time.Hour)}
-	putClusterApp(env.secret)
-
 	providers := os.Getenv("CREDENTIAL_PROVIDERS")
 	c, err := cluster.Up(context.Background(), cluster.Config{
 		Assets: os.Getenv("CLUSTER_ASSETS"),
-		Images: []string{filepath.Join(os.Getenv("CLUSTER_IMAGES"), "pause.tar")},
+		Images: []string{filepath.Join(os.Getenv("CLUSTER_IMAGES"), "pause.tar"), os.Getenv("CREDWATCH_IMAGE")},
 		Pause:  pauseImage,
 		KubeletArgs: func(n *cluster.Node) []string {
 			return []string{"--image-credential-provider-config=" + writeProviderConfig(n), "--image-credential-provider-bin-dir=" + providers}
@@ -124,6 +127,21 @@ func run(m *testing.M) (int, error) {
 	env.cluster = c
 	defer func() { _ = c.Down() }()
 	env.client = kubernetes.NewForConfigOrDie(c.Config)
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return 1, err
+	}
+	if err := credwatchv1alpha1.AddToScheme(scheme); err != nil {
+		return 1, err
+	}
+	if env.crClient, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
+		return 1, err
+	}
+	if err := startEntra(c); err != nil {
+		return 1, err
+	}
+	defer env.graph.Close()
+	putClusterApp(env.secret)
 	if err := startRegistry(c); err != nil {
 		return 1, err
 	}
@@ -174,6 +192,26 @@ func writeAzureJSON(n *cluster.Node, clientID, secret string) {
 	if err := os.WriteFile(filepath.Join(n.Dir(), "azure.json"), []byte(conf), 0o600); err != nil {
 		panic(err)
 	}
+}
+
+// startEntra starts Microsoft Graph's and Entra ID's fake on the host's address on the bridge,
+// where the operator's pod reaches it, with a certificate of the cluster's CA, which the pod is
+// given as a private cloud's CA would be.
+func startEntra(c *cluster.Cluster) error {
+	certFile, keyFile, err := c.ServingCert("azure", []net.IP{net.ParseIP(cluster.HostIP)})
+	if err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.HostIP, "0"))
+	if err != nil {
+		return err
+	}
+	env.graph = fakegraph.NewOn(l, &cert)
+	return nil
 }
 
 func startRegistry(c *cluster.Cluster) error {
