@@ -6,10 +6,12 @@ package fakeazure
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -51,9 +53,30 @@ type Azure struct {
 // Start starts the fakes. The operator signs in to tenantID as clientID with secret; dir holds
 // the CA bundle that makes the binary trust the fakes' certificates.
 func Start(dir, tenantID, clientID, secret string, clusters Cluster) (*Azure, error) {
-	a := &Azure{Graph: fakegraph.New(), tenantID: tenantID, clientID: clientID, secret: secret, clusters: clusters, fleet: map[string][]string{}}
+	return StartOn(dir, tenantID, clientID, secret, clusters, "", nil)
+}
+
+// StartOn is Start with both fakes listening on host, an address of this machine, with cert: for
+// an operator that reaches them elsewhere than on loopback (from a test cluster's pod) and is
+// told cert's CA. An empty host and a nil cert are loopback and httptest's certificates.
+func StartOn(dir, tenantID, clientID, secret string, clusters Cluster, host string, cert *tls.Certificate) (*Azure, error) {
+	listen := func() (net.Listener, error) {
+		if host == "" {
+			return nil, nil
+		}
+		return net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
+	graphListener, err := listen()
+	if err != nil {
+		return nil, err
+	}
+	armListener, err := listen()
+	if err != nil {
+		return nil, err
+	}
+	a := &Azure{Graph: fakegraph.NewOn(graphListener, cert), tenantID: tenantID, clientID: clientID, secret: secret, clusters: clusters, fleet: map[string][]string{}}
 	a.Graph.AddClient(tenantID, clientID, secret)
-	a.arm = a.armServer()
+	a.arm = a.armServer(armListener, cert)
 	a.ca = filepath.Join(dir, "fake-azure-ca.pem")
 	bundle := append(a.Graph.CertPEM(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.arm.Certificate().Raw})...)
 	if err := os.WriteFile(a.ca, bundle, 0o600); err != nil {
@@ -144,8 +167,8 @@ func (a *Azure) transport(sub string) (policy.Transporter, string) {
 }
 
 // armServer serves the SDK's fakes over HTTPS.
-func (a *Azure) armServer() *httptest.Server {
-	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (a *Azure) armServer(l net.Listener, cert *tls.Certificate) *httptest.Server {
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The fakes dispatch on the API name the SDK client puts in the request's context, which
 		// does not cross the wire: it is told from the path.
 		segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
@@ -176,4 +199,16 @@ func (a *Azure) armServer() *httptest.Server {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
 	}))
+	if l != nil {
+		_ = ts.Listener.Close()
+		ts.Listener = l
+	}
+	if cert != nil {
+		ts.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}}
+	}
+	ts.StartTLS()
+	return ts
 }
+
+// ARMURL is Resource Manager's fake endpoint.
+func (a *Azure) ARMURL() string { return a.arm.URL }

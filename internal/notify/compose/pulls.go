@@ -40,8 +40,13 @@ func credentialCause(w *v1alpha1.CredentialWatch, now time.Time) string {
 		}
 	}
 	if latest != nil {
-		return fmt.Sprintf("The client secret %s of the service principal expired %s ago: this is why.",
-			describeSecret(*latest), policy.HumanDuration(now.Sub(latest.EndTime.Time)))
+		// Pulls fail from the second the secret ends, and kubelets report them at once: "0m ago"
+		// is what HumanDuration would say.
+		ago := policy.HumanDuration(now.Sub(latest.EndTime.Time)) + " ago"
+		if now.Sub(latest.EndTime.Time) < time.Minute {
+			ago = "less than a minute ago"
+		}
+		return fmt.Sprintf("The client secret %s of the service principal expired %s: this is why.", describeSecret(*latest), ago)
 	}
 	return "The service principal's credentials are all valid: look at the registry's AcrPull role assignment and at the cluster's servicePrincipalProfile."
 }
