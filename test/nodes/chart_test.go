@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ const (
 	// the environment, as a cluster without the workload identity webhook gives it.
 	operatorClient = "0b4e6f8a-2c1d-4e3f-9a5b-7c6d8e9f0a1b"
 	operatorSecret = "nodes~operator-secret-0123456789"
+	subscriptionID = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"
 	// teamClient is team A's application, federated with its ServiceAccount's tokens.
 	teamClient = "6c7d8e9f-0a1b-4c2d-8e3f-4a5b6c7d8e9f"
 )
@@ -45,22 +47,7 @@ func TestChartInstalledAsUsersInstallIt(t *testing.T) {
 	requireCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c := env.cluster
-	env.graph.AddClient(tenantID, operatorClient, operatorSecret)
-	restricted := map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
-	create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace, Labels: restricted}})
-	ca, err := os.ReadFile(c.CAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(ctx, t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "private-cloud-ca", Namespace: operatorNamespace}, Data: map[string]string{"ca.crt": string(ca)}})
-	create(ctx, t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "operator-identity", Namespace: operatorNamespace}, StringData: map[string]string{"secret": operatorSecret}})
-	create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: restricted}})
-
-	start := time.Now()
-	helmInstall(t, c)
-	t.Logf("helm install --wait returned in %v", time.Since(start).Round(time.Second))
-	pod := operatorPod(ctx, t)
+	pod := installOperator(ctx, t)
 
 	t.Run("holds its Lease", func(t *testing.T) { waitLease(ctx, t, pod.Name) })
 	t.Run("metrics answer only an authorised scraper", func(t *testing.T) { checkMetrics(ctx, t, pod.Status.PodIP) })
@@ -70,50 +57,91 @@ func TestChartInstalledAsUsersInstallIt(t *testing.T) {
 	t.Run("team A's identity signs in with workload identity", func(t *testing.T) { teamIdentity(ctx, t) })
 }
 
-// helmInstall installs the chart with the project's helm, and waits for the Deployment.
-func helmInstall(t *testing.T, c *cluster.Cluster) {
+var installed struct {
+	once sync.Once
+	pod  corev1.Pod
+	err  string
+}
+
+// installOperator installs the chart once for the package's tests, and returns the operator's
+// Ready pod.
+func installOperator(ctx context.Context, t *testing.T) corev1.Pod {
 	t.Helper()
+	installed.once.Do(func() {
+		c := env.cluster
+		restricted := map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
+		ca, err := os.ReadFile(c.CAFile())
+		if err != nil {
+			installed.err = err.Error()
+			return
+		}
+		for _, obj := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace, Labels: restricted}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "private-cloud-ca", Namespace: operatorNamespace}, Data: map[string]string{"ca.crt": string(ca)}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "operator-identity", Namespace: operatorNamespace}, StringData: map[string]string{"secret": operatorSecret}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: restricted}},
+		} {
+			if err := env.crClient.Create(ctx, obj); err != nil {
+				installed.err = err.Error()
+				return
+			}
+		}
+		start := time.Now()
+		if out, err := helmInstall(c); err != nil {
+			installed.err = fmt.Sprintf("helm install: %v\n%s", err, out)
+			return
+		}
+		t.Logf("helm install --wait returned in %v", time.Since(start).Round(time.Second))
+		installed.pod, installed.err = operatorPod(ctx)
+	})
+	if installed.err != "" {
+		t.Fatal(installed.err)
+	}
+	return installed.pod
+}
+
+// helmInstall installs the chart with the project's helm, and waits for the Deployment. The
+// default identity may read the aks-prod cluster; image pulls are told 5 s after they are seen.
+func helmInstall(c *cluster.Cluster) ([]byte, error) {
 	values := fmt.Sprintf(`image: {repository: ghcr.io/credwatch/credwatch, tag: latest, pullPolicy: IfNotPresent}
 azure:
   authorityHost: %[1]s/
   graphEndpoint: %[1]s
+  armEndpoint: %[4]s
   caBundleConfigMap: private-cloud-ca
   # No workload identity webhook runs here: the operator signs in with a secret.
   workloadIdentity: false
 defaultIdentity:
   tenants: [%[2]s]
+  subscriptions: [{subscriptionID: %[5]s, resourceGroups: [rg-prod]}]
 workloadIdentityNamespaces: [team-a]
+imagePulls: {settle: 5s}
 extraEnv:
   - {name: AZURE_TENANT_ID, value: %[2]s}
   - {name: AZURE_CLIENT_ID, value: %[3]s}
   - name: AZURE_CLIENT_SECRET
     valueFrom: {secretKeyRef: {name: operator-identity, key: secret}}
-`, env.graph.URL(), tenantID, operatorClient)
-	file := filepath.Join(t.TempDir(), "values.yaml")
+`, env.graph.URL(), tenantID, operatorClient, env.azure.ARMURL(), subscriptionID)
+	file := filepath.Join(cluster.Dir, "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	out, err := exec.Command(os.Getenv("HELM_BIN"), "install", "credwatch", "../../charts/credwatch", "--namespace", operatorNamespace,
+	return exec.Command(os.Getenv("HELM_BIN"), "install", "credwatch", "../../charts/credwatch", "--namespace", operatorNamespace,
 		"--kubeconfig", c.Kubeconfig, "--values", file, "--wait", "--timeout", "3m").CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm install: %v\n%s", err, out)
-	}
 }
 
-func operatorPod(ctx context.Context, t *testing.T) corev1.Pod {
-	t.Helper()
+func operatorPod(ctx context.Context) (corev1.Pod, string) {
 	pods, err := env.client.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=credwatch"})
 	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("want the operator's one pod: %v %v", err, pods)
+		return corev1.Pod{}, fmt.Sprintf("want the operator's one pod: %v %v", err, pods)
 	}
 	pod := pods.Items[0]
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-			return pod
+			return pod, ""
 		}
 	}
-	t.Fatalf("the operator's pod is not Ready: %+v", pod.Status)
-	return pod
+	return pod, fmt.Sprintf("the operator's pod is not Ready: %+v", pod.Status)
 }
 
 // waitLease waits until the operator's pod holds the leader election Lease.

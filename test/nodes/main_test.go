@@ -26,6 +26,7 @@ import (
 	credwatchv1alpha1 "github.com/credwatch/credwatch/api/v1alpha1"
 
 	"github.com/credwatch/credwatch/test/cluster"
+	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/registry"
 )
@@ -46,6 +47,7 @@ var env struct {
 	cluster  *cluster.Cluster
 	client   kubernetes.Interface
 	crClient client.Client
+	azure    *fakeazure.Azure
 	graph    *fakegraph.Server
 	registry *registry.Registry
 	// secret is the cluster's service-principal secret the nodes' azure.json holds.
@@ -137,10 +139,13 @@ func run(m *testing.M) (int, error) {
 	if env.crClient, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
 		return 1, err
 	}
-	if err := startEntra(c); err != nil {
+	if err := os.MkdirAll(filepath.Join(cluster.Dir, "azure"), 0o700); err != nil {
 		return 1, err
 	}
-	defer env.graph.Close()
+	if err := startAzure(c); err != nil {
+		return 1, err
+	}
+	defer env.azure.Close()
 	putClusterApp(env.secret)
 	if err := startRegistry(c); err != nil {
 		return 1, err
@@ -186,18 +191,19 @@ providers:
 // and on a reset of the cluster's service principal.
 func writeAzureJSON(n *cluster.Node, clientID, secret string) {
 	conf := fmt.Sprintf(`{"cloud": "AzurePublicCloud", "tenantId": %q, "aadClientId": %q, "aadClientSecret": %q,
- "subscriptionId": "3f2e1d0c-9b8a-4765-8432-10fedcba9876", "resourceGroup": "MC_rg-prod_aks-prod_westeurope", "location": "westeurope",
+ "subscriptionId": %q, "resourceGroup": "MC_rg-prod_aks-prod_westeurope", "location": "westeurope",
  "useManagedIdentityExtension": false, "userAssignedIdentityID": ""}
-`, tenantID, clientID, secret)
+`, tenantID, clientID, secret, subscriptionID)
 	if err := os.WriteFile(filepath.Join(n.Dir(), "azure.json"), []byte(conf), 0o600); err != nil {
 		panic(err)
 	}
 }
 
-// startEntra starts Microsoft Graph's and Entra ID's fake on the host's address on the bridge,
-// where the operator's pod reaches it, with a certificate of the cluster's CA, which the pod is
-// given as a private cloud's CA would be.
-func startEntra(c *cluster.Cluster) error {
+// startAzure starts the fakes of Microsoft Graph, Entra ID and Resource Manager on the host's
+// address on the bridge, where the operator's pod reaches them, with a certificate of the
+// cluster's CA, which the pod is given as a private cloud's CA would be. Resource Manager knows
+// one cluster, aks-prod, whose nodes sign in as the cluster's service principal.
+func startAzure(c *cluster.Cluster) error {
 	certFile, keyFile, err := c.ServingCert("azure", []net.IP{net.ParseIP(cluster.HostIP)})
 	if err != nil {
 		return err
@@ -206,11 +212,12 @@ func startEntra(c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(cluster.HostIP, "0"))
+	env.azure, err = fakeazure.StartOn(filepath.Join(cluster.Dir, "azure"), tenantID, operatorClient, operatorSecret,
+		func(rg, name string) (string, bool) { return clusterApp, rg == "rg-prod" && name == "aks-prod" }, cluster.HostIP, &cert)
 	if err != nil {
 		return err
 	}
-	env.graph = fakegraph.NewOn(l, &cert)
+	env.graph = env.azure.Graph
 	return nil
 }
 

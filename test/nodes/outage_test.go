@@ -1,0 +1,112 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	credwatchv1alpha1 "github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+// The seed's outage: the cluster's service-principal secret expires, and every node's pulls are
+// refused by the registry. The operator, installed by the chart, reads the kubelets' real events
+// and pods, and the aksCluster watch with imagePulls says the cluster's credential is refused
+// cluster-wide and why: the secret it watches has expired.
+func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
+	requireCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	installOperator(ctx, t)
+	// The secret has 20 s left when the watch first reads it, and the nodes pull with it until
+	// then: it expires as secrets do, by time, which the operator learns from its own clock.
+	shortLived := env.secret
+	shortLived.End = time.Now().Add(20 * time.Second)
+	putClusterApp(shortLived)
+	t.Cleanup(func() { putClusterApp(env.secret) })
+	kubectl(t, "apply", "-f", "-", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
+kind: CredentialWatch
+metadata: {name: aks-prod, namespace: %s}
+spec:
+  target:
+    aksCluster: {tenantID: %s, subscriptionID: %s, resourceGroup: rg-prod, name: aks-prod}
+  imagePulls:
+    registries: ["*.azurecr.io"]
+`, operatorNamespace, tenantID, subscriptionID))
+	watch := &credwatchv1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: operatorNamespace}}
+	waitCondition(ctx, t, watch, "Ready", "True", "")
+
+	time.Sleep(time.Until(shortLived.End.Add(time.Second)))
+	ns := namespace(ctx, t, "outage")
+	for _, n := range env.cluster.Nodes {
+		createPod(ctx, t, ns, "app-"+n.Name, n.Name)
+	}
+	cond := waitCondition(ctx, t, watch, "ImagePullsAuthorized", "False", "ClusterWidePullFailures")
+	t.Logf("ImagePullsAuthorized False ClusterWidePullFailures: %s", cond.Message)
+	if !strings.Contains(cond.Message, "expired") {
+		t.Errorf("the condition does not name the expired secret as the cause: %s", cond.Message)
+	}
+	told := waitEvent(ctx, t, "ImagePullsRefused")
+	t.Logf("event ImagePullsRefused: %s", told)
+	kubectl(t, "get", "credentialwatches", "-n", operatorNamespace)
+}
+
+// waitCondition waits until the watch's condition has the status and, unless empty, the reason.
+func waitCondition(ctx context.Context, t *testing.T, w *credwatchv1alpha1.CredentialWatch, typ, status, reason string) metav1.Condition {
+	t.Helper()
+	var found metav1.Condition
+	eventually(ctx, t, fmt.Sprintf("%s %s %s %s", w.Name, typ, status, reason), func() (bool, string) {
+		if err := env.crClient.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range w.Status.Conditions {
+			if c.Type == typ {
+				found = c
+				return string(c.Status) == status && (reason == "" || c.Reason == reason), c.Reason + ": " + c.Message
+			}
+		}
+		return false, fmt.Sprintf("no %s condition", typ)
+	})
+	return found
+}
+
+// waitEvent waits for an event of the reason on a watch of the operator's namespace, and returns
+// its message.
+func waitEvent(ctx context.Context, t *testing.T, reason string) string {
+	t.Helper()
+	msg := ""
+	eventually(ctx, t, "event "+reason, func() (bool, string) {
+		list, err := env.client.CoreV1().Events(operatorNamespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", reason).String()})
+		if err != nil || len(list.Items) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		msg = list.Items[len(list.Items)-1].Message
+		return true, ""
+	})
+	return msg
+}
+
+// kubectl runs kubectl as the cluster's admin, with stdin for "-f -", and logs what it printed.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdin string
+	if len(args) > 2 && args[len(args)-2] == "-" {
+		stdin, args = args[len(args)-1], args[:len(args)-1]
+	}
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.cluster.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "KUBECTL_PLUGINS_PATH=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("kubectl %s\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
