@@ -21,9 +21,9 @@ func TestCredentialCause(t *testing.T) {
 		creds []v1alpha1.Credential
 		want  string
 	}{
-		{"expired seconds ago", []v1alpha1.Credential{secret("rbac", now.Add(-20 * time.Second))},
+		{"expired seconds ago", []v1alpha1.Credential{secret("rbac", now.Add(-20*time.Second))},
 			`The client secret "rbac" of the service principal expired less than a minute ago: this is why.`},
-		{"expired hours ago", []v1alpha1.Credential{secret("old", now.Add(-5 * time.Hour)), secret("rbac", now.Add(-2 * time.Hour))},
+		{"expired hours ago", []v1alpha1.Credential{secret("old", now.Add(-5*time.Hour)), secret("rbac", now.Add(-2*time.Hour))},
 			`The client secret "rbac" of the service principal expired 2h ago: this is why.`},
 		{"all valid", []v1alpha1.Credential{secret("rbac", now.Add(time.Hour))},
 			"The service principal's credentials are all valid: look at the registry's AcrPull role assignment and at the cluster's servicePrincipalProfile."},
