@@ -19,9 +19,14 @@ func PullProblem(w *v1alpha1.CredentialWatch, p v1alpha1.PullIncident, now time.
 		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s): the cluster's credential. %s",
 			p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, credentialCause(w, now))
 	case v1alpha1.PullScopeNodeLocal:
-		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s only (%s), while %s pull from it: "+
+		pull := "pull"
+		if p.PullingNodes == 1 {
+			pull = "pulls"
+		}
+		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s only (%s), while %s %s from it: "+
 			"the kubelet there presents no credential, typically because its credential provider was disabled at start-up, "+
-			"when the managed-identity endpoint was not reachable yet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes, notify.Plural(int(p.PullingNodes), "other node"))
+			"when the managed-identity endpoint was not reachable yet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes,
+			notify.Plural(int(p.PullingNodes), "other node"), pull)
 	default:
 		return fmt.Sprintf("%s refuses image pulls for want of credentials on %s (%s); no other node pulled from it lately, "+
 			"so it is too early to tell the cluster's credential from a node's kubelet", p.Registry, notify.Plural(int(p.FailingNodes), "node"), nodes)

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +36,17 @@ func TestCredentialCause(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// A node-local incident's wording agrees with the number of nodes that pull, as in a two-node
+// cluster where one kubelet lost its credential.
+func TestNodeLocalPullProblem(t *testing.T) {
+	now := time.Date(2026, 12, 6, 6, 0, 0, 0, time.UTC)
+	for pulling, want := range map[int32]string{1: "while 1 other node pulls from it", 3: "while 3 other nodes pull from it"} {
+		p := v1alpha1.PullIncident{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeNodeLocal, Nodes: []string{"node-2"}, FailingNodes: 1, PullingNodes: pulling}
+		if got := PullProblem(&v1alpha1.CredentialWatch{}, p, now); !strings.Contains(got, want) {
+			t.Errorf("%d pulling: %s, want %q", pulling, got, want)
+		}
 	}
 }
