@@ -113,7 +113,7 @@ func hostState() []string {
 
 func run(m *testing.M) (int, error) {
 	env.secret = fakegraph.PasswordCredential{KeyID: "9e2b7c4d-1a3f-4e5b-8c7d-6f0a1b2c3d4e", DisplayName: "rbac",
-		SecretText: "nodes~cluster-secret-0123456789", Start: time.Now().Add(-360 * 24 * time.Hour), End: time.Now().Add(5 * 24 * time.Hour)}
+		SecretText: "nodes~cluster-secret-0123456789", Start: time.Now().Add(-360 * 24 * time.Hour), End: time.Now().Add(5 * 24 * time.Hour).Truncate(time.Second)}
 	providers := os.Getenv("CREDENTIAL_PROVIDERS")
 	c, err := cluster.Up(context.Background(), cluster.Config{
 		Assets: os.Getenv("CLUSTER_ASSETS"),

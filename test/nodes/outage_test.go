@@ -25,23 +25,14 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	installOperator(ctx, t)
-	// The secret has 20 s left when the watch first reads it, and the nodes pull with it until
-	// then: it expires as secrets do, by time, which the operator learns from its own clock.
+	// The secret has 20 s left when the watch reads it, and the nodes pull with it until then: it
+	// expires as secrets do, by time, which the operator learns from its own clock. The operator
+	// and the kubelets run on the real clock, so the test waits for it.
 	shortLived := env.secret
-	shortLived.End = time.Now().Add(20 * time.Second)
+	shortLived.End = time.Now().Add(20 * time.Second).Truncate(time.Second)
 	putClusterApp(shortLived)
 	t.Cleanup(func() { putClusterApp(env.secret) })
-	kubectl(t, "apply", "-f", "-", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
-kind: CredentialWatch
-metadata: {name: aks-prod, namespace: %s}
-spec:
-  target:
-    aksCluster: {tenantID: %s, subscriptionID: %s, resourceGroup: rg-prod, name: aks-prod}
-  imagePulls:
-    registries: ["*.azurecr.io"]
-`, operatorNamespace, tenantID, subscriptionID))
-	watch := &credwatchv1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: operatorNamespace}}
-	waitCondition(ctx, t, watch, "Ready", "True", "")
+	watch := aksWatch(ctx, t, shortLived.End)
 
 	time.Sleep(time.Until(shortLived.End.Add(time.Second)))
 	ns := namespace(ctx, t, "outage")
@@ -56,6 +47,35 @@ spec:
 	told := waitEvent(ctx, t, "ImagePullsRefused")
 	t.Logf("event ImagePullsRefused: %s", told)
 	kubectl(t, "get", "credentialwatches", "-n", operatorNamespace)
+}
+
+// aksWatch applies the platform team's watch of aks-prod with imagePulls, as the README shows
+// it, asks it to check now, and waits until it has read the cluster's secret ending at end.
+func aksWatch(ctx context.Context, t *testing.T, end time.Time) *credwatchv1alpha1.CredentialWatch {
+	t.Helper()
+	kubectl(t, "apply", "-f", "-", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
+kind: CredentialWatch
+metadata: {name: aks-prod, namespace: %s}
+spec:
+  target:
+    aksCluster: {tenantID: %s, subscriptionID: %s, resourceGroup: rg-prod, name: aks-prod}
+  imagePulls:
+    registries: ["*.azurecr.io"]
+`, operatorNamespace, tenantID, subscriptionID))
+	kubectl(t, "annotate", "--overwrite", "-n", operatorNamespace, "credentialwatch/aks-prod", credwatchv1alpha1.CheckAnnotation+"="+time.Now().Format(time.RFC3339Nano))
+	w := &credwatchv1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: operatorNamespace}}
+	eventually(ctx, t, "aks-prod to read the cluster's secret", func() (bool, string) {
+		if err := env.crClient.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range w.Status.Credentials {
+			if c.KeyID == env.secret.KeyID && c.EndTime.Time.Equal(end) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("credentials %+v", w.Status.Credentials)
+	})
+	return w
 }
 
 // waitCondition waits until the watch's condition has the status and, unless empty, the reason.
