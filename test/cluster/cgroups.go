@@ -127,7 +127,13 @@ func removeCgroups() error {
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	var errs []error
 	for _, d := range dirs {
-		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A memory cgroup can stay busy for a moment after its last process was killed.
+		err := syscall.Rmdir(d)
+		for attempt := 0; errors.Is(err, syscall.EBUSY) && attempt < 50; attempt++ {
+			time.Sleep(20 * time.Millisecond)
+			err = syscall.Rmdir(d)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
 		}
 	}

@@ -75,8 +75,11 @@ type Cluster struct {
 	saKey  string
 	etcd   string
 	procs  []*process
-	lock   *os.File
+	lock   net.Listener
 	signal chan os.Signal
+	// mu guards procs and stopping, which a signal's Down reads while Up may still be starting.
+	mu       sync.Mutex
+	stopping bool
 	// down is closed when Down starts, which ends the wait for a signal.
 	down     chan struct{}
 	downOnce sync.Once
@@ -104,6 +107,13 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := sweep(Dir); err != nil {
 		releaseLock(lock)
 		return nil, fmt.Errorf("removing what an earlier run left: %w", err)
+	}
+	// Every kubelet serves its device manager at /var/lib/kubelet/device-plugins, whatever its
+	// root folder, and removes the sockets there when it starts: a node's own kubelet would lose
+	// its device plugins.
+	if _, err := os.Stat(devicePlugins); err == nil {
+		releaseLock(lock)
+		return nil, fmt.Errorf("%s exists: this machine is a Kubernetes node, whose kubelet the test cluster's kubelets would disturb; run it elsewhere", devicePlugins)
 	}
 	c = &Cluster{cfg: cfg, dir: Dir, lock: lock, Issuer: "https://kubernetes.default.svc.cluster.local", down: make(chan struct{})}
 	c.watchSignals()

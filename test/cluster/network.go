@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,11 +42,18 @@ func netnsName(i int) string {
 // netnsPath is where `ip netns add` mounts a namespace, which nsenter enters.
 func netnsPath(i int) string { return filepath.Join("/run/netns", netnsName(i)) }
 
-// run runs a command and returns its output, or an error that quotes it.
+// run runs a command and returns its output, or an error that quotes it, with the value of a
+// --user flag (ctr's user:password) left out.
 func run(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		quoted := slices.Clone(args)
+		for i := 1; i < len(quoted); i++ {
+			if quoted[i-1] == "--user" {
+				quoted[i] = "[redacted]"
+			}
+		}
+		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(quoted, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
 }
@@ -82,7 +90,9 @@ func setUpNode(i, nodes int) error {
 		inNS("link", "set", "lo", "up"),
 		inNS("addr", "add", fmt.Sprintf("%s/%d", nodeIP(i), nodePrefix), "dev", "eth0"),
 		inNS("link", "set", "eth0", "up"),
-		inNS("route", "add", "default", "via", HostIP),
+		// No default route: the cluster's addresses are all a node reaches, through the host
+		// (the Services' too, which kube-proxy translates after routing has chosen eth0).
+		inNS("route", "add", "10.77.0.0/16", "via", HostIP),
 		{"ip", "route", "add", podCIDR(i), "via", nodeIP(i), "dev", bridgeName},
 		{"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}

@@ -24,11 +24,18 @@ type process struct {
 // starts, so that nothing it forks escapes; nsenter enters only the network namespace, so that
 // kubelet and containerd see the same mounts. A daemon is killed if the test process dies.
 func (c *Cluster) start(name, group, netns string, argv ...string) (*process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Down has begun (a Ctrl-C while Up runs): nothing more is started behind its back.
+	if c.stopping {
+		return nil, fmt.Errorf("not starting %s: the cluster is being removed", name)
+	}
 	if err := makeCgroup(group); err != nil {
 		return nil, err
 	}
 	logFile := filepath.Join(c.dir, "logs", name+".log")
-	f, err := os.Create(logFile)
+	// Appended to: a restarted daemon's log follows its first run's.
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +58,12 @@ func (c *Cluster) start(name, group, netns string, argv ...string) (*process, er
 		_ = f.Close()
 		close(p.done)
 	}()
+	for i, old := range c.procs {
+		if old.name == name { // a restart: the exited run is no longer the cluster's
+			c.procs[i] = p
+			return p, nil
+		}
+	}
 	c.procs = append(c.procs, p)
 	return p, nil
 }

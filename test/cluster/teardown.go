@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,25 +17,20 @@ import (
 	"time"
 )
 
-// lockFile keeps two runs (a test and `make demo-cluster`, say) from removing each other's cluster.
-const lockFile = "/var/tmp/credwatch-cluster.lock"
+// lockName keeps two runs (a test and `make demo-cluster`, say) from removing each other's
+// cluster: an abstract Unix socket, which only one process can hold, leaves no file behind, and
+// is let go when its process ends, however it ends.
+const lockName = "@credwatch-test-cluster"
 
-func takeLock() (*os.File, error) {
-	f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o600)
+func takeLock() (net.Listener, error) {
+	l, err := net.Listen("unix", lockName)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("another test cluster is running on this machine (%s is held): stop it first: %w", lockName, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("another test cluster is running on this machine (%s is locked): stop it first", lockFile)
-	}
-	return f, nil
+	return l, nil
 }
 
-func releaseLock(f *os.File) {
-	_ = os.Remove(lockFile)
-	_ = f.Close()
-}
+func releaseLock(l net.Listener) { _ = l.Close() }
 
 // Down stops the daemons, the kubelets first so that they do not restart what is being stopped,
 // and removes everything the cluster made. It may be called more than once, and from a signal.
@@ -42,13 +38,18 @@ func (c *Cluster) Down() error {
 	c.downOnce.Do(func() {
 		signal.Stop(c.signal)
 		close(c.down)
-		for _, n := range c.Nodes {
-			if n.kubelet != nil {
-				n.kubelet.stop(10 * time.Second)
+		c.mu.Lock()
+		c.stopping = true
+		procs := slices.Clone(c.procs)
+		c.mu.Unlock()
+		// The kubelets first, so that they do not restart what is being stopped.
+		for _, p := range procs {
+			if strings.HasSuffix(p.name, "-kubelet") {
+				p.stop(10 * time.Second)
 			}
 		}
-		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(10 * time.Second)
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop(10 * time.Second)
 		}
 		c.downErr = sweep(c.dir)
 		releaseLock(c.lock)
@@ -71,11 +72,22 @@ func Sweep() error {
 // (pods' volumes, overlay snapshots, network namespaces), the network, what the daemons wrote
 // outside dir, the kernel settings the kubelets changed, the cgroups, and dir.
 func sweep(dir string) error {
-	errs := []error{killCgroups(), unmountUnder(dir), removeNetwork(), removeHostFiles(dir), restoreSysctls(dir), removeCgroups()}
+	killed, unmounted := killCgroups(), unmountUnder(dir)
+	errs := []error{killed, unmounted, removeNetwork(), removeHostFiles(dir), restoreSysctls(dir), removeCgroups()}
+	// A mount left under dir would let RemoveAll reach through it into what it mounts.
+	if killed != nil || unmounted != nil || mountedUnder(dir) {
+		return errors.Join(append(errs, fmt.Errorf("%s is kept: mounts or processes remain under it", dir))...)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// mountedUnder says whether anything is mounted under dir.
+func mountedUnder(dir string) bool {
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	return err != nil || strings.Contains(string(mounts), " "+dir+"/")
 }
 
 // unmountUnder unmounts every mount point under dir, deepest first.
@@ -114,12 +126,38 @@ const (
 	cniResults        = "/var/lib/cni/results"
 )
 
-// hostFolders are the folders above, each after the folders it is in, as they are made.
-var hostFolders = []string{containerLogLinks, "/var/lib/kubelet", devicePlugins, "/run/containerd", shimSockets, "/var/lib/cni", cniResults}
+// hostFolders are the folders above, each after the folders it is in, as they are made, and
+// what iptables and `ip netns` make on first use: iptables's lock file, and /run/netns, which
+// `ip netns add` mounts on itself.
+var hostFolders = []string{containerLogLinks, "/var/lib/kubelet", devicePlugins, "/run/containerd", shimSockets, "/var/lib/cni", cniResults, xtablesLock, netnsFolder}
 
-// HostFolders are the folders outside Dir that the daemons write to, for a test to check that a
-// run leaves them as it found them.
-func HostFolders() []string { return slices.Clone(hostFolders) }
+const (
+	xtablesLock = "/run/xtables.lock"
+	netnsFolder = "/run/netns"
+)
+
+// HostState is what a run must leave on the machine as it found it, outside the names it owns:
+// the folders the daemons write to and what they hold, and the kernel settings the kubelets
+// change.
+func HostState() []string {
+	var state []string
+	for _, f := range hostFolders {
+		entries, err := os.ReadDir(f)
+		if _, statErr := os.Stat(f); statErr == nil {
+			state = append(state, f)
+		}
+		if err == nil {
+			for _, e := range entries {
+				state = append(state, filepath.Join(f, e.Name()))
+			}
+		}
+	}
+	for _, k := range kubeletSysctls {
+		v, _ := os.ReadFile(filepath.Join("/proc/sys", k))
+		state = append(state, k+"="+strings.TrimSpace(string(v)))
+	}
+	return state
+}
 
 // removeHostFiles removes what the run's daemons wrote outside dir, and the folders of
 // hostFolders that did not exist before it.
@@ -158,6 +196,11 @@ func removeHostFiles(dir string) error {
 	}
 	if !s.Existed["/var/lib/kubelet"] {
 		remove(filepath.Join(devicePlugins, "kubelet.sock"))
+	}
+	if !s.Existed[netnsFolder] {
+		if entries, err := os.ReadDir(netnsFolder); err == nil && len(entries) == 0 {
+			_ = syscall.Unmount(netnsFolder, syscall.MNT_DETACH)
+		}
 	}
 	for i := len(hostFolders) - 1; i >= 0; i-- {
 		if !s.Existed[hostFolders[i]] {
@@ -258,13 +301,11 @@ func Leftovers() []string {
 			left = append(left, "cgroup "+filepath.Join(h, cgroupName))
 		}
 	}
-	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mounts), Dir+"/") {
+	if mountedUnder(Dir) {
 		left = append(left, "mounts under "+Dir)
 	}
-	for _, p := range []string{Dir, lockFile} {
-		if _, err := os.Stat(p); err == nil {
-			left = append(left, "file "+p)
-		}
+	if _, err := os.Stat(Dir); err == nil {
+		left = append(left, "folder "+Dir)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {

@@ -103,7 +103,7 @@ func installOperator(ctx context.Context, t *testing.T) corev1.Pod {
 // helmInstall installs the chart with the project's helm, and waits for the Deployment. The
 // default identity may read the aks-prod cluster; image pulls are told 5 s after they are seen.
 func helmInstall(c *cluster.Cluster) ([]byte, error) {
-	values := fmt.Sprintf(`image: {repository: ghcr.io/credwatch/credwatch, tag: latest, pullPolicy: IfNotPresent}
+	values := fmt.Sprintf(`image: {repository: ghcr.io/credwatch/credwatch, tag: latest, pullPolicy: Never}
 azure:
   authorityHost: %[1]s/
   graphEndpoint: %[1]s
@@ -126,8 +126,12 @@ extraEnv:
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
 		return nil, err
 	}
-	return exec.Command(os.Getenv("HELM_BIN"), "install", "credwatch", "../../charts/credwatch", "--namespace", operatorNamespace,
-		"--kubeconfig", c.Kubeconfig, "--values", file, "--wait", "--timeout", "3m").CombinedOutput()
+	cmd := exec.Command(os.Getenv("HELM_BIN"), "install", "credwatch", "../../charts/credwatch", "--namespace", operatorNamespace,
+		"--kubeconfig", c.Kubeconfig, "--values", file, "--wait", "--timeout", "3m")
+	// helm's caches and configuration in the cluster's folder, removed with it, not in $HOME.
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(cluster.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(cluster.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(cluster.Dir, "helm", "data"))
+	return cmd.CombinedOutput()
 }
 
 func operatorPod(ctx context.Context) (corev1.Pod, string) {

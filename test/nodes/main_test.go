@@ -7,6 +7,7 @@ package nodes
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -85,8 +86,8 @@ func TestMain(m *testing.M) {
 }
 
 // hostState is what the cluster must leave as it found it outside its own names: the host's
-// iptables rules (the cluster's are in the nodes' network namespaces), and what the folders hold
-// that the daemons write to whatever they are configured with.
+// iptables rules (the cluster's are in the nodes' network namespaces), what the folders hold that
+// the daemons write to whatever they are configured with, and the kernel settings.
 func hostState() []string {
 	rules, err := exec.Command("iptables-save").Output()
 	if err != nil {
@@ -98,17 +99,7 @@ func hostState() []string {
 			state = append(state, "rule "+line)
 		}
 	}
-	for _, f := range cluster.HostFolders() {
-		entries, err := os.ReadDir(f)
-		if err != nil {
-			continue
-		}
-		state = append(state, f+"/")
-		for _, e := range entries {
-			state = append(state, filepath.Join(f, e.Name()))
-		}
-	}
-	return state
+	return append(state, cluster.HostState()...)
 }
 
 func run(m *testing.M) (int, error) {
@@ -150,15 +141,15 @@ func run(m *testing.M) (int, error) {
 	if err := startRegistry(c); err != nil {
 		return 1, err
 	}
-	defer func() { _ = env.registry.Close() }()
-	if err := pushApp(c); err != nil {
-		return 1, err
+	code := 1
+	if err = pushApp(c); err == nil {
+		code = m.Run()
 	}
-	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, c.LogTails(40))
 	}
-	return code, c.Down()
+	// The registry writes under the cluster's folder: it stops before Down removes it.
+	return code, errors.Join(err, env.registry.Close(), c.Down())
 }
 
 // putClusterApp puts the cluster's application with its one secret, as Entra holds it.

@@ -3,8 +3,8 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	credwatchv1alpha1 "github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/test/cluster"
 )
 
 // The seed's outage: the cluster's service-principal secret expires, and every node's pulls are
@@ -25,6 +26,7 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	installOperator(ctx, t)
+	started := time.Now()
 	// The secret has 20 s left when the watch reads it, and the nodes pull with it until then: it
 	// expires as secrets do, by time, which the operator learns from its own clock. The operator
 	// and the kubelets run on the real clock, so the test waits for it.
@@ -44,7 +46,7 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	if !strings.Contains(cond.Message, "expired") {
 		t.Errorf("the condition does not name the expired secret as the cause: %s", cond.Message)
 	}
-	told := waitEvent(ctx, t, "ImagePullsRefused")
+	told := waitEvent(ctx, t, "ImagePullsRefused", "2 nodes", started)
 	t.Logf("event ImagePullsRefused: %s", told)
 	kubectl(t, "get", "credentialwatches", "-n", operatorNamespace)
 }
@@ -97,18 +99,30 @@ func waitCondition(ctx context.Context, t *testing.T, w *credwatchv1alpha1.Crede
 	return found
 }
 
-// waitEvent waits for an event of the reason on a watch of the operator's namespace, and returns
-// its message.
-func waitEvent(ctx context.Context, t *testing.T, reason string) string {
+// waitEvent waits for an event of the reason on a watch of the operator's namespace, last seen
+// since since and saying what, and returns its message.
+func waitEvent(ctx context.Context, t *testing.T, reason, what string, since time.Time) string {
 	t.Helper()
 	msg := ""
 	eventually(ctx, t, "event "+reason, func() (bool, string) {
 		list, err := env.client.CoreV1().Events(operatorNamespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", reason).String()})
-		if err != nil || len(list.Items) == 0 {
-			return false, fmt.Sprint(err)
+		if err != nil {
+			return false, err.Error()
 		}
-		msg = list.Items[len(list.Items)-1].Message
-		return true, ""
+		for _, e := range list.Items {
+			last := e.LastTimestamp.Time
+			if e.Series != nil {
+				last = e.Series.LastObservedTime.Time
+			}
+			if !e.EventTime.IsZero() && e.EventTime.After(last) {
+				last = e.EventTime.Time
+			}
+			if !last.Before(since.Truncate(time.Second)) && strings.Contains(e.Message, what) {
+				msg = e.Message
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d %s events, none since %v saying %q", len(list.Items), reason, since, what)
 	})
 	return msg
 }
@@ -120,9 +134,9 @@ func kubectl(t *testing.T, args ...string) string {
 	if len(args) > 2 && args[len(args)-2] == "-" {
 		stdin, args = args[len(args)-1], args[:len(args)-1]
 	}
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.cluster.Kubeconfig}, args...)...)
+	// kubectl's discovery cache in the cluster's folder, removed with it, not in $HOME.
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.cluster.Kubeconfig, "--cache-dir", filepath.Join(cluster.Dir, "kube-cache")}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Env = append(os.Environ(), "KUBECTL_PLUGINS_PATH=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
