@@ -26,6 +26,7 @@ import (
 	"github.com/credwatch/credwatch/test/fakegraph"
 	"github.com/credwatch/credwatch/test/kubecfg"
 	"github.com/credwatch/credwatch/test/mailpit"
+	"github.com/credwatch/credwatch/test/slacklog"
 )
 
 // The samples' tenant (config/samples), and the identity the operator
@@ -126,7 +127,7 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 	slackSrv := slacktest.NewTestServer()
 	slackSrv.Start()
 	defer slackSrv.Stop()
-	slackMessages := listenToSlack(ctx, slackSrv)
+	slackMessages := slacklog.Listen(ctx, slackSrv)
 	if err := defaultChannelSecrets(ctx, k8s); err != nil {
 		return err
 	}
@@ -185,8 +186,8 @@ func run(ctx context.Context, out io.Writer, once bool) error {
 		fmt.Fprintf(out, "  to %s: %s\n", strings.Join(to, ", "), m.Subject)
 	}
 	say("Messages posted to Slack")
-	for _, m := range slackMessages.all() {
-		fmt.Fprintf(out, "  %s: %s\n", m.channel, m.text)
+	for _, m := range slackMessages.All() {
+		fmt.Fprintf(out, "  %s: %s\n", m.Channel, m.Title)
 	}
 	say("Metrics (http://%s/metrics)", metricsAddr)
 	if err := printMetrics(out, "http://"+metricsAddr+"/metrics"); err != nil {

@@ -12,12 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/slacktest"
 )
 
 // build compiles the operator, printing a line every hundred packages so a first build that
@@ -124,42 +120,4 @@ func printMetrics(out io.Writer, url string) error {
 	sort.Strings(lines)
 	fmt.Fprintln(out, strings.Join(lines, "\n"))
 	return sc.Err()
-}
-
-// slackLog keeps what slacktest relayed of chat.postMessage: it only relays to a connected RTM
-// client, so the demo keeps one connected.
-type slackLog struct {
-	mu   sync.Mutex
-	msgs []slackMessage
-}
-
-type slackMessage struct{ channel, text string }
-
-func (l *slackLog) all() []slackMessage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]slackMessage(nil), l.msgs...)
-}
-
-func listenToSlack(ctx context.Context, srv *slacktest.Server) *slackLog {
-	log := &slackLog{}
-	rtm := slack.New("xoxb-demo-listener", slack.OptionAPIURL(srv.GetAPIURL())).NewRTM()
-	go rtm.ManageConnection()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				_ = rtm.Disconnect()
-				return
-			case ev := <-rtm.IncomingEvents:
-				if m, ok := ev.Data.(*slack.MessageEvent); ok {
-					title, _, _ := strings.Cut(m.Text, "\n")
-					log.mu.Lock()
-					log.msgs = append(log.msgs, slackMessage{channel: m.Channel, text: title})
-					log.mu.Unlock()
-				}
-			}
-		}
-	}()
-	return log
 }
