@@ -425,11 +425,12 @@ func TestExtraEnvReachesTheOperator(t *testing.T) {
 	t.Fatal("no Deployment rendered")
 }
 
-// A private CA's certificates, from a ConfigMap, are mounted beside the default alerts and added
-// to the image's CAs through SSL_CERT_DIR, not put in their place (SSL_CERT_FILE would).
-func TestCABundleIsAddedToTheImagesCAs(t *testing.T) {
+// A private cloud's settings reach the operator: a private CA's certificates, from a ConfigMap,
+// are mounted beside the default alerts and added to the image's CAs through SSL_CERT_DIR, not put
+// in their place (SSL_CERT_FILE would), and GovSlack's API root is passed on.
+func TestPrivateCloudSettings(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "ca.yaml")
-	if err := os.WriteFile(values, []byte("azure: {caBundleConfigMap: corp-ca}\n"), 0o600); err != nil {
+	if err := os.WriteFile(values, []byte("azure: {caBundleConfigMap: corp-ca}\nslackAPIURL: https://slack-gov.com/api/\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range render(t, valuesFile(t), values) {
@@ -439,7 +440,8 @@ func TestCABundleIsAddedToTheImagesCAs(t *testing.T) {
 		pod, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
 		rendered, _ := json.Marshal(pod)
 		for _, want := range []string{`{"name":"SSL_CERT_DIR","value":"/etc/credwatch-ca"}`, `{"mountPath":"/etc/credwatch-ca","name":"ca-bundle","readOnly":true}`,
-			`{"configMap":{"name":"corp-ca"},"name":"ca-bundle"}`, `"mountPath":"/etc/credwatch","name":"default-alerts"`} {
+			`{"configMap":{"name":"corp-ca"},"name":"ca-bundle"}`, `"mountPath":"/etc/credwatch","name":"default-alerts"`,
+			`"--slack-api-url=https://slack-gov.com/api/"`} {
 			if !strings.Contains(string(rendered), want) {
 				t.Errorf("the pod lacks %s: %s", want, rendered)
 			}

@@ -80,6 +80,7 @@ type Cluster struct {
 	// mu guards procs and stopping, which a signal's Down reads while Up may still be starting.
 	mu       sync.Mutex
 	stopping bool
+	relays   []net.Listener
 	// down is closed when Down starts, which ends the wait for a signal.
 	down     chan struct{}
 	downOnce sync.Once

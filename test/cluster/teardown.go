@@ -41,6 +41,9 @@ func (c *Cluster) Down() error {
 		c.mu.Lock()
 		c.stopping = true
 		procs := slices.Clone(c.procs)
+		for _, l := range c.relays {
+			_ = l.Close()
+		}
 		c.mu.Unlock()
 		// The kubelets first, so that they do not restart what is being stopped.
 		for _, p := range procs {

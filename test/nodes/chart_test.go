@@ -79,6 +79,7 @@ func installOperator(ctx context.Context, t *testing.T) corev1.Pod {
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace, Labels: restricted}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "private-cloud-ca", Namespace: operatorNamespace}, Data: map[string]string{"ca.crt": string(ca)}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "operator-identity", Namespace: operatorNamespace}, StringData: map[string]string{"secret": operatorSecret}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "slack", Namespace: operatorNamespace}, StringData: map[string]string{"token": "xoxb-nodes-test-token"}},
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: restricted}},
 		} {
 			if err := env.crClient.Create(ctx, obj); err != nil {
@@ -116,12 +117,17 @@ defaultIdentity:
   subscriptions: [{subscriptionID: %[5]s, resourceGroups: [rg-prod]}]
 workloadIdentityNamespaces: [team-a]
 imagePulls: {settle: 5s}
+# Slack's test server, through a relay on the bridge; mail goes to mailpit there too, which the
+# destination policy lets through only because it is allowed.
+slackAPIURL: %[6]s
+alertDestinations:
+  allow: [%[7]s/32]
 extraEnv:
   - {name: AZURE_TENANT_ID, value: %[2]s}
   - {name: AZURE_CLIENT_ID, value: %[3]s}
   - name: AZURE_CLIENT_SECRET
     valueFrom: {secretKeyRef: {name: operator-identity, key: secret}}
-`, env.graph.URL(), tenantID, operatorClient, env.azure.ARMURL(), subscriptionID)
+`, env.graph.URL(), tenantID, operatorClient, env.azure.ARMURL(), subscriptionID, env.slackAPI, cluster.HostIP)
 	file := filepath.Join(cluster.Dir, "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
 		return nil, err

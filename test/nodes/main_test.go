@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slack-go/slack/slacktest"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -29,7 +30,9 @@ import (
 	"github.com/credwatch/credwatch/test/cluster"
 	"github.com/credwatch/credwatch/test/fakeazure"
 	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/mailpit"
 	"github.com/credwatch/credwatch/test/registry"
+	"github.com/credwatch/credwatch/test/slacklog"
 )
 
 const (
@@ -51,6 +54,11 @@ var env struct {
 	azure    *fakeazure.Azure
 	graph    *fakegraph.Server
 	registry *registry.Registry
+	// mail and slack receive the alerts, at smtpAddr and slackAPI where pods reach them.
+	mail     *mailpit.Server
+	slack    *slacklog.Log
+	smtpAddr string
+	slackAPI string
 	// secret is the cluster's service-principal secret the nodes' azure.json holds.
 	secret fakegraph.PasswordCredential
 }
@@ -141,6 +149,11 @@ func run(m *testing.M) (int, error) {
 	if err := startRegistry(c); err != nil {
 		return 1, err
 	}
+	stopChannels, err := startChannels(c)
+	if err != nil {
+		return 1, err
+	}
+	defer stopChannels()
 	code := 1
 	if err = pushApp(c); err == nil {
 		code = m.Run()
@@ -150,6 +163,38 @@ func run(m *testing.M) (int, error) {
 	}
 	// The registry writes under the cluster's folder: it stops before Down removes it.
 	return code, errors.Join(err, env.registry.Close(), c.Down())
+}
+
+// startChannels starts the alert channels' servers on the machine's loopback, mailpit and
+// slacktest, and exposes them on the bridge for the operator's pod.
+func startChannels(c *cluster.Cluster) (stop func(), err error) {
+	dir := filepath.Join(cluster.Dir, "mailpit")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if env.mail, err = mailpit.Run(dir); err != nil {
+		return nil, err
+	}
+	srv := slacktest.NewTestServer()
+	srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	env.slack = slacklog.Listen(ctx, srv)
+	stop = func() {
+		cancel()
+		srv.Stop()
+		env.mail.Stop()
+	}
+	if env.smtpAddr, err = c.Expose(env.mail.SMTPAddr()); err != nil {
+		stop()
+		return nil, err
+	}
+	relay, err := c.Expose(srv.ServerAddr)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	env.slackAPI = "http://" + relay + "/"
+	return stop, nil
 }
 
 // putClusterApp puts the cluster's application with its one secret, as Entra holds it.

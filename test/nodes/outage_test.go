@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,18 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	}
 	told := waitEvent(ctx, t, "ImagePullsRefused", "2 nodes", started)
 	t.Logf("event ImagePullsRefused: %s", told)
+	// One alert per channel, critical: the Slack message and the mail that tell the incident.
+	eventually(ctx, t, "the incident's Slack message and mail", func() (bool, string) {
+		posted, mailed := pullAlerts()
+		return len(posted) >= 1 && len(mailed) >= 1, fmt.Sprintf("Slack %q, mail %q", posted, mailed)
+	})
+	time.Sleep(3 * time.Second) // a second alert of the same incident would come now, if at all
+	posted, mailed := pullAlerts()
+	if len(posted) != 1 || len(mailed) != 1 {
+		t.Errorf("want one alert per channel, got Slack %q, mail %q", posted, mailed)
+	}
+	t.Logf("Slack #platform: %s", posted)
+	t.Logf("mail: %s", mailed)
 	kubectl(t, "get", "credentialwatches", "-n", operatorNamespace)
 }
 
@@ -55,6 +68,7 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 // it, asks it to check now, and waits until it has read the cluster's secret ending at end.
 func aksWatch(ctx context.Context, t *testing.T, end time.Time) *credwatchv1alpha1.CredentialWatch {
 	t.Helper()
+	smtpHost, smtpPort, _ := net.SplitHostPort(env.smtpAddr)
 	kubectl(t, "apply", "-f", "-", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
 kind: CredentialWatch
 metadata: {name: aks-prod, namespace: %s}
@@ -63,7 +77,12 @@ spec:
     aksCluster: {tenantID: %s, subscriptionID: %s, resourceGroup: rg-prod, name: aks-prod}
   imagePulls:
     registries: ["*.azurecr.io"]
-`, operatorNamespace, tenantID, subscriptionID))
+  alerts:
+    slack: {channel: "#platform", tokenSecretRef: {name: slack, key: token}}
+    email:
+      to: [platform@example.com]
+      smtp: {host: %s, port: %s, tls: None, from: credwatch@example.com}
+`, operatorNamespace, tenantID, subscriptionID, smtpHost, smtpPort))
 	kubectl(t, "annotate", "--overwrite", "-n", operatorNamespace, "credentialwatch/aks-prod", credwatchv1alpha1.CheckAnnotation+"="+time.Now().Format(time.RFC3339Nano))
 	w := &credwatchv1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: operatorNamespace}}
 	eventually(ctx, t, "aks-prod to read the cluster's secret", func() (bool, string) {
@@ -143,4 +162,22 @@ func kubectl(t *testing.T, args ...string) string {
 	}
 	t.Logf("kubectl %s\n%s", strings.Join(args, " "), out)
 	return string(out)
+}
+
+// pullAlerts are the Slack titles and mail subjects about pulls refused on both nodes, which
+// only this story's incident is.
+func pullAlerts() (posted, mailed []string) {
+	const both = "refuses image pulls on 2 nodes"
+	for _, m := range env.slack.All() {
+		if strings.Contains(m.Title, both) {
+			posted = append(posted, m.Channel+": "+m.Title)
+		}
+	}
+	msgs, _ := env.mail.List()
+	for _, m := range msgs {
+		if strings.Contains(m.Subject, both) {
+			mailed = append(mailed, m.Subject)
+		}
+	}
+	return posted, mailed
 }
