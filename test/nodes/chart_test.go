@@ -236,12 +236,10 @@ func teamIdentity(ctx context.Context, t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a-graph", Namespace: "team-a"},
 		Spec: credwatchv1alpha1.AzureIdentitySpec{IdentitySpec: credwatchv1alpha1.IdentitySpec{
 			WorkloadIdentity: &credwatchv1alpha1.WorkloadIdentitySignIn{TenantID: tenantID, ClientID: teamClient, ServiceAccountRef: credwatchv1alpha1.LocalRef{Name: "credwatch"}},
-			Allow:            credwatchv1alpha1.IdentityAllow{Applications: []string{clusterApp}},
+			Allow:            credwatchv1alpha1.IdentityAllow{Applications: []string{clusterApp, teamApp}},
 		}},
 	}
-	if err := env.crClient.Create(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	create(ctx, t, id)
 	waitReady(ctx, t, id)
 	signedIn := false
 	for _, r := range env.graph.TokenRequests() {

@@ -146,9 +146,23 @@ func waitEvent(ctx context.Context, t *testing.T, reason, what string, since tim
 	return msg
 }
 
-// kubectl runs kubectl as the cluster's admin, with stdin for "-f -", and logs what it printed.
+// kubectl runs kubectl as the cluster's admin (or whom --as names), with the last argument as
+// stdin after "-f -", fails the test if it fails, and logs what it printed.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := kubectlErr(args...)
+	shown := args
+	if len(args) > 2 && args[len(args)-2] == "-" {
+		shown = args[:len(args)-1] // what is applied may hold a secret's text
+	}
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(shown, " "), err, out)
+	}
+	t.Logf("kubectl %s\n%s", strings.Join(shown, " "), out)
+	return out
+}
+
+func kubectlErr(args ...string) (string, error) {
 	var stdin string
 	if len(args) > 2 && args[len(args)-2] == "-" {
 		stdin, args = args[len(args)-1], args[:len(args)-1]
@@ -157,11 +171,7 @@ func kubectl(t *testing.T, args ...string) string {
 	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.cluster.Kubeconfig, "--cache-dir", filepath.Join(cluster.Dir, "kube-cache")}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("kubectl %s\n%s", strings.Join(args, " "), out)
-	return string(out)
+	return string(out), err
 }
 
 // pullAlerts are the Slack titles and mail subjects about pulls refused on both nodes, which
