@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,7 +76,8 @@ func Sweep() error {
 // (pods' volumes, overlay snapshots, network namespaces), the network, what the daemons wrote
 // outside dir, the kernel settings the kubelets changed, the cgroups, and dir.
 func sweep(dir string) error {
-	killed, unmounted := killCgroups(), unmountUnder(dir)
+	killed := errors.Join(killNamed(dir), killCgroups())
+	unmounted := unmountUnder(dir)
 	errs := []error{killed, unmounted, removeNetwork(), removeHostFiles(dir), restoreSysctls(dir), removeCgroups()}
 	// A mount left under dir would let RemoveAll reach through it into what it mounts.
 	if killed != nil || unmounted != nil || mountedUnder(dir) {
@@ -85,6 +87,27 @@ func sweep(dir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// killNamed kills the processes whose command line names a path under dir: what a test started
+// beside the cluster with its files there (the registry, mailpit) and that outlived it, as a
+// Ctrl-C leaves them. The cgroups hold the cluster's own.
+func killNamed(dir string) error {
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return err
+	}
+	self := os.Getpid()
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || pid == self {
+			continue
+		}
+		if cmdline, err := os.ReadFile(p); err == nil && strings.Contains(string(cmdline), dir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return nil
 }
 
 // mountedUnder says whether anything is mounted under dir.
