@@ -292,7 +292,8 @@ func (c *Cluster) watchSignals() {
 		case s := <-c.signal:
 			fmt.Fprintf(os.Stderr, "cluster: %v: removing the test cluster\n", s)
 			_ = c.Down()
-			os.Exit(1)
+			// As a shell reports a process ended by the signal: 130 for SIGINT, 143 for SIGTERM.
+			os.Exit(128 + int(s.(syscall.Signal)))
 		case <-c.down:
 		}
 	}()
