@@ -78,7 +78,7 @@ func TestExpiredSecretRefusedOnEveryNode(t *testing.T) {
 func requireCluster(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("the stories on real nodes start a cluster")
+		t.Skip("-short: the stories on real nodes start a cluster")
 	}
 	if os.Getenv("CLUSTER_ASSETS") == "" {
 		t.Fatal("CLUSTER_ASSETS is not set: run `make test`, which builds the cluster's binaries, registry and credential provider")
