@@ -109,12 +109,9 @@ func setUpNode(i, nodes int) error {
 // deleting the bridge deletes the host's routes through it.
 func removeNetwork() error {
 	var errs []string
-	out, _ := run("ip", "netns", "list")
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], netnsPrefix) {
-			if _, err := run("ip", "netns", "del", f[0]); err != nil {
-				errs = append(errs, err.Error())
-			}
+	for _, ns := range hostNetns() {
+		if _, err := run("ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	// The kernel destroys a deleted namespace's links in the background: a host end may still be
@@ -159,6 +156,18 @@ func writeCNI(dir string, i int) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "net.d", "10-credwatch.conflist"), []byte(conf), 0o644)
+}
+
+// hostNetns are the network namespaces of the harness's names.
+func hostNetns() []string {
+	var names []string
+	out, _ := run("ip", "netns", "list")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], netnsPrefix) {
+			names = append(names, f[0])
+		}
+	}
+	return names
 }
 
 // hostLinks are the host's links of the harness's names.

@@ -311,12 +311,8 @@ func restoreSysctls(dir string) error {
 // processes and files of the harness's names. Empty after Down.
 func Leftovers() []string {
 	var left []string
-	if out, _ := run("ip", "netns", "list"); out != "" {
-		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, netnsPrefix) {
-				left = append(left, "network namespace "+line)
-			}
-		}
+	for _, ns := range hostNetns() {
+		left = append(left, "network namespace "+ns)
 	}
 	for _, l := range hostLinks() {
 		left = append(left, "link "+l)

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -122,35 +123,31 @@ func createPod(ctx context.Context, t *testing.T, ns, name, node string) {
 
 func waitRunning(ctx context.Context, t *testing.T, ns, name string) {
 	t.Helper()
-	for {
+	eventually(ctx, t, "pod "+ns+"/"+name+" to run", func() (bool, string) {
 		pod, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && pod.Status.Phase == corev1.PodRunning {
-			return
+		if err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("pod %s/%s did not run: %v; events: %v", ns, name, err, events(ns, name))
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		return pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s; events: %v", pod.Status.Phase, events(ns, name))
+	})
 }
 
 // waitPullFailure waits for the kubelet's event that it failed to pull the pod's image, and
 // returns its message.
 func waitPullFailure(ctx context.Context, t *testing.T, ns, name string) string {
 	t.Helper()
-	for {
-		for _, m := range events(ns, name) {
+	failure := ""
+	eventually(ctx, t, "a pull failure reported for "+ns+"/"+name, func() (bool, string) {
+		all := events(ns, name)
+		for _, m := range all {
 			if strings.HasPrefix(m, "Failed to pull image") {
-				return m
+				failure = m
+				return true, ""
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no pull failure reported for %s/%s; events: %v", ns, name, events(ns, name))
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		return false, fmt.Sprintf("events: %v", all)
+	})
+	return failure
 }
 
 func events(ns, pod string) []string {
