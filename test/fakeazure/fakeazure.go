@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -36,6 +38,11 @@ import (
 // identity), and whether it exists.
 type Cluster func(resourceGroup, name string) (clientID string, ok bool)
 
+// Reset does what AKS does when a cluster's service principal is reset: it gives the cluster's
+// nodes the client ID and secret. The operation succeeds only once it returns nil, as AKS's
+// ends once its nodes run on the new secret.
+type Reset func(resourceGroup, name, clientID, secret string) error
+
 // Azure is the fakes of one tenant, and the identity the operator signs in to it with.
 type Azure struct {
 	Graph *fakegraph.Server
@@ -48,6 +55,10 @@ type Azure struct {
 	mu sync.Mutex
 	// fleet are the clusters Resource Manager lists, by subscription: "resourceGroup/name".
 	fleet map[string][]string
+	// onReset is what a reset of a cluster does. resets are the fakes of resets, by
+	// subscription, which keep each operation between the requests that poll it.
+	onReset Reset
+	resets  map[string]policy.Transporter
 }
 
 // Start starts the fakes. The operator signs in to tenantID as clientID with secret; dir holds
@@ -74,7 +85,7 @@ func StartOn(dir, tenantID, clientID, secret string, clusters Cluster, host stri
 	if err != nil {
 		return nil, err
 	}
-	a := &Azure{Graph: fakegraph.NewOn(graphListener, cert), tenantID: tenantID, clientID: clientID, secret: secret, clusters: clusters, fleet: map[string][]string{}}
+	a := &Azure{Graph: fakegraph.NewOn(graphListener, cert), tenantID: tenantID, clientID: clientID, secret: secret, clusters: clusters, fleet: map[string][]string{}, resets: map[string]policy.Transporter{}}
 	a.Graph.AddClient(tenantID, clientID, secret)
 	a.arm = a.armServer(armListener, cert)
 	a.ca = filepath.Join(dir, "fake-azure-ca.pem")
@@ -111,6 +122,14 @@ func (a *Azure) AddToFleet(subscriptionID, resourceGroup, name string) {
 	a.fleet[subscriptionID] = append(a.fleet[subscriptionID], resourceGroup+"/"+name)
 }
 
+// OnReset sets what a reset of a cluster's service principal does; until it is set, Resource
+// Manager refuses resets as invalid.
+func (a *Azure) OnReset(reset Reset) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onReset = reset
+}
+
 func (a *Azure) managedCluster(sub, rg, name string) (armcontainerservice.ManagedCluster, bool) {
 	clientID, ok := a.clusters(rg, name)
 	return armcontainerservice.ManagedCluster{
@@ -123,10 +142,14 @@ func (a *Azure) managedCluster(sub, rg, name string) (armcontainerservice.Manage
 }
 
 // transport is the SDK's fakes for one request: the subscriptions list, a subscription's list of
-// clusters (one page, built afresh, so that no pager outlives its listing), or a cluster's read.
-func (a *Azure) transport(sub string) (policy.Transporter, string) {
+// clusters (one page, built afresh, so that no pager outlives its listing), a cluster's read, or
+// a reset of its service principal and the polls that follow it.
+func (a *Azure) transport(sub, api string) (policy.Transporter, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if api == apiReset {
+		return a.resetTransport(sub), api
+	}
 	subs := slices.Sorted(maps.Keys(a.fleet))
 	listed := slices.Clone(a.fleet[sub])
 	if sub == "" {
@@ -166,6 +189,42 @@ func (a *Azure) transport(sub string) (policy.Transporter, string) {
 	}), ""
 }
 
+const apiReset = "ManagedClustersClient.BeginResetServicePrincipalProfile"
+
+// resetTransport is the subscription's fake of resets, which lives as long as the fakes: the
+// operation it starts is polled by later requests (at .../resetServicePrincipalProfile/get/fake/status).
+// The reset is applied when it starts, and the operation ends at the first poll: one poll is
+// what a long operation needs to be followed across requests.
+func (a *Azure) resetTransport(sub string) policy.Transporter {
+	if t, ok := a.resets[sub]; ok {
+		return t
+	}
+	t := armfake.NewManagedClustersServerTransport(&armfake.ManagedClustersServer{
+		BeginResetServicePrincipalProfile: func(_ context.Context, rg, name string, p armcontainerservice.ManagedClusterServicePrincipalProfile, _ *armcontainerservice.ManagedClustersClientBeginResetServicePrincipalProfileOptions) (resp azfake.PollerResponder[armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse], errResp azfake.ErrorResponder) {
+			a.mu.Lock()
+			reset := a.onReset
+			a.mu.Unlock()
+			if _, ok := a.managedCluster(sub, rg, name); !ok {
+				errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
+				return
+			}
+			if reset == nil || p.ClientID == nil || p.Secret == nil {
+				errResp.SetResponseError(http.StatusBadRequest, "InvalidParameter")
+				return
+			}
+			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
+			if err := reset(rg, name, *p.ClientID, *p.Secret); err != nil {
+				resp.SetTerminalError(http.StatusInternalServerError, "InternalOperationError")
+				return
+			}
+			resp.SetTerminalResponse(http.StatusOK, armcontainerservice.ManagedClustersClientResetServicePrincipalProfileResponse{}, nil)
+			return
+		},
+	})
+	a.resets[sub] = t
+	return t
+}
+
 // armServer serves the SDK's fakes over HTTPS.
 func (a *Azure) armServer(l net.Listener, cert *tls.Certificate) *httptest.Server {
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -177,10 +236,12 @@ func (a *Azure) armServer(l net.Listener, cert *tls.Certificate) *httptest.Serve
 		case len(segs) <= 2: // /subscriptions
 		case strings.EqualFold(segs[len(segs)-1], "managedClusters"):
 			sub, api = segs[1], "ManagedClustersClient.NewListPager"
+		case slices.ContainsFunc(segs, func(s string) bool { return strings.EqualFold(s, "resetServicePrincipalProfile") }):
+			sub, api = segs[1], apiReset
 		default:
 			sub = segs[1]
 		}
-		transport, subsAPI := a.transport(strings.ToLower(sub))
+		transport, subsAPI := a.transport(strings.ToLower(sub), api)
 		if subsAPI != "" {
 			api = subsAPI
 		}
@@ -189,7 +250,16 @@ func (a *Azure) armServer(l net.Listener, cert *tls.Certificate) *httptest.Serve
 		out.URL.Scheme, out.URL.Host = "https", r.Host
 		resp, err := transport.Do(out)
 		if err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":{"code":"FakeError","message":%q}}`, err.Error()), http.StatusInternalServerError)
+			// The fakes answer a refusal they were told to give as an error, not a response: it
+			// goes on the wire as Resource Manager's error body, with its status.
+			status, code, msg := http.StatusInternalServerError, "FakeError", err.Error()
+			var re *azcore.ResponseError
+			if errors.As(err, &re) {
+				status, code, msg = re.StatusCode, re.ErrorCode, http.StatusText(re.StatusCode)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`, code, msg)
 			return
 		}
 		defer resp.Body.Close()
