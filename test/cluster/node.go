@@ -52,7 +52,7 @@ func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 			return fmt.Errorf("importing %s into %s: %w", img, n.Name, err)
 		}
 	}
-	if err := c.startKubelet(n); err != nil {
+	if err := c.startKubelet(ctx, n); err != nil {
 		return err
 	}
 	return c.startKubeProxy(n)
@@ -110,7 +110,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 // startKubelet starts the node's kubelet with a client certificate of the node's own, as a
 // bootstrapped kubelet has, in the cgroup root /credwatch/<node>, its files under the node's
 // folder, and the kernel settings the harness restores at teardown already set.
-func (c *Cluster) startKubelet(n *Node) error {
+func (c *Cluster) startKubelet(ctx context.Context, n *Node) error {
 	kubeconfig, err := c.componentKubeconfig(n.Name+"-kubelet", "system:node:"+n.Name, []string{"system:nodes"})
 	if err != nil {
 		return err
@@ -155,18 +155,38 @@ imageGCLowThresholdPercent: 99
 	if c.cfg.KubeletArgs != nil {
 		n.kubeletArgs = append(n.kubeletArgs, c.cfg.KubeletArgs(n)...)
 	}
-	n.kubelet, err = c.start(n.Name+"-kubelet", n.Name, netnsPath(n.index), n.kubeletArgs...)
-	return err
+	return c.runKubelet(ctx, n)
+}
+
+// devicePluginSocket is where every kubelet serves its device manager, whatever its root folder:
+// one path for all the nodes' kubelets, each of which removes the file and binds it anew as it
+// starts. Two doing so at once fail one of them ("address already in use"), and it exits.
+var devicePluginSocket = filepath.Join(devicePlugins, "kubelet.sock")
+
+// runKubelet starts the node's kubelet, and waits until it has bound its device manager's socket,
+// so that the next kubelet started does not race it for the file.
+func (c *Cluster) runKubelet(ctx context.Context, n *Node) error {
+	before, _ := os.Stat(devicePluginSocket)
+	var err error
+	if n.kubelet, err = c.start(n.Name+"-kubelet", n.Name, netnsPath(n.index), n.kubeletArgs...); err != nil {
+		return err
+	}
+	return c.poll(ctx, n.Name+"'s kubelet to serve its device manager", func() (bool, error) {
+		now, err := os.Stat(devicePluginSocket)
+		// A new file: a freed inode may be reused at once, its time is new.
+		return err == nil && (before == nil || !os.SameFile(before, now) || !now.ModTime().Equal(before.ModTime())), nil
+	})
 }
 
 // RestartKubelet stops the node's kubelet and starts it again with the same flags, as a node
-// agent does after it rewrote the kubelet's files (AKS after a credential reset). Its pods keep
-// running meanwhile; the kubelet reads its credential provider's files and config afresh.
+// agent does after it rewrote the kubelet's files (AKS after a credential reset), and returns
+// once it runs. Its pods keep running meanwhile; the kubelet reads its credential provider's
+// files and config afresh.
 func (c *Cluster) RestartKubelet(n *Node) error {
 	n.kubelet.stop(10 * time.Second)
-	var err error
-	n.kubelet, err = c.start(n.Name+"-kubelet", n.Name, netnsPath(n.index), n.kubeletArgs...)
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.runKubelet(ctx, n)
 }
 
 // startKubeProxy starts the node's kube-proxy in iptables mode: the Services' rules are in the
