@@ -102,7 +102,8 @@ func installOperator(ctx context.Context, t *testing.T) corev1.Pod {
 }
 
 // helmInstall installs the chart with the project's helm, and waits for the Deployment. The
-// default identity may read the aks-prod cluster; image pulls are told 5 s after they are seen.
+// default identity may read the aks-prod cluster; image pulls are told 5 s after they are seen;
+// rotations may write Secrets in the operator's namespace.
 func helmInstall(c *cluster.Cluster) ([]byte, error) {
 	values := fmt.Sprintf(`image: {repository: ghcr.io/credwatch/credwatch, tag: latest, pullPolicy: Never}
 azure:
@@ -116,6 +117,8 @@ defaultIdentity:
   tenants: [%[2]s]
   subscriptions: [{subscriptionID: %[5]s, resourceGroups: [rg-prod]}]
 workloadIdentityNamespaces: [team-a]
+# The watch of aks-prod keeps the secrets it rotates in the operator's namespace.
+rotation: {secretNamespaces: [%[8]s]}
 imagePulls: {settle: 5s}
 # Slack's test server, through a relay on the bridge; mail goes to mailpit there too, which the
 # destination policy lets through only because it is allowed.
@@ -127,7 +130,7 @@ extraEnv:
   - {name: AZURE_CLIENT_ID, value: %[3]s}
   - name: AZURE_CLIENT_SECRET
     valueFrom: {secretKeyRef: {name: operator-identity, key: secret}}
-`, env.graph.URL(), tenantID, operatorClient, env.azure.ARMURL(), subscriptionID, env.slackAPI, cluster.HostIP)
+`, env.graph.URL(), tenantID, operatorClient, env.azure.ARMURL(), subscriptionID, env.slackAPI, cluster.HostIP, operatorNamespace)
 	file := filepath.Join(cluster.Dir, "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
 		return nil, err

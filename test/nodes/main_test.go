@@ -6,6 +6,7 @@ package nodes
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,7 +256,58 @@ func startAzure(c *cluster.Cluster) error {
 		return err
 	}
 	env.graph = env.azure.Graph
+	env.azure.OnReset(resetNodes)
 	return nil
+}
+
+// reset is a reset of the cluster's service principal, as the nodes' agent saw it: when, onto
+// which of the application's secrets (by keyId), and a digest of the secret's text.
+type reset struct {
+	at     time.Time
+	keyID  string
+	digest [sha256.Size]byte
+}
+
+// agent is the nodes' agent, which AKS runs on each node of a cluster it resets.
+var agent struct {
+	mu     sync.Mutex
+	resets []reset
+}
+
+// resetNodes does on the nodes what AKS does when Resource Manager resets the cluster's service
+// principal: each node's azure.json gets the new client ID and secret, and its kubelet restarts
+// (AKS restarts or reimages the nodes), so that the next pull signs in with them. Resource
+// Manager's operation succeeds only once every node has them.
+func resetNodes(_, _, clientID, secret string) error {
+	seen := reset{at: time.Now(), digest: sha256.Sum256([]byte(secret))}
+	app, _ := env.graph.Application(tenantID, clientID)
+	for _, p := range app.Passwords {
+		if p.SecretText == secret {
+			seen.keyID = p.KeyID
+		}
+	}
+	agent.mu.Lock()
+	agent.resets = append(agent.resets, seen)
+	agent.mu.Unlock()
+	return moveNodes(clientID, secret)
+}
+
+// moveNodes gives every node's kubelet the client ID and secret, one node after the other.
+func moveNodes(clientID, secret string) error {
+	for _, n := range env.cluster.Nodes {
+		writeAzureJSON(n, clientID, secret)
+		if err := env.cluster.RestartKubelet(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resets are the resets the nodes' agent has seen.
+func resets() []reset {
+	agent.mu.Lock()
+	defer agent.mu.Unlock()
+	return slices.Clone(agent.resets)
 }
 
 func startRegistry(c *cluster.Cluster) error {

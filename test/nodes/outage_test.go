@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,15 +19,21 @@ import (
 	"github.com/credwatch/credwatch/test/cluster"
 )
 
-// The seed's outage: the cluster's service-principal secret expires, and every node's pulls are
-// refused by the registry. The operator, installed by the chart, reads the kubelets' real events
-// and pods, and the aksCluster watch with imagePulls says the cluster's credential is refused
-// cluster-wide and why: the secret it watches has expired.
+// The seed's outage and its healing. The cluster's service-principal secret expires, and every
+// node's pulls are refused by the registry. The operator, installed by the chart, reads the
+// kubelets' real events and pods, and the aksCluster watch with imagePulls says the cluster's
+// credential is refused cluster-wide and why: the secret it watches has expired. Rotation then
+// heals it. `make demo-cluster` plays this story for a person to watch, and keeps the cluster up.
 func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	requireCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	tell := story{t: t, demo: os.Getenv(demoEnv) != ""}
+	tell.say("Two nodes, each a network namespace with its own containerd, kubelet and kube-proxy")
+	tell.show("get", "nodes", "-o", "wide")
+	tell.say("The chart, installed with helm into %s (restricted Pod Security)", operatorNamespace)
 	installOperator(ctx, t)
+	tell.show("get", "pods", "-n", operatorNamespace, "-o", "wide")
 	started := time.Now()
 	// The secret has 20 s left when the watch reads it, and the nodes pull with it until then: it
 	// expires as secrets do, by time, which the operator learns from its own clock. The operator
@@ -34,39 +41,54 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	shortLived := env.secret
 	shortLived.End = time.Now().Add(20 * time.Second).Truncate(time.Second)
 	putClusterApp(shortLived)
-	t.Cleanup(func() { putClusterApp(env.secret) })
+	t.Cleanup(func() { restoreCluster(t) })
+	tell.say("The platform team's watch of aks-prod; its service principal's secret ends in 20 s")
 	watch := aksWatch(ctx, t, shortLived.End)
+	tell.show("get", "credentialwatches", "-n", operatorNamespace)
 
 	time.Sleep(time.Until(shortLived.End.Add(time.Second)))
 	ns := namespace(ctx, t, "outage")
 	for _, n := range env.cluster.Nodes {
 		createPod(ctx, t, ns, "app-"+n.Name, n.Name)
 	}
+	tell.say("The team's pods on both nodes: the registry refuses the expired secret")
+	for _, n := range env.cluster.Nodes {
+		tell.detail("%s's kubelet: %s", n.Name, waitPullFailure(ctx, t, ns, "app-"+n.Name))
+	}
 	cond := waitCondition(ctx, t, watch, "ImagePullsAuthorized", "False", "ClusterWidePullFailures")
-	t.Logf("ImagePullsAuthorized False ClusterWidePullFailures: %s", cond.Message)
+	tell.say("What credwatch says")
+	tell.detail("ImagePullsAuthorized False ClusterWidePullFailures: %s", cond.Message)
 	if !strings.Contains(cond.Message, "expired") {
 		t.Errorf("the condition does not name the expired secret as the cause: %s", cond.Message)
 	}
-	told := waitEvent(ctx, t, "ImagePullsRefused", "2 nodes", started)
-	t.Logf("event ImagePullsRefused: %s", told)
+	tell.detail("event ImagePullsRefused: %s", waitEvent(ctx, t, "ImagePullsRefused", "2 nodes", started))
 	// One alert per channel, critical: the Slack message and the mail that tell the incident.
 	eventually(ctx, t, "the incident's Slack message and mail", func() (bool, string) {
-		posted, mailed := pullAlerts()
+		posted, mailed := pullAlerts(refusedOnBoth)
 		return len(posted) >= 1 && len(mailed) >= 1, fmt.Sprintf("Slack %q, mail %q", posted, mailed)
 	})
 	time.Sleep(3 * time.Second) // a second alert of the same incident would come now, if at all
-	posted, mailed := pullAlerts()
+	posted, mailed := pullAlerts(refusedOnBoth)
 	if len(posted) != 1 || len(mailed) != 1 {
 		t.Errorf("want one alert per channel, got Slack %q, mail %q", posted, mailed)
 	}
-	t.Logf("Slack #platform: %s", posted)
-	t.Logf("mail: %s", mailed)
-	kubectl(t, "get", "credentialwatches", "-n", operatorNamespace)
+	tell.detail("Slack %s", strings.Join(posted, "; "))
+	tell.detail("mail: %s", strings.Join(mailed, "; "))
+	tell.show("get", "credentialwatches", "-n", operatorNamespace)
+
+	t.Run("rotation heals it", func(t *testing.T) { heal(ctx, story{t: t, demo: tell.demo}, ns, shortLived) })
+	if tell.demo {
+		tell.say("The cluster stays up until Ctrl-C, which removes it; meanwhile:")
+		tell.detail("KUBECONFIG=%s kubectl get credentialwatches -A", env.cluster.Kubeconfig)
+		cancel()
+		select {} // the cluster's own handler of Ctrl-C removes it and ends the process
+	}
 }
 
 // aksWatch applies the platform team's watch of aks-prod with imagePulls, as the README shows
-// it, asks it to check now, and waits until it has read the cluster's secret ending at end.
-func aksWatch(ctx context.Context, t *testing.T, end time.Time) *credwatchv1alpha1.CredentialWatch {
+// it, and the spec's further lines, asks it to check now, and waits until it has read the
+// cluster's secret ending at end.
+func aksWatch(ctx context.Context, t *testing.T, end time.Time, spec ...string) *credwatchv1alpha1.CredentialWatch {
 	t.Helper()
 	smtpHost, smtpPort, _ := net.SplitHostPort(env.smtpAddr)
 	kubectl(t, "apply", "-f", "-", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
@@ -82,7 +104,7 @@ spec:
     email:
       to: [platform@example.com]
       smtp: {host: %s, port: %s, tls: None, from: credwatch@example.com}
-`, operatorNamespace, tenantID, subscriptionID, smtpHost, smtpPort))
+%s`, operatorNamespace, tenantID, subscriptionID, smtpHost, smtpPort, strings.Join(append(spec, ""), "\n")))
 	kubectl(t, "annotate", "--overwrite", "-n", operatorNamespace, "credentialwatch/aks-prod", credwatchv1alpha1.CheckAnnotation+"="+time.Now().Format(time.RFC3339Nano))
 	w := &credwatchv1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "aks-prod", Namespace: operatorNamespace}}
 	eventually(ctx, t, "aks-prod to read the cluster's secret", func() (bool, string) {
@@ -174,18 +196,22 @@ func kubectlErr(args ...string) (string, error) {
 	return string(out), err
 }
 
-// pullAlerts are the Slack titles and mail subjects about pulls refused on both nodes, which
-// only this story's incident is.
-func pullAlerts() (posted, mailed []string) {
-	const both = "refuses image pulls on 2 nodes"
+// What the alerts of the seed's outage say: it is the only incident on both nodes.
+const (
+	refusedOnBoth = "refuses image pulls on 2 nodes"
+	recovered     = "refuses no image pull any more"
+)
+
+// pullAlerts are the Slack titles and mail subjects that say what.
+func pullAlerts(what string) (posted, mailed []string) {
 	for _, m := range env.slack.All() {
-		if strings.Contains(m.Title, both) {
+		if strings.Contains(m.Title, what) {
 			posted = append(posted, m.Channel+": "+m.Title)
 		}
 	}
 	msgs, _ := env.mail.List()
 	for _, m := range msgs {
-		if strings.Contains(m.Subject, both) {
+		if strings.Contains(m.Subject, what) {
 			mailed = append(mailed, m.Subject)
 		}
 	}

@@ -1,72 +1,48 @@
 package nodes
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
-// demoEnv runs TestDemoCluster, which `make demo-cluster` asks for: it is a demo, not a test,
-// and waits for a Ctrl-C.
+// demoEnv makes TestExpiredClusterSecretIsTheOutage a demo, as `make demo-cluster` runs it: it
+// tells the person watching what happens, and keeps the cluster up until Ctrl-C.
 const demoEnv = "CREDWATCH_DEMO_CLUSTER"
 
-// TestDemoCluster plays the seed's outage on the cluster for a person to watch: the chart
-// installed, the cluster's secret ending, both nodes refused, and what credwatch says of it, in
-// kubectl's words, Slack's and mail's. The cluster stays up until Ctrl-C.
-func TestDemoCluster(t *testing.T) {
-	if os.Getenv(demoEnv) == "" {
-		t.Skip("make demo-cluster runs this demo")
-	}
-	requireCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	say := func(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
-	show := func(args ...string) { fmt.Print(indent(kubectl(t, args...))) }
+// story tells what a story's test sees: in the test's log or, in a demo, to the person watching.
+type story struct {
+	t    *testing.T
+	demo bool
+}
 
-	say("Two nodes, each a network namespace with its own containerd, kubelet and kube-proxy")
-	show("get", "nodes", "-o", "wide")
-	say("Installing the chart with helm into credwatch-system (restricted Pod Security)")
-	installOperator(ctx, t)
-	show("get", "pods", "-n", operatorNamespace, "-o", "wide")
-
-	secret := env.secret
-	secret.End = time.Now().Add(30 * time.Second).Truncate(time.Second)
-	putClusterApp(secret)
-	say("The platform team's watch of aks-prod; its service principal's secret ends in 30 s")
-	watch := aksWatch(ctx, t, secret.End)
-	show("get", "credentialwatches", "-n", operatorNamespace)
-	say("Waiting for the secret to end...")
-	time.Sleep(time.Until(secret.End.Add(time.Second)))
-	ns := namespace(ctx, t, "demo")
-	for _, n := range env.cluster.Nodes {
-		createPod(ctx, t, ns, "app-"+n.Name, n.Name)
+// say tells what happens next.
+func (s story) say(format string, args ...any) {
+	s.t.Helper()
+	if s.demo {
+		fmt.Printf("\n==> "+format+"\n", args...)
+		return
 	}
-	say("The team's pods on both nodes: the registry refuses the expired secret")
-	for _, n := range env.cluster.Nodes {
-		fmt.Printf("  %s: %s\n", n.Name, waitPullFailure(ctx, t, ns, "app-"+n.Name))
-	}
-	say("What credwatch says")
-	cond := waitCondition(ctx, t, watch, "ImagePullsAuthorized", "False", "ClusterWidePullFailures")
-	fmt.Printf("  ImagePullsAuthorized False ClusterWidePullFailures: %s\n", cond.Message)
-	eventually(ctx, t, "the alerts", func() (bool, string) {
-		posted, mailed := pullAlerts()
-		return len(posted) > 0 && len(mailed) > 0, ""
-	})
-	show("get", "events", "-n", operatorNamespace, "--field-selector", "reason=ImagePullsRefused")
-	show("get", "pods", "-n", ns, "-o", "wide")
-	posted, mailed := pullAlerts()
-	say("Posted to Slack")
-	fmt.Print(indent(strings.Join(posted, "\n") + "\n"))
-	say("Mailed")
-	fmt.Print(indent(strings.Join(mailed, "\n") + "\n"))
+	s.t.Logf("==> "+format, args...)
+}
 
-	say("The cluster stays up until Ctrl-C, which removes it; meanwhile:")
-	fmt.Printf("  KUBECONFIG=%s kubectl get credentialwatches -A\n", env.cluster.Kubeconfig)
-	cancel()
-	select {} // the cluster's own handler of Ctrl-C removes it and ends the process
+// detail tells what was seen.
+func (s story) detail(format string, args ...any) {
+	s.t.Helper()
+	if s.demo {
+		fmt.Print(indent(fmt.Sprintf(format, args...)))
+		return
+	}
+	s.t.Logf(format, args...)
+}
+
+// show runs kubectl, which logs what it printed, and shows it in a demo.
+func (s story) show(args ...string) {
+	s.t.Helper()
+	out := kubectl(s.t, args...)
+	if s.demo {
+		fmt.Print(indent(out))
+	}
 }
 
 func indent(s string) string {
