@@ -57,12 +57,14 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .
 
 ##@ Test
 
+# -timeout: the stories on real nodes may take up to their own budgets (about 26 minutes in all);
+# Go's default of 10 panics the test binary, which skips the cluster's teardown.
 .PHONY: test
 test: verify vet envtest mailpit helm promtool cluster image ## Run every test, against a real kube-apiserver, etcd and SMTP server, and a cluster of real nodes.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) \
 	CLUSTER_ASSETS=$(ENVTEST_ASSETS) CLUSTER_IMAGES=$(CLUSTER_IMAGES) REGISTRY_BIN=$(REGISTRY) CREDENTIAL_PROVIDERS=$(CREDENTIAL_PROVIDERS) \
 	CREDWATCH_IMAGE=$(BIN)/credwatch-image.tar \
-	$(GO) test ./... -count=1
+	$(GO) test ./... -count=1 -timeout 30m
 	cd hack/image && $(GO) test ./... -count=1
 
 .PHONY: unit

@@ -35,8 +35,10 @@ import (
 )
 
 // Dir holds everything a cluster writes: certificates, etcd's data, each node's containerd,
-// kubelet and pods, and the daemons' logs. It is fixed so that a run finds what a killed one left.
-const Dir = "/var/tmp/credwatch-cluster"
+// kubelet and pods, and the daemons' logs. It is fixed so that a run finds what a killed one left,
+// and in a folder only root may write to, so that no other user can make it first and have root
+// read their files there (the daemons' configuration, the kernel settings to restore).
+const Dir = "/var/lib/credwatch-cluster"
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
 const cniBinDir = "/usr/lib/cni"
@@ -132,7 +134,10 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 // setUp makes the folder, the certificates, the network and the nodes' folders, and starts the
 // daemons.
 func (c *Cluster) setUp(ctx context.Context) error {
-	if err := os.MkdirAll(filepath.Join(c.dir, "logs"), 0o755); err != nil {
+	if err := os.Mkdir(c.dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(c.dir, "logs"), 0o755); err != nil {
 		return err
 	}
 	if err := saveHost(c.dir); err != nil {

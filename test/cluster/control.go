@@ -38,15 +38,25 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	return nil
 }
 
+// startEtcd starts etcd on loopback, where any user of the machine could reach it: it talks only
+// TLS and only to clients and peers with a certificate of the cluster's CA, as kubeadm's etcd
+// does. Whoever could write to it could make themselves cluster admin, and the nodes run pods as
+// the machine's root.
 func (c *Cluster) startEtcd() error {
+	cert, key, err := c.pki.issue("etcd", identity{name: "etcd", ips: []net.IP{net.ParseIP("127.0.0.1")}, dns: []string{"localhost"}})
+	if err != nil {
+		return err
+	}
 	client, peer := freePort(), freePort()
-	clientURL, peerURL := "http://127.0.0.1:"+client, "http://127.0.0.1:"+peer
+	clientURL, peerURL := "https://127.0.0.1:"+client, "https://127.0.0.1:"+peer
 	c.etcd = clientURL
-	_, err := c.start("etcd", "control-plane", "", c.asset("etcd"),
+	_, err = c.start("etcd", "control-plane", "", c.asset("etcd"),
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL,
+		"--cert-file="+cert, "--key-file="+key, "--client-cert-auth", "--trusted-ca-file="+c.pki.caFile(),
+		"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-client-cert-auth", "--peer-trusted-ca-file="+c.pki.caFile(),
 		// A test cluster's data is thrown away: fsync would only make it slower.
 		"--unsafe-no-fsync")
 	return err
@@ -67,8 +77,12 @@ func (c *Cluster) startAPIServer() error {
 	if err != nil {
 		return err
 	}
+	etcdCert, etcdKey, err := c.pki.issue("apiserver-etcd-client", identity{name: "kube-apiserver-etcd-client"})
+	if err != nil {
+		return err
+	}
 	_, err = c.start("kube-apiserver", "control-plane", "", c.asset("kube-apiserver"),
-		"--etcd-servers="+c.etcd,
+		"--etcd-servers="+c.etcd, "--etcd-cafile="+c.pki.caFile(), "--etcd-certfile="+etcdCert, "--etcd-keyfile="+etcdKey,
 		"--bind-address="+HostIP, "--advertise-address="+HostIP, "--secure-port="+strconv.Itoa(apiPort),
 		"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--client-ca-file="+c.pki.caFile(),
 		"--kubelet-client-certificate="+kubeletCert, "--kubelet-client-key="+kubeletKey,

@@ -76,6 +76,9 @@ func Sweep() error {
 // (pods' volumes, overlay snapshots, network namespaces), the network, what the daemons wrote
 // outside dir, the kernel settings the kubelets changed, the cgroups, and dir.
 func sweep(dir string) error {
+	if err := rootsOwn(dir); err != nil {
+		return err
+	}
 	killed := errors.Join(killNamed(dir), killCgroups())
 	unmounted := unmountUnder(dir)
 	errs := []error{killed, unmounted, removeNetwork(), removeHostFiles(dir), restoreSysctls(dir), removeCgroups()}
@@ -87,6 +90,22 @@ func sweep(dir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// rootsOwn refuses a folder that root did not make: what the harness reads there as root (the
+// kernel settings to restore, the folders it made) must be what it wrote.
+func rootsOwn(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || st.Uid != 0 {
+		return fmt.Errorf("%s is not a folder of root's: it is left alone, and no cluster starts until whoever made it removes it", dir)
+	}
+	return nil
 }
 
 // killNamed kills the processes whose command line names a path under dir: what a test started
@@ -300,8 +319,17 @@ func restoreSysctls(dir string) error {
 	if err != nil {
 		return err
 	}
+	// Only the settings the kubelets change, and only to a number, whatever the file says.
 	var errs []error
-	for k, v := range s.Sysctls {
+	for _, k := range kubeletSysctls {
+		v, ok := s.Sysctls[k]
+		if !ok {
+			continue
+		}
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("not restoring %s to %q: not a number", k, v))
+			continue
+		}
 		errs = append(errs, os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644))
 	}
 	return errors.Join(errs...)
