@@ -7,6 +7,7 @@ import (
 
 	clientfeatures "k8s.io/client-go/features"
 
+	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/pullauth"
 )
 
@@ -86,6 +87,34 @@ func TestCloudOptions(t *testing.T) {
 				t.Errorf("cloud = %+v, want Graph %s and authority %s", c, tc.wantGraph, tc.wantAuth)
 			}
 		})
+	}
+}
+
+// A Slack API root other than Slack's carries every watch's bot token: over https, or plain http
+// only to loopback or an address the admin allowed for alert destinations.
+func TestSlackAPIURL(t *testing.T) {
+	var allowRelay egress.Policy
+	if err := allowRelay.Allow.Set("10.77.0.1/32"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url     string
+		policy  egress.Policy
+		wantErr bool
+	}{
+		{"", egress.Policy{}, false},
+		{"https://slack-gov.com/api/", egress.Policy{}, false},
+		{"http://127.0.0.1:8080/", egress.Policy{}, false},
+		{"http://10.77.0.1:8080/", allowRelay, false},
+		{"http://10.77.0.2:8080/", allowRelay, true},
+		{"http://slack.example/api/", allowRelay, true},
+		{"ftp://slack.example/", egress.Policy{}, true},
+		{"slack.example/api", egress.Policy{}, true},
+	} {
+		o := options{slackAPIURL: tc.url, destinations: tc.policy}
+		if err := o.checkSlackAPIURL(); (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v, want error %v", tc.url, err, tc.wantErr)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 
@@ -138,12 +140,35 @@ func (o options) validate() (azure.Cloud, *v1alpha1.Alerts, error) {
 	if o.graphBudget <= 0 {
 		return cloud, nil, fmt.Errorf("--graph-budget must be positive, not %d", o.graphBudget)
 	}
+	if err := o.checkSlackAPIURL(); err != nil {
+		return cloud, nil, err
+	}
 	if o.issuerChecks && o.namespace == "" {
 		// Without it the checks would be off, and watches would learn it only from their status.
 		return cloud, nil, errors.New("the service-account issuer checks need the operator's namespace, where their canary ServiceAccount lives: " +
 			"pass --operator-namespace, set POD_NAMESPACE, or run in a pod; or turn the checks off with --service-account-issuer=false")
 	}
 	return cloud, defaults, o.pullThresholds.Validate()
+}
+
+// checkSlackAPIURL refuses a Slack API root that would carry every watch's bot token in clear
+// text: it is https, or plain http only to loopback or an --alert-destinations-allow address (a
+// test server, a relay inside the cluster), as watches' own webhooks are.
+func (o options) checkSlackAPIURL() error {
+	if o.slackAPIURL == "" {
+		return nil
+	}
+	u, err := url.Parse(o.slackAPIURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("--slack-api-url %q: want an https URL, such as https://slack-gov.com/api/", o.slackAPIURL)
+	}
+	if u.Scheme == "http" {
+		a, err := netip.ParseAddr(u.Hostname())
+		if err != nil || (!a.IsLoopback() && !o.destinations.Allowlisted(a)) {
+			return fmt.Errorf("--slack-api-url %q: plain http would carry every watch's Slack token in clear text; use https, or an address --alert-destinations-allow lists", o.slackAPIURL)
+		}
+	}
+	return nil
 }
 
 // managerOptions are the manager's, its metrics server's among them, which serves *watches.
