@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // spec is what the image holds: one static binary, run as a user without a name or a home
@@ -21,7 +23,7 @@ type spec struct {
 	// Binary is the path of the static binary; the image runs /<its base name>.
 	Binary string
 	// CACerts is the path of a CA bundle written to /etc/ssl/certs/ca-certificates.crt, where Go
-	// looks for one on Linux; empty for none.
+	// looks for one on Linux; empty for Mozilla's roots (mozillaRoots).
 	CACerts string
 	// User runs the binary: numeric, so that the kubelet can check runAsNonRoot.
 	User string
@@ -85,14 +87,14 @@ func fileLayer(s spec) (v1.Layer, error) {
 		{name: "home/nonroot/", mode: 0o700, dir: true},
 		{name: "tmp/", mode: 0o1777, dir: true},
 	}
+	certs := mozillaRoots()
 	if s.CACerts != "" {
-		certs, err := os.ReadFile(s.CACerts)
-		if err != nil {
+		if certs, err = os.ReadFile(s.CACerts); err != nil {
 			return nil, fmt.Errorf("reading the CA bundle: %w", err)
 		}
-		entries = append(entries, entry{name: "etc/ssl/", mode: 0o755, dir: true}, entry{name: "etc/ssl/certs/", mode: 0o755, dir: true},
-			entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: certs})
 	}
+	entries = append(entries, entry{name: "etc/ssl/", mode: 0o755, dir: true}, entry{name: "etc/ssl/certs/", mode: 0o755, dir: true},
+		entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: certs})
 	entries = append(entries, entry{name: path.Base(s.Binary), mode: 0o755, data: bin})
 
 	var buf bytes.Buffer
@@ -117,4 +119,18 @@ func fileLayer(s spec) (v1.Layer, error) {
 	}
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+}
+
+// mozillaRoots are the roots of Mozilla's trust store as golang.org/x/crypto/x509roots/fallback
+// pins them (hack/image/go.mod), PEM: the same on every machine that builds the image, whatever
+// CAs that machine added to its own bundle. A root Mozilla trusts only for certificates issued
+// before a date cannot say so in a PEM bundle, and is left out.
+func mozillaRoots() []byte {
+	var out []byte
+	for r := range bundle.Roots() {
+		if r.Constraint == nil {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})...)
+		}
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"archive/tar"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -91,5 +93,26 @@ func TestRunRefusesMissingInputs(t *testing.T) {
 	}
 	if err := run(spec{Binary: "/nonexistent", User: nonroot}, "x:y", filepath.Join(t.TempDir(), "o.tar")); err == nil {
 		t.Fatal("want an error for a binary that is not there")
+	}
+}
+
+// Without a bundle named, the image trusts Mozilla's roots as pinned in go.mod, among them the
+// root Azure's endpoints chain to, and only certificates.
+func TestMozillaRoots(t *testing.T) {
+	rest, n, azure := mozillaRoots(), 0, false
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil || b.Type != "CERTIFICATE" || !c.IsCA {
+			t.Fatalf("block %d: %s, %v; want a CA certificate", n, b.Type, err)
+		}
+		n++
+		azure = azure || c.Subject.CommonName == "DigiCert Global Root G2"
+	}
+	if len(rest) != 0 || n < 100 || !azure {
+		t.Errorf("%d roots, %d bytes left, DigiCert Global Root G2 among them: %v; want the whole store", n, len(rest), azure)
 	}
 }

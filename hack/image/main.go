@@ -1,7 +1,7 @@
 // Command image writes the operator's container image as a tarball that `ctr images import`
 // and `docker load` take, without a container engine: a static binary, the CA bundle it trusts
-// Azure's endpoints by, run as a non-root user, and nothing else, as the Dockerfile's
-// distroless image is. `make image` runs it.
+// Azure's endpoints by (Mozilla's roots, pinned, not the build machine's), run as a non-root user,
+// and nothing else, as the Dockerfile's distroless image is. `make image` runs it.
 package main
 
 import (
@@ -20,7 +20,7 @@ func main() {
 	s := spec{User: nonroot}
 	var tag, out string
 	flag.StringVar(&s.Binary, "binary", "", "the static binary the image runs")
-	flag.StringVar(&s.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle the image trusts; empty for none")
+	flag.StringVar(&s.CACerts, "ca-certs", "", "the CA bundle the image trusts; empty for Mozilla's roots, as golang.org/x/crypto/x509roots/fallback pins them")
 	flag.StringVar(&s.Arch, "arch", runtime.GOARCH, "the binary's architecture")
 	flag.StringVar(&tag, "tag", "ghcr.io/credwatch/credwatch:latest", "the image's name and tag")
 	flag.StringVar(&out, "out", "", "the tarball to write")
