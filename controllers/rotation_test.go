@@ -692,3 +692,68 @@ func TestDeletingAWatchMidRotation(t *testing.T) {
 		})
 	}
 }
+
+// Someone who may edit Secrets in the namespace copies an old secret's text, which Entra still
+// accepts, into the staging Secret under the new secret's keyId: a sign-in check would pass, and
+// the cluster would be reset onto a secret the rotation then retires, with nobody holding the
+// new one's text. The rotation blocks instead, saying the Secret was changed; put back, it
+// completes, with the cluster on the new secret and the old one retired.
+func TestAStagingSecretEditedToAnOldSecretStrandsNothing(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	arm := h.withCluster(s.appID)
+	h.create("", aksRotationSpec(t0.Truncate(time.Minute).Add(12*time.Hour)))
+	old, _ := h.oldCredwatchSecrets(s.appID, t0)
+	app, _ := fake.Application(tenantID, s.appID)
+	var oldText string
+	for _, p := range app.Passwords {
+		if p.KeyID == old {
+			oldText = p.SecretText
+		}
+	}
+
+	h.run(6*time.Hour, nil) // the new secret is kept and verified, and waits for the window
+	st := h.get().Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepSecretVerified || st.SecretDigest == "" {
+		t.Fatalf("rotation %+v: want the new secret verified, its digest kept, before the window", st)
+	}
+	edit := func(text string) []byte {
+		staged := h.keptSecret(st.KeyID)
+		was := staged.Data["clientSecret"]
+		staged.Data["clientSecret"] = []byte(text)
+		if err := k8s.Update(context.Background(), staged); err != nil {
+			t.Fatal(err)
+		}
+		return was
+	}
+	made := edit(oldText)
+
+	h.run(12*time.Hour, nil) // the window opens and closes
+	w := h.get()
+	if arm.resets != 0 {
+		t.Fatalf("the cluster was reset %d times with the edited Secret", arm.resets)
+	}
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
+	if c := target.Condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, "not the secret credwatch made") {
+		t.Errorf("Rotating says %q; want it to say the Secret was changed", c.Message)
+	}
+	if _, ok := h.credwatchSecrets(s.appID)[old]; !ok {
+		t.Fatal("the old secret was retired")
+	}
+
+	edit(string(made))
+	h.run(10*day, nil)
+	w = h.get()
+	if w.Status.Rotation != nil || w.Status.LastRotation == nil {
+		t.Fatalf("rotation %+v: want it completed once the Secret holds the new secret again", w.Status.Rotation)
+	}
+	if arm.secret["rg-prod/aks-prod"] != string(made) {
+		t.Error("the cluster does not run on the secret the rotation made")
+	}
+	if _, ok := h.credwatchSecrets(s.appID)[old]; ok {
+		t.Error("the old secret was not retired after the grace period")
+	}
+	assertNoSecrets(t, h, oldText)
+}

@@ -173,6 +173,12 @@ type RotationStatus struct {
 	// KeyID is the new secret's keyId, once it exists.
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
+	// SecretDigest is the SHA-256 of the new secret's text, in hex, never the text: before each
+	// sign-in check, reset, publication and retirement, the Secret holding the text must still
+	// hold this one. A Secret changed to hold another secret's text under this keyId would move
+	// the cluster onto a secret the rotation then retires.
+	// +optional
+	SecretDigest string `json:"secretDigest,omitempty"`
 	// Expiry is when the new secret expires.
 	// +optional
 	Expiry *metav1.Time `json:"expiry,omitempty"`

@@ -22,7 +22,7 @@ func (a appSecrets) Secrets(ctx context.Context) ([]Secret, error) {
 	var out []Secret
 	for _, c := range snap.Credentials {
 		if c.Source == graph.Application && c.Type == graph.Password {
-			out = append(out, Secret{KeyID: c.KeyID, DisplayName: c.DisplayName, End: c.End})
+			out = append(out, Secret{KeyID: c.KeyID, DisplayName: c.DisplayName, Hint: c.Hint, End: c.End})
 		}
 	}
 	return out, nil

@@ -94,7 +94,7 @@ func (m *Machine) startReset(ctx context.Context) (time.Time, error) {
 }
 
 func (m *Machine) reset(ctx context.Context) (time.Time, error) {
-	text, err := m.Store.Text(ctx, m.st.KeyID)
+	text, err := m.text(ctx)
 	if err != nil {
 		return m.fail(err, clusterPollInterval)
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // Permanent reports whether err is a refusal that retrying does not mend: Azure's 4xx other than
-// a conflict, a timeout or throttling, or the API server refusing the Secret as invalid or
-// forbidden.
+// a conflict, a timeout or throttling, the API server refusing the Secret as invalid or
+// forbidden, or a Secret changed under the rotation, which a person must put right.
 func Permanent(err error) bool {
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, ErrForeign) {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, ErrForeign) || errors.Is(err, ErrSecretChanged) {
 		return true
 	}
 	var ae *azerr.Error

@@ -48,7 +48,7 @@ type fakeStore struct {
 	HeldFunc    func(context.Context) (Held, error)
 	WriteFunc   func(context.Context, string, NewSecret, bool) error
 	TextFunc    func(context.Context, string) (secret.Text, error)
-	PublishFunc func(context.Context, string) error
+	PublishFunc func(context.Context, string, string) error
 	DiscardFunc func(context.Context) error
 }
 
@@ -61,8 +61,10 @@ func (f fakeStore) Write(ctx context.Context, name string, s NewSecret, dryRun b
 func (f fakeStore) Text(ctx context.Context, keyID string) (secret.Text, error) {
 	return f.TextFunc(ctx, keyID)
 }
-func (f fakeStore) Publish(ctx context.Context, keyID string) error { return f.PublishFunc(ctx, keyID) }
-func (f fakeStore) Discard(ctx context.Context) error               { return f.DiscardFunc(ctx) }
+func (f fakeStore) Publish(ctx context.Context, keyID, digest string) error {
+	return f.PublishFunc(ctx, keyID, digest)
+}
+func (f fakeStore) Discard(ctx context.Context) error { return f.DiscardFunc(ctx) }
 
 type fakeLedger struct {
 	SaveFunc    func(context.Context, v1alpha1.RotationStatus) error
@@ -141,9 +143,10 @@ func (w *world) machine(withCluster bool) *Machine {
 			SecretsFunc: func(context.Context) ([]Secret, error) { return slices.Clone(w.secrets), nil },
 			AddFunc: func(_ context.Context, name string, end time.Time) (NewSecret, error) {
 				w.adds++
-				s := Secret{KeyID: fmt.Sprintf("k-%d", w.adds), DisplayName: name, End: end}
+				text := fmt.Sprintf("text-%d", w.adds)
+				s := Secret{KeyID: fmt.Sprintf("k-%d", w.adds), DisplayName: name, Hint: text[:3], End: end}
 				w.secrets = append(w.secrets, s)
-				w.texts[s.KeyID] = fmt.Sprintf("text-%d", w.adds)
+				w.texts[s.KeyID] = text
 				return NewSecret{KeyID: s.KeyID, Text: secret.New(w.texts[s.KeyID]), End: end}, nil
 			},
 			RemoveFunc: func(_ context.Context, keyID string) error {
@@ -173,9 +176,16 @@ func (w *world) machine(withCluster bool) *Machine {
 				}
 				return secret.Text{}, fmt.Errorf("the Store no longer holds %s", keyID)
 			},
-			PublishFunc: func(_ context.Context, keyID string) error {
+			PublishFunc: func(_ context.Context, keyID, digest string) error {
 				if w.held.KeyID != keyID && w.published.KeyID != keyID {
 					return fmt.Errorf("the Store no longer holds %s", keyID)
+				}
+				kept := w.heldText
+				if w.held.KeyID != keyID {
+					kept = w.publishedText
+				}
+				if digest != "" && secret.New(kept).Digest() != digest {
+					return fmt.Errorf("%w: another text under %s", ErrSecretChanged, keyID)
 				}
 				if w.held.KeyID == keyID {
 					w.published, w.publishedText, w.held, w.heldText = w.held, w.heldText, Held{}, ""

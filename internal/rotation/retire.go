@@ -37,7 +37,7 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 		if m.gone(ctx) {
 			return time.Time{}, m.replaceGone(ctx)
 		}
-		if err := m.Store.Publish(ctx, m.st.KeyID); err != nil {
+		if err := m.Store.Publish(ctx, m.st.KeyID, m.st.SecretDigest); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 		}
 		t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
@@ -55,6 +55,10 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	}
 	if !slices.ContainsFunc(secrets, func(s Secret) bool { return s.KeyID == m.st.KeyID }) {
 		return time.Time{}, m.replaceGone(ctx)
+	}
+	// The old secrets go only while the Secret holds the one that replaced them.
+	if _, err := m.text(ctx); err != nil {
+		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
 	var expiry time.Time // none recorded: nothing outlives it, so nothing is retired
 	if m.st.Expiry != nil {

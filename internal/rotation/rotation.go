@@ -19,7 +19,9 @@ import (
 // Secret is one of the application's client secrets, as Graph lists it.
 type Secret struct {
 	KeyID, DisplayName string
-	End                time.Time
+	// Hint is Graph's: the secret's first three characters.
+	Hint string
+	End  time.Time
 }
 
 // NewSecret is a client secret just added: the one moment its text is known.
@@ -77,8 +79,9 @@ type Store interface {
 	Write(ctx context.Context, displayName string, s NewSecret, dryRun bool) error
 	// Text reads back the text of secret keyID.
 	Text(ctx context.Context, keyID string) (secret.Text, error)
-	// Publish hands secret keyID, in use now, to the watch's consumers.
-	Publish(ctx context.Context, keyID string) error
+	// Publish hands secret keyID, in use now, to the watch's consumers, if the text kept has the
+	// digest (unless empty): another text is refused with ErrSecretChanged.
+	Publish(ctx context.Context, keyID, digest string) error
 	// Discard deletes what was kept of a secret never used.
 	Discard(ctx context.Context) error
 }
@@ -86,6 +89,9 @@ type Store interface {
 // ErrForeign: the Secret the new secret goes to exists and credwatch did not create it for
 // this watch.
 var ErrForeign = errors.New("the Secret is not this watch's")
+
+// ErrSecretChanged: the Secret keeping the new secret holds another text than the one made.
+var ErrSecretChanged = errors.New("the new secret's Secret was changed")
 
 // Ledger saves the rotation's progress with an optimistic lock: a conflict means another
 // reconcile acted since this one read the watch, and this one must stop.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // verified is a rotation whose new secret k-1, kept and listed, was verified days ago.
@@ -587,5 +588,69 @@ func TestARetirementWhoseNewSecretIsGoneStartsOver(t *testing.T) {
 				t.Errorf("status %+v, Graph %+v, events %v: want a new secret, every old one kept", st, w.secrets, w.eventReasons())
 			}
 		})
+	}
+}
+
+// A Secret changed to hold another secret's text under the new keyId (a valid old one, which
+// passes a sign-in check) stops the rotation wherever it is: the cluster is not reset onto that
+// text, it is not published, and no old secret is retired. Put back, the rotation goes on.
+func TestASecretChangedUnderTheRotationStopsIt(t *testing.T) {
+	for _, step := range []v1alpha1.RotationStep{v1alpha1.StepSecretStored, v1alpha1.StepSecretVerified, v1alpha1.StepRetiring} {
+		t.Run(string(step), func(t *testing.T) {
+			w := newWorld(t)
+			var st *v1alpha1.RotationStatus
+			if step == v1alpha1.StepSecretVerified {
+				// Verified and reset in one reconcile, but for a window that was closed.
+				st = w.verified()
+				expiry := metav1.NewTime(w.now.Add(360 * 24 * time.Hour))
+				st.SecretDigest, st.Expiry = secret.New("text-1").Digest(), &expiry
+			} else {
+				st, _ = w.until(nil, true, step, 10)
+			}
+			if st.SecretDigest != secret.New("text-1").Digest() {
+				t.Fatalf("status keeps digest %q, want the new secret's", st.SecretDigest)
+			}
+			swap := func(text string) {
+				if w.held.KeyID == "k-1" {
+					w.heldText = text
+				} else {
+					w.publishedText = text
+				}
+			}
+			swap("text-of-k-old")
+			resets, published := len(w.resets), w.published
+			var res Result
+			for range 4 {
+				st, res = w.run(st, true)
+			}
+			if len(w.resets) != resets || w.published != published || !w.listed("k-old") {
+				t.Errorf("resets %q, published %+v, Graph %+v: want no reset, publication or retirement with the changed text", w.resets, w.published, w.secrets)
+			}
+			if res.Condition.Reason != v1alpha1.ReasonRotationBlocked || !strings.Contains(res.Condition.Message, "not the secret credwatch made") {
+				t.Errorf("condition %+v: want the rotation blocked, saying the Secret was changed", res.Condition)
+			}
+			swap("text-1")
+			for range 10 {
+				if st, _ = w.run(st, true); st == nil {
+					break
+				}
+			}
+			if st != nil || w.finished == nil || w.listed("k-old") || slices.ContainsFunc(w.resets, func(r string) bool { return r != "text-1" }) {
+				t.Errorf("status %+v, resets %q: want the rotation completed with k-1's text once the Secret holds it again", st, w.resets)
+			}
+		})
+	}
+}
+
+// A rotation begun before digests were kept has none to compare: Graph's hint of the new secret
+// still tells another text from it.
+func TestAChangedSecretIsToldByGraphsHint(t *testing.T) {
+	w := newWorld(t)
+	st := w.verified()
+	w.secrets[len(w.secrets)-1].Hint = "tex"
+	w.heldText = "xyz-another-secret"
+	st, res := w.run(st, true)
+	if len(w.resets) != 0 || res.Condition.Reason != v1alpha1.ReasonRotationBlocked || !strings.Contains(res.Condition.Message, "Graph's hint") {
+		t.Errorf("resets %q, status %+v, condition %+v: want no reset, and the rotation blocked by the hint", w.resets, st, res.Condition)
 	}
 }

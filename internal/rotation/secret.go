@@ -11,6 +11,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // An addPassword whose answer was lost is given addListLag to show in Graph's list, read every
@@ -74,14 +75,14 @@ func (m *Machine) add(ctx context.Context) (time.Time, error) {
 		// The write may have landed though it reported failure (a timeout); only a secret the
 		// Store does not hold is unusable, and must not stay.
 		if now, rerr := m.Store.Held(ctx); rerr == nil && now.KeyID == s.KeyID {
-			return m.stored(ctx, s.KeyID, s.End)
+			return m.stored(ctx, s.KeyID, s.End, &s.Text)
 		}
 		if rmErr := m.App.Remove(ctx, s.KeyID); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing the unusable secret: %w", rmErr))
 		}
 		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
-	return m.stored(ctx, s.KeyID, s.End)
+	return m.stored(ctx, s.KeyID, s.End, &s.Text)
 }
 
 // create makes the new secret and keeps it, or adopts the one an earlier attempt kept. The Store
@@ -108,10 +109,10 @@ func (m *Machine) create(ctx context.Context) (time.Time, error) {
 	}
 	switch {
 	case adopt != nil:
-		return m.stored(ctx, adopt.KeyID, adopt.End)
+		return m.stored(ctx, adopt.KeyID, adopt.End, nil)
 	case held.DisplayName == m.st.DisplayName && held.KeyID != "":
 		// Kept, but not listed yet: Graph's read lags its write. Trust the Store.
-		return m.stored(ctx, held.KeyID, held.End)
+		return m.stored(ctx, held.KeyID, held.End, nil)
 	}
 
 	// The Store must take the write before a secret exists whose text would have nowhere to go:
@@ -129,9 +130,18 @@ func (m *Machine) create(ctx context.Context) (time.Time, error) {
 	return m.add(ctx)
 }
 
-func (m *Machine) stored(ctx context.Context, keyID string, end time.Time) (time.Time, error) {
+// stored records the new secret the Store keeps, with the digest of its text: the text just
+// added, or, for a secret an earlier attempt kept, the text the Store holds now.
+func (m *Machine) stored(ctx context.Context, keyID string, end time.Time, text *secret.Text) (time.Time, error) {
+	if text == nil {
+		kept, err := m.Store.Text(ctx, keyID)
+		if err != nil {
+			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		}
+		text = &kept
+	}
 	expiry := metav1.NewTime(end.Truncate(time.Second))
-	m.st.Step, m.st.KeyID, m.st.Expiry = v1alpha1.StepSecretStored, keyID, &expiry
+	m.st.Step, m.st.KeyID, m.st.Expiry, m.st.SecretDigest = v1alpha1.StepSecretStored, keyID, &expiry, text.Digest()
 	m.st.Message = "Waiting for Entra to accept the new secret"
 	return time.Time{}, m.moveOn(ctx)
 }
@@ -140,7 +150,7 @@ func (m *Machine) stored(ctx context.Context, keyID string, end time.Time) (time
 // replicas that have not learnt of it refuse it for a while after one accepted it, so a consumer
 // or a cluster handed it too soon would fail where the check succeeded.
 func (m *Machine) verify(ctx context.Context) (time.Time, error) {
-	text, err := m.Store.Text(ctx, m.st.KeyID)
+	text, err := m.text(ctx)
 	if err != nil {
 		return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 	}
@@ -184,6 +194,40 @@ func (m *Machine) gone(ctx context.Context) bool {
 	return true
 }
 
+// text reads the new secret's text back from the Store, and checks that it is still the one the
+// rotation made: its digest is the one kept when it was made, and its start is Graph's hint of
+// the secret, once Graph lists it. A Secret changed to hold another secret's text under this
+// keyId (a valid old one, say) would pass a sign-in check, and the cluster would be reset onto
+// a secret that is then retired.
+func (m *Machine) text(ctx context.Context) (secret.Text, error) {
+	text, err := m.Store.Text(ctx, m.st.KeyID)
+	if err != nil {
+		return secret.Text{}, err
+	}
+	if m.st.SecretDigest != "" && text.Digest() != m.st.SecretDigest {
+		return secret.Text{}, m.changed("its SHA-256 is not the one credwatch recorded")
+	}
+	secrets, err := m.App.Secrets(ctx)
+	if err != nil {
+		return secret.Text{}, err
+	}
+	for _, s := range secrets {
+		if s.KeyID == m.st.KeyID && s.Hint != "" && s.Hint != text.Hint() {
+			return secret.Text{}, m.changed("it does not start as Graph's hint of the secret does")
+		}
+	}
+	return text, nil
+}
+
+// changed says that the Secret keeping the new secret holds another text, and what to do.
+func (m *Machine) changed(why string) error {
+	return fmt.Errorf("%w: Secret %s/%s (or %s) holds a text under the new secret's keyId %s that is not the secret credwatch made (%s). "+
+		"Nothing is reset, published or retired until it holds it again: put back what credwatch wrote, or, before any reset, "+
+		"abort the rotation (kubectl annotate credentialwatch -n %s %s %s=now), which removes the new secret",
+		ErrSecretChanged, m.Settings.SecretNamespace, m.Settings.StagingName, m.Settings.SecretName, m.st.KeyID, why,
+		m.Settings.SecretNamespace, m.Settings.Watch, v1alpha1.AbortRotationAnnotation)
+}
+
 // errSecretGone: the rotation's new secret is no longer among the application's.
 var errSecretGone = errors.New("the new secret is no longer in Graph")
 
@@ -192,7 +236,7 @@ func (m *Machine) usable(ctx context.Context) error {
 	if m.gone(ctx) {
 		return errSecretGone
 	}
-	text, err := m.Store.Text(ctx, m.st.KeyID)
+	text, err := m.text(ctx)
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func Release(ctx context.Context, l Let, st v1alpha1.RotationStatus, why string)
 	}
 	if Abortable(st) != nil && st.KeyID != "" {
 		where := "Secret " + l.Secret
-		if err := l.Store.Publish(ctx, st.KeyID); err != nil {
+		if err := l.Store.Publish(ctx, st.KeyID, st.SecretDigest); err != nil {
 			where = fmt.Sprintf("no Secret: writing it to %s failed (%v)", l.Secret, err)
 		}
 		left = append(left, fmt.Sprintf("the new secret %s, which the cluster may use, is in %s", st.KeyID, where))

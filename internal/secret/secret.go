@@ -4,6 +4,8 @@
 package secret
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 )
@@ -27,6 +29,19 @@ func (t Text) Reveal() string {
 		return ""
 	}
 	return *t.p
+}
+
+// Digest is the SHA-256 of the text, in hex: what may be kept in status to tell later that a copy
+// of the text is still the same, without keeping the text.
+func (t Text) Digest() string {
+	sum := sha256.Sum256([]byte(t.Reveal()))
+	return hex.EncodeToString(sum[:])
+}
+
+// Hint is the text's first three characters, as Microsoft Graph shows of every client secret.
+func (t Text) Hint() string {
+	r := []rune(t.Reveal())
+	return string(r[:min(3, len(r))])
 }
 
 // IsZero reports whether t holds no text, or empty text.

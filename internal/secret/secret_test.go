@@ -44,3 +44,17 @@ func TestZero(t *testing.T) {
 		t.Error("the zero Text reveals text")
 	}
 }
+
+// What may be kept or compared of a text without keeping it: its SHA-256, and the three
+// characters Graph shows as a secret's hint.
+func TestDigestAndHint(t *testing.T) {
+	abc := New("abc")
+	if got := abc.Digest(); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Errorf("Digest = %s, want SHA-256 of abc", got)
+	}
+	for text, want := range map[string]string{"": "", "ab": "ab", "Kq8~secret": "Kq8", "héllo": "hél"} {
+		if got := New(text).Hint(); got != want {
+			t.Errorf("Hint of %q = %q, want %q", text, got, want)
+		}
+	}
+}

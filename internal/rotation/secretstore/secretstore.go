@@ -118,6 +118,18 @@ func (s *Store) lost(keyID string) error {
 	return fmt.Errorf("Secrets %s and %s no longer hold the new secret %s of %s: they were changed by someone else", s.staging(), s.target(), keyID, s.AppID)
 }
 
+// holdsText reports whether sec's client secret has the SHA-256 digest; any does when digest is
+// empty (a rotation begun before digests were kept).
+func holdsText(sec *corev1.Secret, digest string) bool {
+	return digest == "" || secret.New(string(sec.Data[rotatedKeyClientSecret])).Digest() == digest
+}
+
+// changed says that sec holds another text under keyID than the secret the rotation made.
+func (s *Store) changed(sec *corev1.Secret, keyID string) error {
+	return fmt.Errorf("%w: Secret %s holds a text under keyId %s that is not the secret credwatch made; it is not published",
+		rotation.ErrSecretChanged, client.ObjectKeyFromObject(sec), keyID)
+}
+
 // Write stages the new secret. A dry run asks the API server to take the target's write too:
 // a secret whose target can never be written must not be made.
 func (s *Store) Write(ctx context.Context, displayName string, ns rotation.NewSecret, dryRun bool) error {
@@ -137,10 +149,15 @@ func (s *Store) Write(ctx context.Context, displayName string, ns rotation.NewSe
 }
 
 // Publish puts the secret keyID, in use now, in the target Secret, and deletes the staging one.
-func (s *Store) Publish(ctx context.Context, keyID string) error {
+// A Secret holding another text under keyID than the one whose SHA-256 is digest (when given)
+// is not published, nor taken as published.
+func (s *Store) Publish(ctx context.Context, keyID, digest string) error {
 	staged, err := s.get(ctx, s.staging())
 	if err != nil {
 		return err
+	}
+	if s.holds(staged, keyID) && !holdsText(staged, digest) {
+		return s.changed(staged, keyID)
 	}
 	if s.holds(staged, keyID) {
 		data := map[string][]byte{}
@@ -158,6 +175,9 @@ func (s *Store) Publish(ctx context.Context, keyID string) error {
 	}
 	if !s.holds(published, keyID) {
 		return s.lost(keyID)
+	}
+	if !holdsText(published, digest) {
+		return s.changed(published, keyID)
 	}
 	if staged != nil {
 		return s.delete(ctx, staged) // published before; the staging copy outlived an interrupted reconcile

@@ -71,7 +71,10 @@ func TestStageThenPublish(t *testing.T) {
 	if text, err := s.Text(ctx, "key-1"); err != nil || text.Reveal() != "s3cret" {
 		t.Fatalf("Text = %v", err)
 	}
-	if err := s.Publish(ctx, "key-1"); err != nil {
+	if err := s.Publish(ctx, "key-1", secret.New("s3cret").Digest()+"0"); !errors.Is(err, rotation.ErrSecretChanged) || get(t, c, "sp-credentials") != nil {
+		t.Fatalf("publishing with another text's digest: %v; want it refused, and nothing published", err)
+	}
+	if err := s.Publish(ctx, "key-1", secret.New("s3cret").Digest()); err != nil {
 		t.Fatal(err)
 	}
 	published := get(t, c, "sp-credentials")
@@ -79,7 +82,7 @@ func TestStageThenPublish(t *testing.T) {
 		published.Labels[policy.LabelManagedBy] != policy.ManagedByCredwatch || get(t, c, rotation.StagingName("payments")) != nil {
 		t.Fatalf("published %+v; want the secret in the target, marked as credwatch's, and the staging Secret gone", published)
 	}
-	if err := s.Publish(ctx, "key-1"); err != nil {
+	if err := s.Publish(ctx, "key-1", ""); err != nil {
 		t.Fatalf("publishing again, as a reconcile interrupted after publishing would: %v", err)
 	}
 	if _, err := s.Text(ctx, "key-2"); err == nil || !strings.Contains(err.Error(), "changed by someone else") {
@@ -105,7 +108,7 @@ func TestForeignSecrets(t *testing.T) {
 	if err := s.Write(ctx, "credwatch-x", newSecret("s3cret"), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Publish(ctx, "key-1"); err != nil {
+	if err := s.Publish(ctx, "key-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := get(t, c, "sp-credentials"); string(got.Data["password"]) != "theirs" || string(got.Data["clientSecret"]) != "s3cret" {
