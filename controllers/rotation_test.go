@@ -719,14 +719,25 @@ func TestAStagingSecretEditedToAnOldSecretStrandsNothing(t *testing.T) {
 	if st == nil || st.Step != v1alpha1.StepSecretVerified || st.SecretDigest == "" {
 		t.Fatalf("rotation %+v: want the new secret verified, its digest kept, before the window", st)
 	}
+	// The staging Secret is immutable: whoever changes it deletes it and creates it again, as the
+	// watch's, which anyone who may write Secrets there can.
 	edit := func(text string) []byte {
+		ctx := context.Background()
 		staged := h.keptSecret(st.KeyID)
 		was := staged.Data["clientSecret"]
-		staged.Data["clientSecret"] = []byte(text)
-		if err := k8s.Update(context.Background(), staged); err != nil {
+		forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: staged.Name, Namespace: staged.Namespace, Labels: staged.Labels,
+			Annotations: staged.Annotations, OwnerReferences: staged.OwnerReferences}, Data: maps.Clone(staged.Data)}
+		forged.Data["clientSecret"] = []byte(text)
+		if err := k8s.Delete(ctx, staged); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Create(ctx, forged); err != nil {
 			t.Fatal(err)
 		}
 		return was
+	}
+	if staged := h.keptSecret(st.KeyID); staged.Immutable == nil || !*staged.Immutable {
+		t.Fatal("the staging Secret is not immutable")
 	}
 	made := edit(oldText)
 

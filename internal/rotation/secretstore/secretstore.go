@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -212,15 +213,32 @@ func (s *Store) put(ctx context.Context, key types.NamespacedName, displayName s
 		create, update = append(create, client.DryRunAll), append(update, client.DryRunAll)
 	}
 	sec, err := s.get(ctx, key)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	if sec != nil && key == s.staging() {
+		// The staging Secret is immutable: one an earlier attempt left is replaced, not updated.
+		if dryRun {
+			if err := s.Writer.Delete(ctx, sec, client.DryRunAll); err != nil {
+				return fmt.Errorf("replacing Secret %s: %w", key, err)
+			}
+			return nil
+		}
+		if err := s.delete(ctx, sec); err != nil {
+			return err
+		}
+		sec = nil
+	}
+	switch {
 	case sec == nil:
 		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Type: corev1.SecretTypeOpaque}
 		if key == s.staging() {
 			// The watch's deletion takes the staging Secret with it, should the finalizer not.
 			sec.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s.Watch, v1alpha1.GroupVersion.WithKind("CredentialWatch"))}
 			sec.OwnerReferences[0].BlockOwnerDeletion = nil
+			// Nobody edits it in place, credwatch included; its digest in status covers its
+			// deletion and re-creation by someone else.
+			sec.Immutable = ptr.To(true)
 		}
 		markOwned(sec, s.Watch.Name, displayName, data)
 		err = s.Writer.Create(ctx, sec, create...)

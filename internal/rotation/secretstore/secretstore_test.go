@@ -65,6 +65,10 @@ func TestStageThenPublish(t *testing.T) {
 	if staged == nil || !metav1.IsControlledBy(staged, watch) || string(staged.Data["clientSecret"]) != "s3cret" || get(t, c, "sp-credentials") != nil {
 		t.Fatalf("staged %+v; want the secret in a Secret the watch controls, and no target yet", staged)
 	}
+	if staged.Immutable == nil || !*staged.Immutable {
+		t.Error("the staging Secret is not immutable: it could be edited in place")
+	}
+
 	if held, err := s.Held(ctx); err != nil || held.KeyID != "key-1" || held.DisplayName != "credwatch-x" || !held.End.Equal(newSecret("").End) {
 		t.Fatalf("Held = %+v, %v", held, err)
 	}
@@ -157,5 +161,38 @@ func TestStagingNameFitsAnyWatchName(t *testing.T) {
 	}
 	if got := rotation.StagingName("payments"); got != "credwatch-rotation-payments" {
 		t.Fatalf("StagingName = %q", got)
+	}
+}
+
+// A staging Secret an earlier attempt left is immutable: the next secret replaces it (a dry run
+// asks whether it may be deleted), and it is never updated.
+func TestAStagingSecretIsReplacedNotUpdated(t *testing.T) {
+	ctx := context.Background()
+	staging := rotation.StagingName("payments")
+	var updates, deletes int
+	s, c := newStore(t, interceptor.Funcs{
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if obj.GetName() == staging {
+				updates++
+			}
+			return cl.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deletes++
+			return cl.Delete(ctx, obj, opts...)
+		},
+	})
+	if err := s.Write(ctx, "credwatch-x", newSecret("first"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, "credwatch-y", newSecret("second"), true); err != nil {
+		t.Fatalf("the dry run over a staging Secret: %v", err)
+	}
+	if err := s.Write(ctx, "credwatch-y", newSecret("second"), false); err != nil {
+		t.Fatal(err)
+	}
+	staged := get(t, c, staging)
+	if staged == nil || string(staged.Data["clientSecret"]) != "second" || staged.Immutable == nil || !*staged.Immutable || updates != 0 || deletes != 2 {
+		t.Fatalf("staged %+v after %d updates and %d deletes (one a dry run); want the second secret, immutable, never updated", staged, updates, deletes)
 	}
 }
