@@ -229,8 +229,7 @@ func (s *Store) put(ctx context.Context, key types.NamespacedName, displayName s
 		}
 		sec = nil
 	}
-	switch {
-	case sec == nil:
+	if sec == nil {
 		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Type: corev1.SecretTypeOpaque}
 		if key == s.staging() {
 			// The watch's deletion takes the staging Secret with it, should the finalizer not.
@@ -242,7 +241,7 @@ func (s *Store) put(ctx context.Context, key types.NamespacedName, displayName s
 		}
 		markOwned(sec, s.Watch.Name, displayName, data)
 		err = s.Writer.Create(ctx, sec, create...)
-	default:
+	} else {
 		markOwned(sec, s.Watch.Name, displayName, data)
 		err = s.Writer.Update(ctx, sec, update...)
 	}
