@@ -120,10 +120,12 @@ func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState)
 }
 
 // identityReasons are the Ready reasons of a watch whose check was refused before Azure was
-// asked: by its identity, or by its namespace's limit of fleets. What it read before goes.
+// asked: by its identity, or by its namespace's limit of fleets or tenant scans. What it read
+// before goes.
 var identityReasons = map[string]bool{
 	v1alpha1.ReasonNoIdentity: true, v1alpha1.ReasonIdentityNotFound: true, v1alpha1.ReasonIdentityNotReady: true,
 	v1alpha1.ReasonIdentityNotAllowed: true, v1alpha1.ReasonIdentityMigrationNeeded: true, v1alpha1.ReasonTooManyFleets: true,
+	v1alpha1.ReasonTooManyScans: true,
 }
 
 // authorizeCheck finds the watch's identity and asks it for the check's first request: the

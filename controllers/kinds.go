@@ -194,6 +194,9 @@ func (scanKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 }
 
 func (k scanKind) read(ctx context.Context, w *watchState, _ access.Grant, id azure.Identity) (found, error) {
+	if err := tenantscan.Allowed(ctx, watchClient{k.r.Client}, w.obj); err != nil {
+		return nil, err
+	}
 	tc, err := k.r.Azure.Tenant(id)
 	if err != nil {
 		return nil, err

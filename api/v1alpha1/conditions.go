@@ -106,6 +106,9 @@ const (
 	// ReasonTooManyFleets: the namespace runs as many aksFleet watches as it may, and this one,
 	// the newest, is not checked; nothing was sent to Azure.
 	ReasonTooManyFleets = "TooManyFleets"
+	// ReasonTooManyScans: the namespace runs as many tenantScan watches as it may, and this one,
+	// the newest, is not checked; nothing was sent to Graph.
+	ReasonTooManyScans = "TooManyScans"
 	// ReasonIdentityMigrationNeeded: the watch still carries azureCredentialRef, which is no
 	// longer supported; it is not checked until it names an identity instead.
 	ReasonIdentityMigrationNeeded = "IdentityMigrationNeeded"

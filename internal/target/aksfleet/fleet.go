@@ -37,8 +37,7 @@ type Azure interface {
 
 // Watches is the API server, for the CredentialWatches of a namespace.
 type Watches interface {
-	// List is the namespace's watches, only those labelled so when labels is not empty.
-	List(ctx context.Context, namespace string, labels map[string]string) ([]v1alpha1.CredentialWatch, error)
+	target.Lister
 	// Get reads the watch namespace/name into w.
 	Get(ctx context.Context, namespace, name string, w *v1alpha1.CredentialWatch) error
 	Create(ctx context.Context, w *v1alpha1.CredentialWatch) error

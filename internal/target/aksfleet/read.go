@@ -28,41 +28,16 @@ const (
 	reads = graph.MaxListedAppIDs
 )
 
-// maxPerNamespace bounds the aksFleet watches a namespace runs: each lists every subscription
-// its identity may read at each check, against Resource Manager's limits for that identity,
-// which the watches of other namespaces using it share.
-const maxPerNamespace = 3
+// limit bounds the aksFleet watches a namespace runs: each lists every subscription its identity
+// may read at each check, against Resource Manager's limits for that identity, which the watches
+// of other namespaces using it share.
+var limit = target.Limit{Max: 3, Kind: "aksFleet", Reason: v1alpha1.ReasonTooManyFleets,
+	Fix: "delete one, or widen one of them with subscriptions, resourceGroups or tags",
+	Is:  func(w *v1alpha1.CredentialWatch) bool { return w.Spec.Target.AKSFleet != nil }}
 
-// limitError: the namespace runs its most fleets already, all older than this one.
-type limitError struct{ msg string }
-
-func (e *limitError) Error() string { return e.msg }
-
-// Reason is ReasonTooManyFleets.
-func (e *limitError) Reason() string { return v1alpha1.ReasonTooManyFleets }
-
-// Allowed refuses a fleet beyond the oldest maxPerNamespace of its namespace.
+// Allowed refuses a fleet beyond the oldest three of its namespace.
 func (f Fleet) Allowed(ctx context.Context, obj *v1alpha1.CredentialWatch) error {
-	list, err := f.Watches.List(ctx, obj.Namespace, nil)
-	if err != nil {
-		return fmt.Errorf("listing the namespace's watches: %w", err)
-	}
-	var older []string
-	for i := range list {
-		w := &list[i]
-		if w.Spec.Target.AKSFleet == nil || w.DeletionTimestamp != nil || w.UID == obj.UID {
-			continue
-		}
-		if c := w.CreationTimestamp.Compare(obj.CreationTimestamp.Time); c < 0 || c == 0 && w.Name < obj.Name {
-			older = append(older, w.Name)
-		}
-	}
-	if len(older) < maxPerNamespace {
-		return nil
-	}
-	slices.Sort(older)
-	return &limitError{msg: fmt.Sprintf("namespace %s runs %d aksFleet watches already (%s), the most a namespace may: this one is not checked; "+
-		"delete one, or widen one of them with subscriptions, resourceGroups or tags", obj.Namespace, len(older), strings.Join(older, ", "))}
+	return limit.Allows(ctx, f.Watches, obj)
 }
 
 // Read lists the clusters of the fleet's subscriptions and reads the credentials of the service
