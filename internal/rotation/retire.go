@@ -37,6 +37,11 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 		if m.gone(ctx) {
 			return time.Time{}, m.replaceGone(ctx)
 		}
+		// The digest is checked as the text is copied; Graph's hint, for a rotation begun before
+		// digests were kept, here.
+		if _, err := m.text(ctx); err != nil {
+			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		}
 		if err := m.Store.Publish(ctx, m.st.KeyID, m.st.SecretDigest); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 		}

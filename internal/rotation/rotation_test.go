@@ -653,4 +653,14 @@ func TestAChangedSecretIsToldByGraphsHint(t *testing.T) {
 	if len(w.resets) != 0 || res.Condition.Reason != v1alpha1.ReasonRotationBlocked || !strings.Contains(res.Condition.Message, "Graph's hint") {
 		t.Errorf("resets %q, status %+v, condition %+v: want no reset, and the rotation blocked by the hint", w.resets, st, res.Condition)
 	}
+
+	// Nor is such a text published, once the cluster runs on the new secret.
+	w = newWorld(t)
+	st = w.verified()
+	st.Step = v1alpha1.StepRetiring
+	w.secrets[len(w.secrets)-1].Hint = "tex"
+	w.heldText = "xyz-another-secret"
+	if _, res = w.run(st, true); w.published.KeyID != "" || res.Condition.Reason != v1alpha1.ReasonRotationBlocked {
+		t.Errorf("published %+v, condition %+v: want nothing published, and the rotation blocked by the hint", w.published, res.Condition)
+	}
 }
