@@ -157,10 +157,10 @@ func (s *Store) Publish(ctx context.Context, keyID, digest string) error {
 	if err != nil {
 		return err
 	}
-	if s.holds(staged, keyID) && !holdsText(staged, digest) {
-		return s.changed(staged, keyID)
-	}
 	if s.holds(staged, keyID) {
+		if !holdsText(staged, digest) {
+			return s.changed(staged, keyID)
+		}
 		data := map[string][]byte{}
 		for _, k := range []string{rotatedKeyTenantID, rotatedKeyClientID, rotatedKeyClientSecret, rotatedKeyKeyID, rotatedKeyExpiry} {
 			data[k] = staged.Data[k]
