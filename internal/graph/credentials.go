@@ -122,6 +122,8 @@ type AppClient interface {
 	Check(ctx context.Context, ask Ask) (Snapshot, error)
 	// ReadOwnerEmails reads the mail addresses of the application's owners.
 	ReadOwnerEmails(ctx context.Context) ([]string, error)
+	// VerifiedDomains reads the domains the application's tenant verified.
+	VerifiedDomains(ctx context.Context) ([]string, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.
 	AddPassword(ctx context.Context, displayName string, end time.Time) (NewSecret, error)
 	// RemovePassword removes the application's secret keyID.

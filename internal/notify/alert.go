@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/credwatch/credwatch/internal/alertkind"
 )
@@ -197,9 +198,32 @@ func (a Alert) clusterName() string {
 
 func (a Alert) spName() string {
 	if a.DisplayName != "" {
-		return a.DisplayName
+		return Shown(a.DisplayName)
 	}
 	return a.AppID
+}
+
+// maxShown is how many characters of a name someone else chose a message shows.
+const maxShown = 64
+
+// Shown is a display name as messages show it: whoever owns an application chooses its names, so
+// they are cut to maxShown characters and their control characters (a line break that would start
+// a mail header, a direction override) become spaces.
+func Shown(name string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range name {
+		if n == maxShown {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			r = ' '
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }
 
 // credentialNoun names the kind of credential; "Credential" when only its key is known, as for
@@ -218,7 +242,7 @@ func (a Alert) credentialNoun() string {
 func (c Credential) describe() string {
 	noun := strings.ToLower(Alert{Credential: &c}.credentialNoun())
 	if c.DisplayName != "" {
-		return fmt.Sprintf("%s %q", noun, c.DisplayName)
+		return fmt.Sprintf("%s %q", noun, Shown(c.DisplayName))
 	}
 	return noun
 }

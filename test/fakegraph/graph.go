@@ -201,6 +201,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	if s.denied(w, c, tok) {
 		return
 	}
+	if len(segs) == 1 && segs[0] == "organization" {
+		if s.onlyGET(w, r, c) && s.spend(w, c, tok, 1) {
+			s.organization(w, tok)
+		}
+		return
+	}
 
 	name, key, hasKey := strings.Cut(segs[0], "(")
 	set := entitySets[strings.ToLower(name)]

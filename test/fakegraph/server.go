@@ -57,6 +57,8 @@ type tenant struct {
 	// certs and federated are the certificates and federated credentials of lower client IDs.
 	certs     map[string][]*x509.Certificate
 	federated map[string][]FederatedCredential
+	// domains are the tenant's verified domains, the first its initial one.
+	domains []string
 }
 
 type stored struct {

@@ -80,6 +80,7 @@ type App struct {
 	// CheckFunc answers checks; without it a check is answered at once by ReadCredentialsFunc.
 	CheckFunc           func(ctx context.Context, ask graph.Ask) (graph.Snapshot, error)
 	ReadOwnerEmailsFunc func(ctx context.Context) ([]string, error)
+	VerifiedDomainsFunc func(ctx context.Context) ([]string, error)
 	AddPasswordFunc     func(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePasswordFunc  func(ctx context.Context, keyID string) error
 }
@@ -100,6 +101,14 @@ func (a *App) Check(ctx context.Context, ask graph.Ask) (graph.Snapshot, error) 
 		return a.ReadCredentials(ctx)
 	}
 	return a.CheckFunc(ctx, ask)
+}
+
+// VerifiedDomains calls VerifiedDomainsFunc.
+func (a *App) VerifiedDomains(ctx context.Context) ([]string, error) {
+	if a.VerifiedDomainsFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.VerifiedDomainsFunc(ctx)
 }
 
 // ReadOwnerEmails calls ReadOwnerEmailsFunc.

@@ -32,6 +32,7 @@ type Graph interface {
 	Withdraw(asker string)
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
+	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -129,6 +130,10 @@ func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {
 		return nil, errNoObjectID
 	}
 	return a.graph.ReadOwnerEmails(ctx, a.cred, a.ref.ObjectID)
+}
+
+func (a application) VerifiedDomains(ctx context.Context) ([]string, error) {
+	return a.graph.VerifiedDomains(ctx, a.cred)
 }
 
 func (a application) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {

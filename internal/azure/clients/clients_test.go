@@ -72,6 +72,11 @@ func (g fakeGraph) ReadOwnerEmails(_ context.Context, cred azcore.TokenCredentia
 	return nil, nil
 }
 
+func (g fakeGraph) VerifiedDomains(_ context.Context, cred azcore.TokenCredential) ([]string, error) {
+	g.note(cred, "domains")
+	return nil, nil
+}
+
 func (g fakeGraph) ReadOwnersBatch(_ context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead {
 	g.note(cred, append([]string{"owners of"}, applicationIDs...)...)
 	return make([]graph.OwnersRead, len(applicationIDs))
@@ -131,6 +136,7 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_, _ = app.ReadCredentials(ctx)
 	_, _ = app.Check(ctx, graph.Ask{Asker: "team-a/payments", Wake: func() {}})
 	_, _ = app.ReadOwnerEmails(ctx)
+	_, _ = app.VerifiedDomains(ctx)
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
@@ -142,14 +148,14 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	if got := tenant.ReadOwners(ctx, apps); len(got) != 21 {
 		t.Errorf("%d owner reads for 21 applications", len(got))
 	}
-	want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
+	want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "domains", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
 		"scan", "tags/any(t:t eq 'aks')", "owners of"}
 	want = append(append(append(want, apps[:20]...), "owners of"), apps[20]) // in batches of 20
 	if !slices.Equal(g.args, want) {
 		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)
 	}
-	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, operator, operator, operator}; !slices.Equal(g.creds, want) {
-		t.Errorf("Graph was called with the credentials %v, want the reader's seven times, then the operator's three", g.creds)
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, reader, operator, operator, operator}; !slices.Equal(g.creds, want) {
+		t.Errorf("Graph was called with the credentials %v, want the reader's eight times, then the operator's three", g.creds)
 	}
 
 	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}

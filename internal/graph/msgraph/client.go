@@ -21,6 +21,7 @@ import (
 	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
+	"github.com/microsoftgraph/msgraph-sdk-go/organization"
 	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
 
 	"github.com/credwatch/credwatch/internal/azerr"
@@ -64,6 +65,9 @@ const (
 	// The users among the owners: without a permission to read users Graph lists them with
 	// limited information, their type and id, and refuses nothing.
 	needsOwnerAddresses = "User.ReadBasic.All (or User.Read.All) to read the owners' addresses"
+	// GET /organization, its verifiedDomains.
+	needsDomains = "Organization.Read.All (or Directory.Read.All) to read the tenant's verified domains, " +
+		"which owners' mail is kept to unless --owner-mail-domains says otherwise"
 	// GET /applications and /servicePrincipals: a tenant scan.
 	needsList = "Application.Read.All to list the tenant's applications and service principals"
 )
@@ -242,6 +246,29 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 	if hidden > 0 {
 		ge := &azerr.Error{Kind: azerr.KindForbidden, Err: fmt.Errorf("%d of the users among them listed without their properties", hidden)}
 		return nil, fmt.Errorf("reading the owners of application %s: %w", applicationID, ge.Needing(needsOwnerAddresses))
+	}
+	return out, nil
+}
+
+// VerifiedDomains returns the names of the verified domains of the tenant cred signs in to.
+func (c *Client) VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error) {
+	ctx = scoped(ctx, cred)
+	svc, err := c.service(cred)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := svc.Organization().Get(ctx, &organization.OrganizationRequestBuilderGetRequestConfiguration{
+		QueryParameters: &organization.OrganizationRequestBuilderGetQueryParameters{Select: []string{"verifiedDomains"}}})
+	if err != nil {
+		return nil, fmt.Errorf("reading the tenant's verified domains: %w", classify(err, needsDomains))
+	}
+	var out []string
+	for _, org := range resp.GetValue() {
+		for _, d := range org.GetVerifiedDomains() {
+			if name := deref(d.GetName()); name != "" {
+				out = append(out, name)
+			}
+		}
 	}
 	return out, nil
 }

@@ -130,6 +130,26 @@ func TestReadOwnerEmails(t *testing.T) {
 	}
 }
 
+// The tenant's verified domains, which owners' mail is kept to; a refusal names the permission.
+func TestVerifiedDomains(t *testing.T) {
+	fake, c, cred := setup(t)
+	got, err := c.VerifiedDomains(context.Background(), cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.ToLower(tenant[:8]) + ".onmicrosoft.com"; strings.Join(got, ",") != want {
+		t.Errorf("domains of a new tenant = %v, want its initial domain %s", got, want)
+	}
+	fake.SetVerifiedDomains(tenant, "contoso.onmicrosoft.com", "contoso.com")
+	if got, _ := c.VerifiedDomains(context.Background(), cred); strings.Join(got, ",") != "contoso.onmicrosoft.com,contoso.com" {
+		t.Errorf("domains = %v", got)
+	}
+	fake.Deny(client, true)
+	if _, err := c.VerifiedDomains(context.Background(), cred); azerr.KindOf(err) != azerr.KindForbidden || !strings.Contains(err.Error(), "Organization.Read.All") {
+		t.Errorf("refused: %v; want forbidden, naming Organization.Read.All", err)
+	}
+}
+
 func TestAddAndRemovePassword(t *testing.T) {
 	fake, c, cred := setup(t)
 	seed(fake, true, true)

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/policy"
 )
 
@@ -57,7 +58,7 @@ func describe(c v1alpha1.Credential) string {
 	}
 	name := ""
 	if c.DisplayName != "" {
-		name = fmt.Sprintf(" %q", c.DisplayName)
+		name = fmt.Sprintf(" %q", notify.Shown(c.DisplayName))
 	}
 	if c.AppID != "" {
 		return fmt.Sprintf("%s%s (keyId %s, on the %s object of %s)", kind, name, c.KeyID, c.Source, AppName(c.AppDisplayName, c.AppID))
@@ -70,7 +71,7 @@ func AppName(displayName, appID string) string {
 	if displayName == "" {
 		return appID
 	}
-	return fmt.Sprintf("%q (appId %s)", displayName, appID)
+	return fmt.Sprintf("%q (appId %s)", notify.Shown(displayName), appID)
 }
 
 // expiryPhrase says when c expires or expired, with subject naming it.

@@ -59,7 +59,7 @@ func credentialCause(w *v1alpha1.CredentialWatch, now time.Time) string {
 func describeSecret(c v1alpha1.Credential) string {
 	switch {
 	case c.DisplayName != "":
-		return fmt.Sprintf("%q", c.DisplayName)
+		return fmt.Sprintf("%q", notify.Shown(c.DisplayName))
 	case c.Hint != "":
 		return fmt.Sprintf("%s...", c.Hint)
 	}

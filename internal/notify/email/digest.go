@@ -81,7 +81,7 @@ func lineCredential(l notify.DigestLine) string {
 	}
 	var parts []string
 	if l.DisplayName != "" {
-		parts = append(parts, fmt.Sprintf("%q", l.DisplayName))
+		parts = append(parts, fmt.Sprintf("%q", notify.Shown(l.DisplayName)))
 	}
 	if l.Hint != "" {
 		parts = append(parts, "hint "+l.Hint)
