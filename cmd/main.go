@@ -40,6 +40,7 @@ import (
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/pullauth"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/saissuer"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
@@ -154,14 +155,17 @@ func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *
 		SecretReader:      mgr.GetAPIReader(),
 		DefaultIdentity:   o.defaultID,
 		OperatorNamespace: o.namespace,
-		ClusterID:         string(kubeSystem.UID),
-		Recorder:          mgr.GetEventRecorderFor("credwatch"),
-		Clock:             clock.RealClock{},
-		Rand:              rand.Float64,
-		Azure:             az,
-		Channels:          &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL, Destinations: o.destinations},
-		Scans:             scanStore,
-		Fleets:            fleetStore,
+		OwnerDomains:      o.ownerDomains,
+		// Read by name when a rotation may start, not cached, as ledgers.
+		Paces:     &pacing.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: o.namespace},
+		ClusterID: string(kubeSystem.UID),
+		Recorder:  mgr.GetEventRecorderFor("credwatch"),
+		Clock:     clock.RealClock{},
+		Rand:      rand.Float64,
+		Azure:     az,
+		Channels:  &channels.Builder{Secrets: mgr.GetAPIReader(), Defaults: defaults, DefaultsNamespace: o.namespace, SlackAPIURL: o.slackAPIURL, Destinations: o.destinations},
+		Scans:     scanStore,
+		Fleets:    fleetStore,
 		// Ledgers are read one watch at a time, not cached: a cache would hold every ConfigMap.
 		Ledger:     &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		Digests:    tenantscan.NewDigestStore(),

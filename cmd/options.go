@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	// Maintenance windows name IANA time zones; the operator's image need not ship a zoneinfo.
 	_ "time/tzdata"
 
@@ -59,11 +61,13 @@ type options struct {
 	graphBudget    int
 	// digestsPerMinute paces owner digests.
 	digestsPerMinute int
-	imagePulls       bool
-	issuerChecks     bool
-	issuerAllowed    []string
-	pullThresholds   pullauth.Thresholds
-	destinations     egress.Policy
+	// ownerDomains are the domains owners' mail may go to; empty, each tenant's verified ones.
+	ownerDomains   []string
+	imagePulls     bool
+	issuerChecks   bool
+	issuerAllowed  []string
+	pullThresholds pullauth.Thresholds
+	destinations   egress.Policy
 }
 
 func (o options) cloud() (azure.Cloud, error) {
@@ -275,6 +279,20 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.armAudience, "arm-audience", "", "Audience of Resource Manager tokens; overrides the cloud's (with --arm-endpoint alone, the endpoint).")
 	fs.StringVar(&o.defaultID, "default-identity", "", "ClusterAzureIdentity used by watches that name no spec.identityRef; empty, such watches are not checked (Ready False NoIdentity). The identity still decides what they may do, and which namespaces may use it.")
 	fs.StringVar(&o.defaultAlerts, "default-alerts", "", "YAML file of the alert channels (a CredentialWatch spec.alerts) for watches that name none; their Secrets live in the operator's namespace.")
+	fs.Func("owner-mail-domains", "Domains, comma-separated, that mail to applications' owners (notifyOwners) may go to; empty (the default), each tenant's verified domains, "+
+		"read from Graph with the watch's identity (Organization.Read.All). A guest owner is never mailed.", func(v string) error {
+		for _, d := range strings.Split(v, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			if d == "" {
+				continue
+			}
+			if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+				return fmt.Errorf("%q is not a domain name: %s", d, strings.Join(errs, "; "))
+			}
+			o.ownerDomains = append(o.ownerDomains, d)
+		}
+		return nil
+	})
 	fs.IntVar(&o.digestsPerMinute, "digest-messages-per-minute", 30, "Owner digests and expiry messages of tenant scans sent in any minute, by all watches together: Exchange Online takes 30 a minute from one sender. 0 for no limit.")
 	fs.IntVar(&o.graphBudget, "graph-budget", budget.SmallTenant, "Microsoft Graph resource units per 10 s credwatch may spend per application and tenant: 3500, 5000 or 8000 by tenant size (under 50, up to 500, over 500 users); lower leaves room for other applications.")
 	fs.StringVar(&o.slackAPIURL, "slack-api-url", "", "Slack's Web API root for bot tokens, for GovSlack or a test server; empty means Slack's.")

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/alerting"
 	"github.com/credwatch/credwatch/internal/alerting/delivery"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -17,7 +18,7 @@ import (
 type ChannelSource interface {
 	For(ctx context.Context, obj *v1alpha1.CredentialWatch) (channels.Set, error)
 	// NotifiesOwners reports whether the watch's alerts mail the application's owners.
-	NotifiesOwners(obj *v1alpha1.CredentialWatch) bool
+	NotifiesOwners(obj *v1alpha1.CredentialWatch, id access.Identity) bool
 	// Digests is the relay of a tenant scan's owner digests.
 	Digests(ctx context.Context, obj *v1alpha1.CredentialWatch, e *v1alpha1.DigestEmail) (*email.Channel, error)
 }

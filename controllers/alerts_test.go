@@ -120,7 +120,7 @@ func (h *harness) restart() {
 	h.r = &CredentialWatchReconciler{
 		Client: k8s, SecretReader: k8s, DefaultIdentity: old.DefaultIdentity, ClusterID: old.ClusterID, Recorder: h.recorder, Clock: h.clock, Rand: old.Rand,
 		Azure: clients.New(identities, graphAPI, nil), Channels: &channels.Builder{Secrets: k8s, Destinations: localPeers}, CheckTimeout: old.CheckTimeout, Scans: tenantscan.NewStore(), Digests: tenantscan.NewDigestStore(), DigestPace: old.DigestPace,
-		Ledger: old.Ledger,
+		Ledger: old.Ledger, Paces: old.Paces,
 	}
 }
 
@@ -357,15 +357,22 @@ func countPrefix(events []string, prefix string) int {
 	return n
 }
 
+// The owners' mail goes to the members among them, in the tenant's verified domains: not to a
+// guest someone added as an owner, nor to an outside address.
 func TestEmailReachesTheApplicationsOwners(t *testing.T) {
 	needsAPIServer(t)
 	m := mailpit.Start(t)
 	h := newHarness(t)
+	fake.SetVerifiedDomains(tenantID, "contoso.onmicrosoft.com", "example.com")
+	t.Cleanup(func() { fake.SetVerifiedDomains(tenantID) })
 	s := seed(t, h.clock.Now(), 6*day+time.Hour, 400*day, 200*day)
 	app, _ := fake.Application(tenantID, s.appID)
 	app.Owners = []fakegraph.Owner{
 		{ID: "5d6e7f80-1a2b-4c3d-9e4f-5a6b7c8d9e0f", DisplayName: "Ada", Mail: "ada@example.com"},
 		{ID: "6e7f8091-2b3c-4d4e-8f50-6b7c8d9e0f1a", DisplayName: "deploy-bot", ServicePrincipal: true},
+		{ID: "7f8091a2-3c4d-4e5f-9061-7c8d9e0f1a2b", DisplayName: "Mallory", Mail: "mallory@evil.example",
+			UserPrincipalName: "mallory_evil.example#EXT#@contoso.onmicrosoft.com"},
+		{ID: "8091a2b3-4d5e-4f60-8172-8d9e0f1a2b3c", DisplayName: "Eve", UserPrincipalName: "eve_evil.example#EXT#@contoso.onmicrosoft.com"},
 	}
 	fake.PutApplication(tenantID, app)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
@@ -377,7 +384,7 @@ func TestEmailReachesTheApplicationsOwners(t *testing.T) {
 
 	w, _ := h.reconcile()
 	if got := w.Status.ServicePrincipal.OwnerEmails; strings.Join(got, ",") != "ada@example.com" {
-		t.Errorf("ownerEmails = %v, want Ada's, and not the service principal's", got)
+		t.Errorf("ownerEmails = %v, want Ada's, and neither the service principal's nor the guests'", got)
 	}
 	assertCondition(t, w, v1alpha1.ConditionAlertsDelivered, metav1.ConditionTrue, v1alpha1.ReasonDelivered)
 	msgs := m.Messages(t)

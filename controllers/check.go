@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,9 +46,9 @@ const scanTimeout = 10 * time.Minute
 // the check's (the API server, a cancelled reconcile), which controller-runtime retries.
 func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watchState) (time.Time, error) {
 	obj := w.obj
-	due, err := r.checkDue(ctx, w)
+	due, wait, err := r.checkDue(ctx, w)
 	if err != nil || !due {
-		return time.Time{}, err
+		return wait, err
 	}
 	before := target.Condition(obj, v1alpha1.ConditionReady)
 
@@ -101,22 +102,33 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 // identity no longer allows the check, or allows it again. Asking the identity costs no request
 // to Azure, only reads of the cache, so it is asked at every reconcile: a change to an identity
 // shows on the watches that use it at once, not at their next check.
-func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState) (bool, error) {
+//
+// A check before its schedule waits a minute after the last (policy.CheckWait), and takes one of
+// its namespace's early checks (EarlyChecksPerNamespace); wait says when to look again.
+func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState) (due bool, wait time.Time, err error) {
 	obj := w.obj
-	if policy.CheckDue(policy.CheckStateOf(obj, w.scanned), w.now) {
-		return true, nil
+	s := policy.CheckStateOf(obj, w.scanned)
+	s.Gap = r.EarlyCheckGap
+	if policy.CheckDue(s, w.now) {
+		ask := fmt.Sprintf("%d/%s/%v", obj.Generation, obj.Annotations[v1alpha1.CheckAnnotation], obj.Status.LastCheckTime)
+		if policy.EarlyCheck(s, w.now) && !r.early.allow(target.KeyOf(obj), ask, w.now) {
+			ctrl.LoggerFrom(ctx).V(1).Info("Check asked for before its schedule waits: the namespace made its early checks of this minute")
+			return false, w.now.Add(time.Minute / EarlyChecksPerNamespace), nil
+		}
+		return true, time.Time{}, nil
 	}
+	wait = policy.CheckWait(s)
 	if w.kind.request(obj) == nil {
-		return false, nil
+		return false, wait, nil
 	}
-	_, err := r.authorizeCheck(ctx, w)
+	_, err = r.authorizeCheck(ctx, w)
 	var ke *target.KubernetesError
 	if errors.As(err, &ke) {
-		return false, ke
+		return false, time.Time{}, ke
 	}
 	ready := target.Condition(obj, v1alpha1.ConditionReady)
 	refused := ready.Status != metav1.ConditionTrue && identityReasons[ready.Reason]
-	return refused || (err != nil && target.ReasonFor(err) != ready.Reason), nil
+	return refused || (err != nil && target.ReasonFor(err) != ready.Reason), wait, nil
 }
 
 // identityReasons are the Ready reasons of a watch whose check was refused before Azure was

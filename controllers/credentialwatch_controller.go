@@ -24,6 +24,7 @@ import (
 	"github.com/credwatch/credwatch/internal/imagepulls"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/statuspatch"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/akscluster"
@@ -73,6 +74,8 @@ type CredentialWatchReconciler struct {
 	DefaultIdentity string
 	// OperatorNamespace holds the Secrets and ServiceAccounts of ClusterAzureIdentities.
 	OperatorNamespace string
+	// Paces keeps each application's record of rotations, in the operator's namespace.
+	Paces *pacing.Store
 	// ClusterID is the UID of this cluster's kube-system namespace. With a watch's namespace and
 	// name it names the secrets the watch's rotations create (see policy.SecretPrefix).
 	ClusterID string
@@ -84,11 +87,16 @@ type CredentialWatchReconciler struct {
 	Azure Azure
 	// Channels builds the alert channels of a watch.
 	Channels ChannelSource
+	// OwnerDomains are the domains owners' mail may go to; empty, each tenant's verified domains.
+	OwnerDomains []string
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
 	Scans *tenantscan.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil
 	// holds nothing: a fleet is then checked at every reconcile.
 	Fleets *aksfleet.Store
+	// EarlyCheckGap is the least time between two checks of a watch when the second is not the
+	// schedule's; zero means policy.EarlyCheckGap.
+	EarlyCheckGap time.Duration
 	// CheckTimeout bounds one check of Graph; zero means a minute.
 	CheckTimeout time.Duration
 	// FleetClusters bounds the clusters one fleet holds, in memory, status counts and metrics;
@@ -112,6 +120,8 @@ type CredentialWatchReconciler struct {
 	// Issuer checks serviceAccountIssuer targets; nil when the operator cannot.
 	Issuer issuer.Probe
 
+	// early is each namespace's allowance of checks before their schedule.
+	early earlyChecks
 	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
 	queue atomic.Pointer[wakeQueue]
 	// heldClusters are the cluster reads of pending checks, by watch.
@@ -226,6 +236,7 @@ func (r *CredentialWatchReconciler) forget(key client.ObjectKey) {
 	r.Digests.Delete(key)
 	r.Fleets.Forget(key)
 	r.heldClusters.Forget(key)
+	r.early.forget(key)
 	r.Azure.Withdraw(askerOf(key))
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/notify/channels"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -74,6 +75,7 @@ func newHarness(t *testing.T) *harness {
 		Digests:         tenantscan.NewDigestStore(),
 		CheckTimeout:    time.Second,
 		Ledger:          &ledger.Store{Reader: k8s, Writer: k8s},
+		Paces:           &pacing.Store{Reader: k8s, Writer: k8s, Namespace: newNamespace(t)},
 	}
 	return h
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -121,6 +122,7 @@ func TestWatchFindings(t *testing.T) {
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
+	h.step(policy.EarlyCheckGap)
 	w, _ = h.reconcile()
 	f := w.Status.Findings
 	if f == nil || f.LongLived != 1 || f.ServicePrincipalSecret != 1 || len(f.Items) != 2 {

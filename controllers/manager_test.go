@@ -79,6 +79,8 @@ func TestOperatorWatchesAServicePrincipal(t *testing.T) {
 		Scans:           scanStore,
 		Digests:         tenantscan.NewDigestStore(),
 		Fleets:          fleetStore,
+		// The wall clock runs here: a spec edited seconds after a check is read again soon.
+		EarlyCheckGap: time.Second,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

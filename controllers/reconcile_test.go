@@ -20,6 +20,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/azerr"
@@ -30,6 +31,7 @@ import (
 	"github.com/credwatch/credwatch/internal/notify/channels"
 	"github.com/credwatch/credwatch/internal/notify/email"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
@@ -46,7 +48,7 @@ type noChannels struct{}
 func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
 	return nil, nil
 }
-func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch) bool { return false }
+func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch, access.Identity) bool { return false }
 func (noChannels) Digests(context.Context, *v1alpha1.CredentialWatch, *v1alpha1.DigestEmail) (*email.Channel, error) {
 	return nil, errors.New("no channels")
 }
@@ -98,7 +100,8 @@ func newUnit(t *testing.T, az Azure, w *v1alpha1.CredentialWatch, objs ...client
 	u := &unit{t: t, c: c, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(100), key: client.ObjectKeyFromObject(w)}
 	u.r = &CredentialWatchReconciler{Client: c, SecretReader: c, DefaultIdentity: testIdentity, Recorder: u.recorder, Clock: u.clock,
-		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: tenantscan.NewStore()}
+		Rand: func() float64 { return 0 }, Azure: az, Channels: noChannels{}, Scans: tenantscan.NewStore(),
+		Paces: &pacing.Store{Reader: c, Writer: c, Namespace: "credwatch"}}
 	return u
 }
 
@@ -440,7 +443,7 @@ type oneChannel struct {
 func (c oneChannel) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
 	return channels.Set{{ID: "test-1a2b", Notifier: c.n}}, nil
 }
-func (oneChannel) NotifiesOwners(*v1alpha1.CredentialWatch) bool { return false }
+func (oneChannel) NotifiesOwners(*v1alpha1.CredentialWatch, access.Identity) bool { return false }
 
 // A reminder that falls due is claimed in the ledger and sent once; a failed send gives its claim
 // back and the channel waits out its backoff, while the watch says so.

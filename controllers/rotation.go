@@ -74,6 +74,7 @@ func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges 
 		Events:    watchEvents{rec: r.Recorder, obj: w.obj},
 		Finalizer: func(ctx context.Context, add bool) error { return r.setFinalizer(ctx, w, add) },
 		ClusterID: r.ClusterID,
+		Pace:      r.Paces,
 	}
 }
 

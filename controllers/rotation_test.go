@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -767,4 +768,68 @@ func TestAStagingSecretEditedToAnOldSecretStrandsNothing(t *testing.T) {
 		t.Error("the old secret was not retired after the grace period")
 	}
 	assertNoSecrets(t, h, oldText)
+}
+
+// Whoever may delete and create watches deletes one whose rotation reset the cluster, creates it
+// again asking for a rotation, and again, every hour for most of a day. The application gets one
+// new secret and the cluster one reset; each watch created again takes on the retirement its
+// predecessor left, and the last finishes it when the first rotation's grace period ends.
+func TestADeleteAndCreateLoopIsPaced(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	arm := h.withCluster(s.appID)
+	h.create("", aksRotationSpec(t0.Add(-time.Hour)))
+	// A secret an earlier rotation of this watch made, which this one retires.
+	app, _ := fake.Application(tenantID, s.appID)
+	old := uuid.NewString()
+	app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{KeyID: old,
+		DisplayName: policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name, "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918/rg-prod/aks-prod") + "20251201T000000Z",
+		SecretText:  "oLd~" + strings.ReplaceAll(uuid.NewString(), "-", ""), Start: t0.Add(-355 * day), End: t0.Add(10 * day)})
+	fake.PutApplication(tenantID, app)
+
+	h.run(30*time.Minute, nil)
+	first := h.get()
+	st := first.Status.Rotation
+	if st == nil || st.Step != v1alpha1.StepRetiring || arm.resets != 1 {
+		t.Fatalf("rotation %+v after %d resets; want the cluster reset once and the old secret waiting for the grace period", st, arm.resets)
+	}
+	for i := range 20 {
+		w := h.get()
+		if err := k8s.Delete(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		h.untilGone(time.Hour)
+		again := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: h.key.Name, Namespace: h.key.Namespace,
+			Annotations: map[string]string{v1alpha1.RotateAnnotation: strconv.Itoa(i)}}, Spec: first.Spec}
+		if err := k8s.Create(context.Background(), again); err != nil {
+			t.Fatal(err)
+		}
+		h.run(time.Hour, nil)
+	}
+	ours := h.credwatchSecrets(s.appID)
+	if _, kept := ours[old]; arm.resets != 1 || len(ours) != 2 || !kept {
+		t.Fatalf("after 20 deletions: %d resets, credwatch's secrets %d (the old one kept: %v); want one reset, the new secret and the old one",
+			arm.resets, len(ours), kept)
+	}
+	if got := h.get().Status.Rotation; got == nil || got.KeyID != st.KeyID || got.Step != v1alpha1.StepRetiring {
+		t.Fatalf("rotation %+v; want the first rotation's retirement taken on", got)
+	}
+	if n := countPrefix(h.all, "Normal RotationAdopted"); n != 20 {
+		t.Errorf("%d RotationAdopted events, want 20", n)
+	}
+
+	h.run(7*day, nil)
+	if inGraph(s.appID, old) {
+		t.Error("the old secret outlived the first rotation's grace period")
+	}
+	if !inGraph(s.appID, st.KeyID) {
+		t.Error("the secret the cluster was reset onto was removed")
+	}
+	// The last watch asked for a rotation, which may start once the first one's grace ended.
+	if arm.resets > 2 {
+		t.Errorf("%d resets in eight days of a loop; want at most two", arm.resets)
+	}
+	assertNoSecrets(t, h)
 }

@@ -120,9 +120,11 @@ func TestTenantScan(t *testing.T) {
 	}
 	assertEvents(t, h.takeEvents())
 
-	// A new process has no scan in memory: it scans again at once, however far the next check.
+	// A new process has no scan in memory: it scans again, a minute after the last scan at the
+	// latest, however far the next check.
 	fake.ResetRequests()
 	h.r.Scans = tenantscan.NewStore()
+	h.step(policy.EarlyCheckGap)
 	w, _ = h.reconcile()
 	if len(fake.Requests()) != 2 || len(w.Status.Credentials) != policy.MaxListed {
 		t.Errorf("after a restart: %d requests and %d listed; want a scan of 2 requests", len(fake.Requests()), len(w.Status.Credentials))
@@ -133,6 +135,7 @@ func TestTenantScan(t *testing.T) {
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
+	h.step(policy.EarlyCheckGap)
 	w, _ = h.reconcile()
 	if ts := w.Status.TenantScan; ts.Applications != 5 || ts.ServicePrincipals != 0 || ts.Expired != 5 {
 		t.Errorf("filtered scan %+v; want the five odd applications 001-009, all expired", *ts)
@@ -143,6 +146,7 @@ func TestTenantScan(t *testing.T) {
 	if err := k8s.Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
+	h.step(policy.EarlyCheckGap)
 	w, _ = h.reconcile()
 	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonFilterRejected)
 	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, `"notes eq 'x'"`) || !strings.Contains(msg, "spec.target.tenantScan.filter") {

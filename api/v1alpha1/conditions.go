@@ -184,4 +184,8 @@ const (
 	// ReasonResetNeedsConfirmation: AKS resets reported failure three times; the rotation keeps
 	// the old secret and waits for credwatch.dev/confirm-reset.
 	ReasonResetNeedsConfirmation = "ResetNeedsConfirmation"
+	// ReasonRotationPaced: a rotation is due, but the application was rotated less than a day
+	// ago, or the grace period of a rotation let go of by a deleted watch has not ended: rotations
+	// of an application are paced whatever happens to the watches.
+	ReasonRotationPaced = "Paced"
 )

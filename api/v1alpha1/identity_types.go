@@ -384,3 +384,10 @@ func (s IdentitySpec) AllowedTenants() []string {
 	}
 	return []string{s.HomeTenant()}
 }
+
+// DefaultOwnerMailAnnotation, set to "true" on a ClusterAzureIdentity, lets the operator's default
+// channels (--default-alerts) mail the owners of the applications its watches check, when those
+// channels ask for notifyOwners. Without it the default channels mail only their own recipients:
+// the relay and its credentials are the admin's, and an identity that may read any application's
+// owners would let a watch's author choose whom the organisation's relay mails.
+const DefaultOwnerMailAnnotation = "credwatch.dev/default-owner-mail"

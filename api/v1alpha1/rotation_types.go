@@ -24,6 +24,12 @@ const ConfirmResetAnnotation = "credwatch.dev/confirm-reset"
 // rotation finishes. Turning rotation off aborts the same way.
 const AbortRotationAnnotation = "credwatch.dev/abort-rotation"
 
+// LiftPacingAnnotation, set to a new value on the pacing record of an application (a ConfigMap
+// credwatch-pace-<hash> in the operator's namespace, which the Paced message names), lets one
+// rotation of the application start before its pace allows. Only who may write ConfigMaps in the
+// operator's namespace can set it; a watch's author cannot.
+const LiftPacingAnnotation = "credwatch.dev/lift-pacing"
+
 // RotationMode says whether rotation writes or only reports what it would do.
 // +kubebuilder:validation:Enum=Apply;DryRun
 type RotationMode string

@@ -26,6 +26,9 @@ type Identity struct {
 	Spec      v1alpha1.IdentitySpec
 	// Conditions admit namespaces to a ClusterAzureIdentity.
 	Conditions []v1alpha1.NamespaceCondition
+	// DefaultOwnerMail: the admin let the default channels mail the owners of what this
+	// ClusterAzureIdentity's watches check (v1alpha1.DefaultOwnerMailAnnotation).
+	DefaultOwnerMail bool
 }
 
 // Of describes an AzureIdentity.
@@ -35,7 +38,8 @@ func Of(id *v1alpha1.AzureIdentity) Identity {
 
 // OfCluster describes a ClusterAzureIdentity.
 func OfCluster(id *v1alpha1.ClusterAzureIdentity) Identity {
-	return Identity{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name, Spec: id.Spec.IdentitySpec, Conditions: id.Spec.Conditions}
+	return Identity{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name, Spec: id.Spec.IdentitySpec, Conditions: id.Spec.Conditions,
+		DefaultOwnerMail: id.Annotations[v1alpha1.DefaultOwnerMailAnnotation] == "true"}
 }
 
 // String names the identity as a person would look it up.

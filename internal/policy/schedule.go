@@ -13,8 +13,9 @@ import (
 // but Scanned, which only this process knows.
 type CheckState struct {
 	Generation, ObservedGeneration int64
-	// NextCheck is when the next check is scheduled; nil when none is.
-	NextCheck *metav1.Time
+	// NextCheck is when the next check is scheduled; nil when none is. LastCheck is when the
+	// last was made; nil when none was.
+	NextCheck, LastCheck *metav1.Time
 	// Throttled is true when the last check was throttled: its Retry-After holds.
 	Throttled bool
 	// Requested is true when the check annotation holds a request not yet answered.
@@ -24,6 +25,9 @@ type CheckState struct {
 	TenantScan, Scanned bool
 	// Failures counts the consecutive failed checks.
 	Failures int32
+	// Gap is the least time between two checks when the second is not the schedule's; zero
+	// means EarlyCheckGap.
+	Gap time.Duration
 }
 
 // CheckStateOf is w's CheckState; scanned says whether this process holds its tenant scan.
@@ -33,6 +37,7 @@ func CheckStateOf(w *v1alpha1.CredentialWatch, scanned bool) CheckState {
 		Generation:         w.Generation,
 		ObservedGeneration: w.Status.ObservedGeneration,
 		NextCheck:          w.Status.NextCheckTime,
+		LastCheck:          w.Status.LastCheckTime,
 		Throttled:          ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonThrottled,
 		Requested:          w.Annotations[v1alpha1.CheckAnnotation] != w.Status.CheckRequest,
 		TenantScan:         w.Spec.Target.TenantScan != nil || w.Spec.Target.AKSFleet != nil,
@@ -47,14 +52,43 @@ func CheckStateOf(w *v1alpha1.CredentialWatch, scanned bool) CheckState {
 // ago, except for a tenant scan, whose credentials it lost: it scans again, unless that scan
 // failed and its backoff still runs. While Graph throttles the watch, its Retry-After holds even
 // against a spec change or a request: reading sooner would only be throttled again.
+//
+// A check that its schedule did not call for (a request, a spec change, a scan this process lost)
+// is made at most once every EarlyCheckGap: whoever edits a watch in a loop does not spend the
+// Graph budget every namespace shares (see CheckWait).
 func CheckDue(s CheckState, now time.Time) bool {
-	if s.TenantScan && !s.Scanned && s.Failures == 0 {
-		return true
-	}
 	if s.NextCheck == nil || !now.Before(s.NextCheck.Time) {
 		return true
 	}
-	return (s.Generation != s.ObservedGeneration || s.Requested) && !s.Throttled
+	at := CheckWait(s)
+	return !at.IsZero() && !now.Before(at)
+}
+
+// EarlyCheckGap is the least time between two checks of a watch when the second is not the
+// schedule's.
+const EarlyCheckGap = time.Minute
+
+// CheckWait is when a check the schedule did not call for may be made: at once, or EarlyCheckGap
+// after the last check; zero when none is called for.
+func CheckWait(s CheckState) time.Time {
+	lost := s.TenantScan && !s.Scanned && s.Failures == 0
+	asked := (s.Generation != s.ObservedGeneration || s.Requested) && !s.Throttled
+	if !lost && !asked {
+		return time.Time{}
+	}
+	if s.LastCheck == nil {
+		return time.Unix(0, 0)
+	}
+	gap := s.Gap
+	if gap == 0 {
+		gap = EarlyCheckGap
+	}
+	return s.LastCheck.Add(gap)
+}
+
+// EarlyCheck reports whether a check due now (CheckDue) is one its schedule did not call for.
+func EarlyCheck(s CheckState, now time.Time) bool {
+	return s.NextCheck != nil && now.Before(s.NextCheck.Time)
 }
 
 // Jitter lengthens d by up to frac of itself, so that watches created together spread their

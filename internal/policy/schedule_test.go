@@ -13,24 +13,31 @@ func TestCheckDue(t *testing.T) {
 	later := metav1.NewTime(now.Add(time.Hour))
 	earlier := metav1.NewTime(now.Add(-time.Second))
 	exactly := metav1.NewTime(now)
+	justNow := metav1.NewTime(now.Add(-10 * time.Second))
+	aMinuteAgo := metav1.NewTime(now.Add(-EarlyCheckGap))
 	tests := map[string]struct {
 		state CheckState
 		want  bool
 	}{
-		"a person asked for a check":             {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true}, want: true},
-		"asked while throttled":                  {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true, Throttled: true}, want: false},
-		"never checked":                          {state: CheckState{Generation: 1, ObservedGeneration: 0}, want: true},
-		"spec changed before schedule":           {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later}, want: true},
-		"spec changed while throttled":           {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later, Throttled: true}, want: false},
-		"throttling over, spec changed":          {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &earlier, Throttled: true}, want: true},
-		"scheduled in the future":                {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later}, want: false},
-		"schedule passed":                        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &earlier}, want: true},
-		"schedule is now":                        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &exactly}, want: true},
-		"no schedule recorded":                   {state: CheckState{Generation: 1, ObservedGeneration: 1}, want: true},
-		"no schedule recorded, throttled before": {state: CheckState{Generation: 2, ObservedGeneration: 1, Throttled: true}, want: true},
-		"a scan this process has not run":        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true}, want: true},
-		"a scan this process holds":              {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Scanned: true}, want: false},
-		"a failed scan waits out its backoff":    {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Failures: 2}, want: false},
+		"a person asked for a check":                     {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true}, want: true},
+		"asked while throttled":                          {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, Requested: true, Throttled: true}, want: false},
+		"never checked":                                  {state: CheckState{Generation: 1, ObservedGeneration: 0}, want: true},
+		"spec changed before schedule":                   {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later}, want: true},
+		"spec changed while throttled":                   {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later, Throttled: true}, want: false},
+		"throttling over, spec changed":                  {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &earlier, Throttled: true}, want: true},
+		"scheduled in the future":                        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later}, want: false},
+		"schedule passed":                                {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &earlier}, want: true},
+		"schedule is now":                                {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &exactly}, want: true},
+		"no schedule recorded":                           {state: CheckState{Generation: 1, ObservedGeneration: 1}, want: true},
+		"no schedule recorded, throttled before":         {state: CheckState{Generation: 2, ObservedGeneration: 1, Throttled: true}, want: true},
+		"a scan this process has not run":                {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true}, want: true},
+		"a scan this process holds":                      {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Scanned: true}, want: false},
+		"a failed scan waits out its backoff":            {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, TenantScan: true, Failures: 2}, want: false},
+		"asked within a minute of the last check":        {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, LastCheck: &justNow, Requested: true}, want: false},
+		"spec changed within a minute of the last check": {state: CheckState{Generation: 2, ObservedGeneration: 1, NextCheck: &later, LastCheck: &justNow}, want: false},
+		"a lost scan within a minute of the last check":  {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, LastCheck: &justNow, TenantScan: true}, want: false},
+		"asked a minute after the last check":            {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &later, LastCheck: &aMinuteAgo, Requested: true}, want: true},
+		"scheduled within a minute of the last check":    {state: CheckState{Generation: 1, ObservedGeneration: 1, NextCheck: &earlier, LastCheck: &justNow}, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -94,6 +95,21 @@ func WhyNotStart(obj *v1alpha1.CredentialWatch, pin Pin, spec v1alpha1.Rotation,
 	}
 	if _, _, err := policy.InWindow(spec.MaintenanceWindow, now); err != nil {
 		return &Hold{Reason: v1alpha1.ReasonRotationBlocked, Message: "A rotation is due, but spec.rotation." + err.Error() + ": fix it, and the rotation starts"}
+	}
+	return nil
+}
+
+// Paced says why no rotation of obj's application starts now by its record rec, nil when one
+// may. A watch whose start rec holds, and that completed no rotation since, died before it could
+// record it, or withdrew it before any reset (removing its secret): it may start again, as a
+// watch deleted and created again may not.
+func Paced(obj *v1alpha1.CredentialWatch, rec pacing.Record, now time.Time) *Hold {
+	st := obj.Status
+	if rec.LastUID == string(obj.UID) && (st.LastRotation == nil || st.LastRotation.Time.Time.Before(rec.LastStart)) {
+		rec.LastStart = time.Time{}
+	}
+	if why, until := rec.Hold(now); why != "" {
+		return &Hold{Reason: v1alpha1.ReasonRotationPaced, Message: why, Next: until}
 	}
 	return nil
 }
@@ -188,6 +204,16 @@ func Paused(err error, st *v1alpha1.RotationStatus) (reason, message string) {
 		message = fmt.Sprintf("The rotation waits at step %s: %v", st.Step, err)
 	}
 	return reason, message
+}
+
+// Adopted is the event note of a watch that took on the retirement its deleted predecessor of the
+// same name left, at st.
+func Adopted(st v1alpha1.RotationStatus) string {
+	when := "once the grace period ends"
+	if t := st.RetireTime; t != nil {
+		when = "at " + t.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("The watch takes on the rotation a deleted watch of this name let go of: secret %s is in use, and the old secrets go %s", st.KeyID, when)
 }
 
 // released is the event note of a deleted watch that let go of its rotation st (why), leaving

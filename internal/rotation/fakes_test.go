@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
@@ -79,6 +80,26 @@ func (f fakeLedger) Finish(ctx context.Context, done v1alpha1.LastRotation) erro
 	return f.FinishFunc(ctx, done)
 }
 func (f fakeLedger) Abandon(ctx context.Context, why string) error { return f.AbandonFunc(ctx, why) }
+
+type fakePacer struct {
+	ReadFunc     func(context.Context, string, string) (pacing.Record, error)
+	StartedFunc  func(context.Context, pacing.Record, time.Time, string) error
+	ReleasedFunc func(context.Context, pacing.Record, time.Time, *pacing.Pending) error
+	AdoptedFunc  func(context.Context, pacing.Record) error
+}
+
+func (f fakePacer) Read(ctx context.Context, tenantID, appID string) (pacing.Record, error) {
+	return f.ReadFunc(ctx, tenantID, appID)
+}
+func (f fakePacer) Started(ctx context.Context, rec pacing.Record, at time.Time, uid string) error {
+	return f.StartedFunc(ctx, rec, at, uid)
+}
+func (f fakePacer) Released(ctx context.Context, rec pacing.Record, quietUntil time.Time, p *pacing.Pending) error {
+	return f.ReleasedFunc(ctx, rec, quietUntil, p)
+}
+func (f fakePacer) Adopted(ctx context.Context, rec pacing.Record) error {
+	return f.AdoptedFunc(ctx, rec)
+}
 
 type eventFunc func(eventtype, reason, message string)
 

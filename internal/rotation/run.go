@@ -18,6 +18,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/secret"
 	"github.com/credwatch/credwatch/internal/target"
 )
@@ -40,6 +41,17 @@ type Edges struct {
 	Finalizer func(ctx context.Context, add bool) error
 	// ClusterID names this cluster in the secrets a rotation creates (see policy.SecretPrefix).
 	ClusterID string
+	// Pace keeps each application's record of rotations, beyond any watch.
+	Pace Pacer
+}
+
+// Pacer keeps the record of each application's rotations (package pacing): read before a
+// rotation starts, written as it starts and when a deleted watch lets go of one.
+type Pacer interface {
+	Read(ctx context.Context, tenantID, appID string) (pacing.Record, error)
+	Started(ctx context.Context, rec pacing.Record, at time.Time, uid string) error
+	Released(ctx context.Context, rec pacing.Record, quietUntil time.Time, p *pacing.Pending) error
+	Adopted(ctx context.Context, rec pacing.Record) error
 }
 
 // Clients are what a rotation changes in Azure, bound to the watch's identity.
@@ -59,6 +71,7 @@ const (
 	eventPlanned      = "RotationPlanned"
 	eventAbortRefused = "RotationAbortRefused"
 	eventReleased     = "RotationReleased"
+	eventAdopted      = "RotationAdopted"
 )
 
 // Wanted reports whether the watch has a rotation to start or to finish.
@@ -130,6 +143,20 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 	if _, err := ro.store().Held(ctx); err != nil {
 		return ro.paused(err)
 	}
+	rec, err := ro.e.Pace.Read(ctx, ro.pin.TenantID, ro.pin.AppID)
+	if errors.Is(err, pacing.ErrNoNamespace) {
+		return ro.paused(err)
+	}
+	if err != nil {
+		return time.Time{}, &target.KubernetesError{Err: err}
+	}
+	if p := rec.Pending; p != nil && p.Namespace == obj.Namespace && p.Watch == obj.Name && TargetChange(PinOf(p.Status, ro.pin), ro.pin) == "" {
+		return ro.adopt(ctx, rec)
+	}
+	if h := Paced(obj, rec, ro.now); h != nil {
+		ro.condition(metav1.ConditionFalse, h.Reason, h.Message)
+		return h.Next, nil
+	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		plan := Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), ro.now)
 		if prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating); prev == nil || prev.Message != plan {
@@ -151,9 +178,34 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 	if err := ro.e.Finalizer(ctx, true); err != nil {
 		return time.Time{}, err
 	}
+	// Recorded before anything is made: a conflict means another watch of the application
+	// started one meanwhile, and this one reads the record again.
+	if err := ro.e.Pace.Started(ctx, rec, ro.now, string(obj.UID)); err != nil {
+		return time.Time{}, &target.KubernetesError{Err: err}
+	}
 	logr.FromContextOrDiscard(ctx).Info("Starting rotation")
 	res, err := m.Start(ctx, ro.pin, Asked{Rotate: obj.Annotations[v1alpha1.RotateAnnotation], Abort: obj.Annotations[v1alpha1.AbortRotationAnnotation]})
 	return ro.apply(res, err, "")
+}
+
+// adopt takes on the retirement that the deleted watch of this name left in the record rec: the
+// record lets go of it first, so that no crash has two watches, or one twice, retire by it.
+func (ro *Run) adopt(ctx context.Context, rec pacing.Record) (time.Time, error) {
+	st := *rec.Pending.Status.DeepCopy()
+	if err := ro.e.Finalizer(ctx, true); err != nil {
+		return time.Time{}, err
+	}
+	if err := ro.e.Pace.Adopted(ctx, rec); err != nil {
+		return time.Time{}, &target.KubernetesError{Err: err}
+	}
+	if err := ro.e.Ledger.Save(ctx, st); err != nil {
+		return time.Time{}, err
+	}
+	ro.obj.Status.Rotation = &st
+	msg := Adopted(st)
+	ro.e.Events.Event(corev1.EventTypeNormal, eventAdopted, msg)
+	ro.condition(metav1.ConditionTrue, string(st.Step), msg)
+	return ro.now.Add(time.Second), nil
 }
 
 // resume moves the rotation in progress st on, or aborts it when asked and it still can be.

@@ -3,6 +3,7 @@ package rotation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -22,6 +24,9 @@ type runWorld struct {
 	ops        []v1alpha1.Operation
 	finalizer  []bool
 	clientsErr error
+	// pace is the application's record; paceLog, what the run did to it, in order.
+	pace    pacing.Record
+	paceLog []string
 }
 
 func newRunWorld(t *testing.T, mode v1alpha1.RotationMode) *runWorld {
@@ -65,6 +70,24 @@ func (rw *runWorld) edges() Edges {
 		Events:    m.Events,
 		Finalizer: func(_ context.Context, add bool) error { rw.finalizer = append(rw.finalizer, add); return nil },
 		ClusterID: "cluster",
+		Pace: fakePacer{
+			ReadFunc: func(context.Context, string, string) (pacing.Record, error) { return rw.pace, nil },
+			StartedFunc: func(_ context.Context, _ pacing.Record, at time.Time, uid string) error {
+				rw.pace.LastStart, rw.pace.LastUID = at, uid
+				rw.paceLog = append(rw.paceLog, "started")
+				return nil
+			},
+			ReleasedFunc: func(_ context.Context, _ pacing.Record, quiet time.Time, p *pacing.Pending) error {
+				rw.pace.QuietUntil, rw.pace.Pending = quiet, p
+				rw.paceLog = append(rw.paceLog, "released")
+				return nil
+			},
+			AdoptedFunc: func(context.Context, pacing.Record) error {
+				rw.pace.Pending = nil
+				rw.paceLog = append(rw.paceLog, fmt.Sprintf("adopted (%d saved before)", len(rw.saved)))
+				return nil
+			},
+		},
 	}
 }
 
@@ -152,5 +175,110 @@ func TestRunFinalizeNotAllowed(t *testing.T) {
 	if rw.obj.Status.Rotation.DeletionSeenTime == nil || rw.finalizer[len(rw.finalizer)-1] || len(rw.events) != 1 ||
 		!strings.Contains(rw.events[0], "RotationReleased") || !strings.Contains(rw.events[0], "still in Graph") {
 		t.Fatalf("events %q, finalizer %v, status %+v", rw.events, rw.finalizer, rw.obj.Status.Rotation)
+	}
+}
+
+// No rotation of an application starts within a day of the last one, by any watch, nor before a
+// released rotation's grace period ends; Rotating says until when, and the run asks to be back
+// then.
+func TestRunIsPaced(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		lastStart, quiet  time.Duration // from now; zero: none
+		byThisWatch       bool          // the last start was this watch's
+		finished          bool          // and the watch's status tells it ended
+		wantPaced         bool
+		wantBack          time.Duration
+		wantMessageSaying string
+	}{
+		{name: "never rotated"},
+		{name: "rotated a day ago", lastStart: -24 * time.Hour},
+		{name: "rotated an hour ago", lastStart: -time.Hour, wantPaced: true, wantBack: 23 * time.Hour, wantMessageSaying: "at most one starts a day"},
+		{name: "this watch died after recording its start", lastStart: -time.Hour, byThisWatch: true},
+		{name: "this watch rotated two hours ago", lastStart: -2 * time.Hour, byThisWatch: true, finished: true, wantPaced: true, wantBack: 22 * time.Hour,
+			wantMessageSaying: "at most one starts a day"},
+		{name: "a released rotation's grace runs", lastStart: -48 * time.Hour, quiet: 2 * time.Hour, wantPaced: true, wantBack: 2 * time.Hour,
+			wantMessageSaying: "keeps its old secrets until"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := newRunWorld(t, v1alpha1.RotationApply)
+			if tc.lastStart != 0 {
+				rw.pace.LastStart = rw.now.Add(tc.lastStart)
+			}
+			if tc.quiet != 0 {
+				rw.pace.QuietUntil = rw.now.Add(tc.quiet)
+			}
+			if tc.byThisWatch {
+				rw.pace.LastUID = string(rw.obj.UID)
+			}
+			if tc.finished {
+				rw.obj.Status.LastRotation = &v1alpha1.LastRotation{Time: metav1.NewTime(rw.now.Add(-90 * time.Minute)), KeyID: "k-old"}
+			}
+			next, err := rw.reconcile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := target.Condition(rw.obj, v1alpha1.ConditionRotating)
+			if paced := c.Reason == v1alpha1.ReasonRotationPaced; paced != tc.wantPaced {
+				t.Fatalf("Rotating %s (%s); want paced %v", c.Reason, c.Message, tc.wantPaced)
+			}
+			if !tc.wantPaced {
+				if rw.adds != 1 || len(rw.paceLog) != 1 || rw.paceLog[0] != "started" || !rw.pace.LastStart.Equal(rw.now) {
+					t.Fatalf("%d adds, pace %v at %v; want the start recorded and a secret added", rw.adds, rw.paceLog, rw.pace.LastStart)
+				}
+				return
+			}
+			if rw.adds != 0 || len(rw.paceLog) != 0 || !next.Equal(rw.now.Add(tc.wantBack)) || !strings.Contains(c.Message, tc.wantMessageSaying) ||
+				!strings.Contains(c.Message, v1alpha1.LiftPacingAnnotation) {
+				t.Fatalf("%d adds, pace %v, back at %v, Rotating %q; want nothing made, back in %v, saying why and how to lift it",
+					rw.adds, rw.paceLog, next, c.Message, tc.wantBack)
+			}
+		})
+	}
+}
+
+// A deleted watch that lets go of its rotation at Retiring records its retirement and grace;
+// the watch created again under its name takes the retirement on, the record first, so that it
+// is never done twice.
+func TestRunReleasedRetirementIsAdopted(t *testing.T) {
+	rw := newRunWorld(t, v1alpha1.RotationApply)
+	rw.secrets = append(rw.secrets, Secret{KeyID: "k-ours", DisplayName: "credwatch-2b9c0c1e-20251201T000000Z", End: rw.now.Add(5 * 24 * time.Hour)})
+	now := rw.now
+	retire := metav1.NewTime(now.Add(7 * 24 * time.Hour))
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	st := rw.obj.Status.Rotation.DeepCopy()
+	st.Step, st.Resets, st.RetireTime = v1alpha1.StepRetiring, 1, &retire
+	rw.obj.Status.Rotation = st
+	rw.ops = nil // the identity no longer allows it: the watch lets go at once
+	run, _ := NewRun(rw.obj, rw.now, rw.edges())
+	if _, err := run.Finalize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := rw.pace.Pending
+	if p == nil || p.Namespace != "team-a" || p.Watch != "payments" || p.Status.KeyID != st.KeyID || p.Status.DeletionSeenTime != nil ||
+		!rw.pace.QuietUntil.Equal(retire.Time) {
+		t.Fatalf("pace %+v, pending %+v; want the retirement and its grace recorded", rw.pace, p)
+	}
+	last := rw.events[len(rw.events)-1]
+	if !strings.Contains(last, "RotationReleased") || !strings.Contains(last, "retires the old secrets then") {
+		t.Fatalf("event %q; want the release to say who finishes the retirement", last)
+	}
+
+	// Created again: the same name, a new object.
+	rw.ops = []v1alpha1.Operation{v1alpha1.OperationRotate}
+	rw.obj.UID, rw.obj.Status.Rotation, rw.obj.Status.LastRotation = "uid-2", nil, nil
+	rw.paceLog = nil
+	rw.saved = nil
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rw.obj.Status.Rotation; got == nil || got.Step != v1alpha1.StepRetiring || got.KeyID != st.KeyID || rw.pace.Pending != nil ||
+		len(rw.paceLog) != 1 || rw.paceLog[0] != "adopted (0 saved before)" {
+		t.Fatalf("rotation %+v, pace log %v; want the retirement adopted, the record let go of first", got, rw.paceLog)
+	}
+	if rw.adds != 1 {
+		t.Fatalf("%d secrets added; adopting adds none", rw.adds)
 	}
 }

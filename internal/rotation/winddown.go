@@ -13,6 +13,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -194,8 +195,52 @@ func (ro *Run) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadlin
 // release lets a deleted watch go with its rotation st unfinished, and tells people what was left
 // (Release).
 func (ro *Run) release(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
+	var after string
+	if Abortable(st) != nil {
+		var err error
+		if after, err = ro.paceRelease(ctx, st); err != nil {
+			return time.Time{}, &target.KubernetesError{Err: err}
+		}
+	}
 	msg := Release(ctx, Let{Store: ro.store(), Secret: ro.obj.Namespace + "/" + ro.spec.SecretRef.Name, Credentials: ro.obj.Status.Credentials,
 		Prefixes: ro.prefixes(), RemoveOld: ro.spec.RemoveOld}, st, why)
+	if after != "" {
+		msg = strings.TrimSuffix(msg, ".") + "." + after
+	}
 	ro.e.Events.Event(corev1.EventTypeWarning, eventReleased, msg)
 	return time.Time{}, ro.e.Finalizer(ctx, false)
+}
+
+// paceRelease records, before a deleted watch lets go of the rotation st whose new secret may be
+// in use, that no rotation of the application starts before st's grace period ends, and, at
+// Retiring, its retirement, for a watch created again under this name to finish. It returns what
+// the release event says of it.
+func (ro *Run) paceRelease(ctx context.Context, st v1alpha1.RotationStatus) (string, error) {
+	rec, err := ro.e.Pace.Read(ctx, ro.pin.TenantID, ro.pin.AppID)
+	if err != nil {
+		return "", err
+	}
+	quiet := ro.now.Add(ro.rs.GracePeriod)
+	if t := st.RetireTime; t != nil {
+		quiet = t.Time
+	}
+	var p *pacing.Pending
+	if st.Step == v1alpha1.StepRetiring {
+		s := *st.DeepCopy()
+		at := metav1.NewTime(quiet)
+		s.RetireTime, s.SecretName = &at, ro.spec.SecretRef.Name
+		s.DeletionSeenTime, s.NextAttemptTime, s.Failures = nil, nil, 0
+		p = &pacing.Pending{Namespace: ro.obj.Namespace, Watch: ro.obj.Name, Status: s}
+	}
+	if rec.QuietUntil.After(quiet) {
+		quiet = rec.QuietUntil
+	}
+	if err := ro.e.Pace.Released(ctx, rec, quiet, p); err != nil {
+		return "", err
+	}
+	after := fmt.Sprintf(" No rotation of application %s starts before %s.", ro.pin.AppID, quiet.UTC().Format(time.RFC3339))
+	if p != nil {
+		after += fmt.Sprintf(" A watch created again as %s/%s for the same target retires the old secrets then.", ro.obj.Namespace, ro.obj.Name)
+	}
+	return after, nil
 }

@@ -496,8 +496,8 @@ func TestWatchingOneNamespaceGrantsRightsThereOnly(t *testing.T) {
 			roles[obj.GetName()] = obj.GetNamespace()
 		}
 	}
-	if roles["credwatch-manager"] != "team-a" || roles["credwatch-default-channels"] != "credwatch-system" {
-		t.Errorf("Roles = %v, want the manager's in team-a and the default channels' in credwatch-system", roles)
+	if roles["credwatch-manager"] != "team-a" || roles["credwatch-default-channels"] != "credwatch-system" || roles["credwatch-pacing"] != "credwatch-system" {
+		t.Errorf("Roles = %v, want the manager's in team-a, the default channels' and the rotation pacing's in credwatch-system", roles)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/email"
@@ -161,10 +162,14 @@ func channelID(kind, namespace string, settings any) string {
 }
 
 // NotifiesOwners reports whether obj's alerts mail the application's owners, so that the check
-// reads them: the watch's own email channel or, when it uses them, the defaults'.
-func (b *Builder) NotifiesOwners(obj *v1alpha1.CredentialWatch) bool {
-	spec := b.effective(obj).spec
-	return spec != nil && spec.Email != nil && spec.Email.NotifyOwners
+// reads them with the watch's identity id: the watch's own email channel, or the defaults' when
+// the watch uses them and id is a ClusterAzureIdentity the admin marked for it.
+func (b *Builder) NotifiesOwners(obj *v1alpha1.CredentialWatch, id access.Identity) bool {
+	src := b.effective(obj)
+	if src.spec == nil || src.spec.Email == nil || !src.spec.Email.NotifyOwners {
+		return false
+	}
+	return src.watch || id.Kind == v1alpha1.KindClusterAzureIdentity && id.DefaultOwnerMail
 }
 
 // effective picks the alert spec that applies to obj: its own, or the operator's defaults.

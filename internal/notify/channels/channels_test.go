@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -50,11 +51,25 @@ func TestNotifiesOwnersFollowsTheChannelsInEffect(t *testing.T) {
 	smtp := v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}
 	b := &Builder{Defaults: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{NotifyOwners: true, SMTP: smtp}}, DefaultsNamespace: "ops"}
 	own := &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"a@example.com"}, SMTP: smtp}}
-	if !b.NotifiesOwners(&v1alpha1.CredentialWatch{}) {
-		t.Error("a watch on the default channels, which mail owners, does not read owners")
+	marked := access.Identity{Kind: v1alpha1.KindClusterAzureIdentity, Name: "ops", DefaultOwnerMail: true}
+	if !b.NotifiesOwners(&v1alpha1.CredentialWatch{}, marked) {
+		t.Error("a watch on the default channels, which mail owners, with an identity the admin marked, does not read owners")
 	}
-	if b.NotifiesOwners(&v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Alerts: own}}) {
+	for _, id := range []access.Identity{
+		{Kind: v1alpha1.KindClusterAzureIdentity, Name: "ops"},
+		// A namespace's identity cannot carry the admin's mark, whatever its annotations.
+		{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "mine", DefaultOwnerMail: true},
+	} {
+		if b.NotifiesOwners(&v1alpha1.CredentialWatch{}, id) {
+			t.Errorf("the default channels mail the owners read with %s %s, which the admin did not mark", id.Kind, id.Name)
+		}
+	}
+	if b.NotifiesOwners(&v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Alerts: own}}, marked) {
 		t.Error("a watch with its own email, without notifyOwners, reads owners")
+	}
+	own.Email.NotifyOwners = true
+	if !b.NotifiesOwners(&v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Alerts: own}}, access.Identity{Kind: v1alpha1.KindAzureIdentity}) {
+		t.Error("a watch's own relay, told to mail owners, does not read them")
 	}
 }
 

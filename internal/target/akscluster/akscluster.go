@@ -37,8 +37,11 @@ type Kind struct {
 	// to come back on its own, or a watch woken late reads its cluster again.
 	Held    *Held
 	HeldFor time.Duration
-	// MailsOwners reports whether the watch's alerts mail the application's owners.
-	MailsOwners func(*v1alpha1.CredentialWatch) bool
+	// MailsOwners reports whether the watch's alerts mail the application's owners, read with
+	// the identity.
+	MailsOwners func(*v1alpha1.CredentialWatch, access.Identity) bool
+	// OwnerDomains are the domains owners' mail may go to; empty, the tenant's verified domains.
+	OwnerDomains []string
 }
 
 // Found is what a check found: the cluster, once read, and its service principal's credentials,
@@ -62,7 +65,7 @@ func Where(ref aks.ClusterRef) *access.Cluster {
 }
 
 func (k Kind) sp() serviceprincipal.Kind {
-	return serviceprincipal.Kind{Azure: k.Azure, Events: k.Events, MailsOwners: k.MailsOwners}
+	return serviceprincipal.Kind{Azure: k.Azure, Events: k.Events, MailsOwners: k.MailsOwners, OwnerDomains: k.OwnerDomains}
 }
 
 // Read reads the watch's cluster as id, which g allows to, then the credentials of the service

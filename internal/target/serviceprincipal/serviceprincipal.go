@@ -7,6 +7,7 @@ package serviceprincipal
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,9 +33,11 @@ type Azure interface {
 type Kind struct {
 	Azure  Azure
 	Events target.Events
-	// MailsOwners reports whether the watch's alerts mail the application's owners: only then
-	// are they read.
-	MailsOwners func(*v1alpha1.CredentialWatch) bool
+	// MailsOwners reports whether the watch's alerts mail the application's owners, read with
+	// the identity: only then are they read.
+	MailsOwners func(*v1alpha1.CredentialWatch, access.Identity) bool
+	// OwnerDomains are the domains owners' mail may go to; empty, the tenant's verified domains.
+	OwnerDomains []string
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the
@@ -46,7 +49,10 @@ type Found struct {
 	ID    azure.Identity
 }
 
-const eventOwnersUnreadable = "OwnersUnreadable"
+const (
+	eventOwnersUnreadable = "OwnersUnreadable"
+	eventOwnersNotMailed  = "OwnersNotMailed"
+)
 
 // Read reads the credentials of application appID in tenant as id, which g allows to. ask is
 // how the read planner knows the watch; whether it may answer from a listing of the whole
@@ -89,7 +95,7 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 // when they cannot be read: the credentials were read, and that is what the check is for.
 func (k Kind) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, known []string) []string {
 	snap := f.Snap
-	if !k.MailsOwners(obj) || snap.ApplicationObjectID == "" {
+	if !k.MailsOwners(obj, f.Grant.Identity) || snap.ApplicationObjectID == "" {
 		return nil
 	}
 	if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadOwners, TenantID: f.ID.TenantID, AppID: snap.AppID}); err != nil {
@@ -101,12 +107,34 @@ func (k Kind) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, f 
 	app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: snap.AppID, ObjectID: snap.ApplicationObjectID})
 	if err == nil {
 		if owners, err = app.ReadOwnerEmails(ctx); err == nil {
-			return owners
+			if owners, err = k.mailable(ctx, obj, app, owners, known); err == nil {
+				return owners
+			}
 		}
 	}
 	logr.FromContextOrDiscard(ctx).Info("Reading the application's owners failed", "error", err.Error())
 	k.Events.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "Reading the application's owners failed, so they are not mailed: %v", err)
 	return known
+}
+
+// mailable keeps of owners the addresses in the domains owners' mail may go to: OwnerDomains, or
+// the tenant's verified domains (policy.MailableOwners). Those dropped are said in an event when
+// what is kept changes from known.
+func (k Kind) mailable(ctx context.Context, obj *v1alpha1.CredentialWatch, app graph.AppClient, owners, known []string) ([]string, error) {
+	domains, from := k.OwnerDomains, "--owner-mail-domains"
+	if len(domains) == 0 {
+		var err error
+		if domains, err = app.VerifiedDomains(ctx); err != nil {
+			return nil, err
+		}
+		from = "the tenant's verified domains"
+	}
+	keep, dropped := policy.MailableOwners(owners, domains)
+	if dropped > 0 && !slices.Equal(keep, known) {
+		k.Events.Eventf(obj, corev1.EventTypeWarning, eventOwnersNotMailed,
+			"%d of the application's %d owners are not mailed: a guest, or an address outside %s", dropped, len(owners), from)
+	}
+	return keep, nil
 }
 
 func checkedMessage(snap graph.Snapshot) string {

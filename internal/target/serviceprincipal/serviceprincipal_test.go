@@ -22,12 +22,14 @@ import (
 // app is an application in Graph; the methods a test leaves nil are not expected to be called.
 type app struct {
 	graph.AppClient
-	CheckFunc  func(graph.Ask) (graph.Snapshot, error)
-	OwnersFunc func() ([]string, error)
+	CheckFunc   func(graph.Ask) (graph.Snapshot, error)
+	OwnersFunc  func() ([]string, error)
+	DomainsFunc func() ([]string, error)
 }
 
 func (a app) Check(_ context.Context, ask graph.Ask) (graph.Snapshot, error) { return a.CheckFunc(ask) }
 func (a app) ReadOwnerEmails(context.Context) ([]string, error)              { return a.OwnersFunc() }
+func (a app) VerifiedDomains(context.Context) ([]string, error)              { return a.DomainsFunc() }
 
 type fakeAzure struct{ app app }
 
@@ -62,23 +64,34 @@ func TestReadMayList(t *testing.T) {
 func TestRecordOwners(t *testing.T) {
 	known := []string{"old@example.com"}
 	for _, tc := range []struct {
-		name   string
-		mailed bool
-		grant  access.Grant
-		owners func() ([]string, error)
-		want   []string
-		event  string
+		name    string
+		mailed  bool
+		grant   access.Grant
+		owners  func() ([]string, error)
+		domains []string // the admin's; none: the tenant's verified ones
+		want    []string
+		event   string
 	}{
 		{name: "not mailed: not read", grant: grant(v1alpha1.OperationReadOwners), want: nil},
-		{name: "read", mailed: true, grant: grant(v1alpha1.OperationReadOwners), owners: func() ([]string, error) { return []string{"new@example.com"}, nil },
-			want: []string{"new@example.com"}},
+		{name: "read", mailed: true, grant: grant(v1alpha1.OperationReadOwners), owners: func() ([]string, error) { return []string{"new@contoso.com"}, nil },
+			want: []string{"new@contoso.com"}},
 		{name: "not allowed any more: what was read goes", mailed: true, grant: grant(), want: nil, event: "are not read"},
 		{name: "unreadable: what was read stays", mailed: true, grant: grant(v1alpha1.OperationReadOwners),
 			owners: func() ([]string, error) { return nil, errors.New("throttled") }, want: known, event: "Reading the application's owners failed"},
+		{name: "a guest and an outside address are not mailed", mailed: true, grant: grant(v1alpha1.OperationReadOwners),
+			owners: func() ([]string, error) {
+				return []string{"ada@contoso.com", "mallory@evil.example", "eve_evil.example#EXT#@contoso.onmicrosoft.com"}, nil
+			},
+			want: []string{"ada@contoso.com"}, event: "2 of the application's 3 owners are not mailed: a guest, or an address outside the tenant's verified domains"},
+		{name: "the admin's domains", mailed: true, grant: grant(v1alpha1.OperationReadOwners), domains: []string{"evil.example"},
+			owners: func() ([]string, error) { return []string{"ada@contoso.com", "mallory@evil.example"}, nil },
+			want:   []string{"mallory@evil.example"}, event: "outside --owner-mail-domains"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			events := &targettest.Events{}
-			k := Kind{Azure: fakeAzure{app{OwnersFunc: tc.owners}}, Events: events, MailsOwners: func(*v1alpha1.CredentialWatch) bool { return tc.mailed }}
+			verified := func() ([]string, error) { return []string{"contoso.com", "contoso.onmicrosoft.com"}, nil }
+			k := Kind{Azure: fakeAzure{app{OwnersFunc: tc.owners, DomainsFunc: verified}}, Events: events, OwnerDomains: tc.domains,
+				MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return tc.mailed }}
 			next := metav1.NewTime(policytest.Now.Add(time.Hour))
 			obj := &v1alpha1.CredentialWatch{Status: v1alpha1.CredentialWatchStatus{NextCheckTime: &next,
 				ServicePrincipal: &v1alpha1.ServicePrincipalStatus{OwnerEmails: known}, TenantScan: &v1alpha1.TenantScanStatus{}}}
@@ -108,7 +121,7 @@ func TestReadyMessage(t *testing.T) {
 		s.ApplicationObjectID, s.ServicePrincipalObjectID = tc.app, tc.sp
 		next := metav1.NewTime(policytest.Now.Add(time.Hour)) // set by the check before it records
 		obj := &v1alpha1.CredentialWatch{Status: v1alpha1.CredentialWatchStatus{NextCheckTime: &next}}
-		Kind{MailsOwners: func(*v1alpha1.CredentialWatch) bool { return false }}.Record(context.Background(), obj, Found{Snap: s}, policytest.Now)
+		Kind{MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return false }}.Record(context.Background(), obj, Found{Snap: s}, policytest.Now)
 		if c := target.Condition(obj, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonChecked || c.Message != tc.want {
 			t.Errorf("Ready = %s %q; want %q", c.Reason, c.Message, tc.want)
 		}
