@@ -16,7 +16,9 @@ import (
 
 // ChannelSource builds the alert channels of a watch.
 type ChannelSource interface {
-	For(ctx context.Context, obj *v1alpha1.CredentialWatch) (channels.Set, error)
+	// For builds the watch's channels; id is its identity, which decides whether the default
+	// channels mail the application's owners.
+	For(ctx context.Context, obj *v1alpha1.CredentialWatch, id access.Identity) (channels.Set, error)
 	// NotifiesOwners reports whether the watch's alerts mail the application's owners.
 	NotifiesOwners(obj *v1alpha1.CredentialWatch, id access.Identity) bool
 	// Digests is the relay of a tenant scan's owner digests.
@@ -28,7 +30,9 @@ type ChannelSource interface {
 // too, the base of the reconcile's deferred status patch, so that patch does not mistake them
 // for its own.
 func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watchState) (time.Time, error) {
-	set, cfgErr := r.Channels.For(ctx, w.obj)
+	// An identity that cannot be found now mails no owner through the default channels.
+	g, _ := r.grantOnce(ctx, w)
+	set, cfgErr := r.Channels.For(ctx, w.obj, g.Identity)
 	return r.sender(w).Watch(ctx, set, cfgErr, w.settings.RemindBefore, w.settings.CheckFailureAfter)
 }
 

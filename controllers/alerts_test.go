@@ -371,8 +371,10 @@ func TestEmailReachesTheApplicationsOwners(t *testing.T) {
 		{ID: "5d6e7f80-1a2b-4c3d-9e4f-5a6b7c8d9e0f", DisplayName: "Ada", Mail: "ada@example.com"},
 		{ID: "6e7f8091-2b3c-4d4e-8f50-6b7c8d9e0f1a", DisplayName: "deploy-bot", ServicePrincipal: true},
 		{ID: "7f8091a2-3c4d-4e5f-9061-7c8d9e0f1a2b", DisplayName: "Mallory", Mail: "mallory@evil.example",
-			UserPrincipalName: "mallory_evil.example#EXT#@contoso.onmicrosoft.com"},
+			UserPrincipalName: "mallory_evil.example#EXT#@contoso.onmicrosoft.com", Guest: true},
 		{ID: "8091a2b3-4d5e-4f60-8172-8d9e0f1a2b3c", DisplayName: "Eve", UserPrincipalName: "eve_evil.example#EXT#@contoso.onmicrosoft.com"},
+		// A guest whose mail an admin of its home tenant set to an address in a verified domain.
+		{ID: "91a2b3c4-5e6f-4071-9283-9e0f1a2b3c4d", DisplayName: "Trent", Mail: "trent@example.com", Guest: true},
 	}
 	fake.PutApplication(tenantID, app)
 	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {

@@ -92,7 +92,7 @@ func (k fleetKind) alert(ctx context.Context, w *watchState) (time.Time, error) 
 		// Until this process checks the fleet it knows no cluster to tell of.
 		return time.Time{}, nil
 	}
-	set, cfgErr := r.Channels.For(ctx, aksfleet.WithOwnChannels(obj))
+	set, cfgErr := r.Channels.For(ctx, aksfleet.WithOwnChannels(obj), access.Identity{}) // a fleet mails no owners
 	failing, keep := delivery.LedgerOf(obj, set)
 	defer keep()
 	if len(set) == 0 {

@@ -45,7 +45,7 @@ var _ Azure = &azurefake.Azure{}
 // noChannels is a watch's channels when it has none.
 type noChannels struct{}
 
-func (noChannels) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
+func (noChannels) For(context.Context, *v1alpha1.CredentialWatch, access.Identity) (channels.Set, error) {
 	return nil, nil
 }
 func (noChannels) NotifiesOwners(*v1alpha1.CredentialWatch, access.Identity) bool { return false }
@@ -440,7 +440,7 @@ type oneChannel struct {
 	n *notifier
 }
 
-func (c oneChannel) For(context.Context, *v1alpha1.CredentialWatch) (channels.Set, error) {
+func (c oneChannel) For(context.Context, *v1alpha1.CredentialWatch, access.Identity) (channels.Set, error) {
 	return channels.Set{{ID: "test-1a2b", Notifier: c.n}}, nil
 }
 func (oneChannel) NotifiesOwners(*v1alpha1.CredentialWatch, access.Identity) bool { return false }

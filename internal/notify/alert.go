@@ -207,8 +207,8 @@ func (a Alert) spName() string {
 const maxShown = 64
 
 // Shown is a display name as messages show it: whoever owns an application chooses its names, so
-// they are cut to maxShown characters and their control characters (a line break that would start
-// a mail header, a direction override) become spaces.
+// they are cut to maxShown characters and their control, format and separator characters (a line
+// break that would start a mail header, U+2028, a direction override) become spaces.
 func Shown(name string) string {
 	var b strings.Builder
 	n := 0
@@ -217,7 +217,7 @@ func Shown(name string) string {
 			b.WriteString("…")
 			break
 		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
 			r = ' '
 		}
 		b.WriteRune(r)

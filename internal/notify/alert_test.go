@@ -11,6 +11,7 @@ func TestShown(t *testing.T) {
 		"payments":                   "payments",
 		"pay\r\nBcc: x@evil.example": "pay  Bcc: x@evil.example",
 		"a\u202egnp.exe":             "a gnp.exe",
+		"one\u2028two\u2029three":    "one two three",
 		strings.Repeat("ü", 70):      strings.Repeat("ü", 64) + "…",
 		strings.Repeat("x", 64):      strings.Repeat("x", 64),
 	} {

@@ -86,9 +86,11 @@ func CheckWait(s CheckState) time.Time {
 	return s.LastCheck.Add(gap)
 }
 
-// EarlyCheck reports whether a check due now (CheckDue) is one its schedule did not call for.
+// EarlyCheck reports whether a check due now (CheckDue) is one its schedule did not call for, or
+// the first of a tenant scan or fleet, which reads a whole tenant or subscription: a watch
+// deleted and created again in a loop must not read one each time.
 func EarlyCheck(s CheckState, now time.Time) bool {
-	return s.NextCheck != nil && now.Before(s.NextCheck.Time)
+	return s.NextCheck != nil && now.Before(s.NextCheck.Time) || s.TenantScan && s.NextCheck == nil
 }
 
 // Jitter lengthens d by up to frac of itself, so that watches created together spread their

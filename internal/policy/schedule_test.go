@@ -176,3 +176,21 @@ func TestDeliveryBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestEarlyCheck(t *testing.T) {
+	later := metav1.NewTime(now.Add(time.Hour))
+	earlier := metav1.NewTime(now.Add(-time.Second))
+	for name, tc := range map[string]struct {
+		state CheckState
+		want  bool
+	}{
+		"scheduled":                   {state: CheckState{NextCheck: &earlier}},
+		"before the schedule":         {state: CheckState{NextCheck: &later, Requested: true}, want: true},
+		"a watch's first check":       {state: CheckState{}},
+		"a tenant scan's first check": {state: CheckState{TenantScan: true}, want: true},
+	} {
+		if got := EarlyCheck(tc.state, now); got != tc.want {
+			t.Errorf("%s: EarlyCheck = %v, want %v", name, got, tc.want)
+		}
+	}
+}

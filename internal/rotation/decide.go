@@ -102,16 +102,33 @@ func WhyNotStart(obj *v1alpha1.CredentialWatch, pin Pin, spec v1alpha1.Rotation,
 // Paced says why no rotation of obj's application starts now by its record rec, nil when one
 // may. A watch whose start rec holds, and that completed no rotation since, died before it could
 // record it, or withdrew it before any reset (removing its secret): it may start again, as a
-// watch deleted and created again may not.
+// watch deleted and created again may not (see StartOf).
 func Paced(obj *v1alpha1.CredentialWatch, rec pacing.Record, now time.Time) *Hold {
-	st := obj.Status
-	if rec.LastUID == string(obj.UID) && (st.LastRotation == nil || st.LastRotation.Time.Time.Before(rec.LastStart)) {
+	if restarts(obj, rec) {
 		rec.LastStart = time.Time{}
 	}
 	if why, until := rec.Hold(now); why != "" {
 		return &Hold{Reason: v1alpha1.ReasonRotationPaced, Message: why, Next: until}
 	}
 	return nil
+}
+
+// restarts reports whether obj's start would repeat the last one rec holds, which it made and
+// completed no rotation since.
+func restarts(obj *v1alpha1.CredentialWatch, rec pacing.Record) bool {
+	st := obj.Status
+	return rec.LastUID == string(obj.UID) && !rec.LastStart.IsZero() && (st.LastRotation == nil || st.LastRotation.Time.Time.Before(rec.LastStart))
+}
+
+// StartOf is what rec records of obj's rotation starting now, which Paced let start: when the
+// application's day began (a restart keeps the start it repeats, so that withdrawing and asking
+// again does not hold the application's other watches day after day), and whether it spends the
+// admin's lift (only a start the pace would have held does).
+func StartOf(obj *v1alpha1.CredentialWatch, rec pacing.Record, now time.Time) (at time.Time, spendLift bool) {
+	if restarts(obj, rec) {
+		return rec.LastStart, false
+	}
+	return now, rec.Lifted() && Paced(obj, rec.Unlifted(), now) != nil
 }
 
 // blocked says why a due rotation cannot start, empty when it can.

@@ -83,7 +83,7 @@ func (f fakeLedger) Abandon(ctx context.Context, why string) error { return f.Ab
 
 type fakePacer struct {
 	ReadFunc     func(context.Context, string, string) (pacing.Record, error)
-	StartedFunc  func(context.Context, pacing.Record, time.Time, string) error
+	StartedFunc  func(context.Context, pacing.Record, time.Time, string, bool) error
 	ReleasedFunc func(context.Context, pacing.Record, time.Time, *pacing.Pending) error
 	AdoptedFunc  func(context.Context, pacing.Record) error
 }
@@ -91,8 +91,8 @@ type fakePacer struct {
 func (f fakePacer) Read(ctx context.Context, tenantID, appID string) (pacing.Record, error) {
 	return f.ReadFunc(ctx, tenantID, appID)
 }
-func (f fakePacer) Started(ctx context.Context, rec pacing.Record, at time.Time, uid string) error {
-	return f.StartedFunc(ctx, rec, at, uid)
+func (f fakePacer) Started(ctx context.Context, rec pacing.Record, at time.Time, uid string, spend bool) error {
+	return f.StartedFunc(ctx, rec, at, uid, spend)
 }
 func (f fakePacer) Released(ctx context.Context, rec pacing.Record, quietUntil time.Time, p *pacing.Pending) error {
 	return f.ReleasedFunc(ctx, rec, quietUntil, p)

@@ -49,7 +49,7 @@ type Edges struct {
 // rotation starts, written as it starts and when a deleted watch lets go of one.
 type Pacer interface {
 	Read(ctx context.Context, tenantID, appID string) (pacing.Record, error)
-	Started(ctx context.Context, rec pacing.Record, at time.Time, uid string) error
+	Started(ctx context.Context, rec pacing.Record, at time.Time, uid string, spendLift bool) error
 	Released(ctx context.Context, rec pacing.Record, quietUntil time.Time, p *pacing.Pending) error
 	Adopted(ctx context.Context, rec pacing.Record) error
 }
@@ -150,7 +150,10 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, &target.KubernetesError{Err: err}
 	}
-	if p := rec.Pending; p != nil && p.Namespace == obj.Namespace && p.Watch == obj.Name && TargetChange(PinOf(p.Status, ro.pin), ro.pin) == "" {
+	// A retirement left is taken on while its grace period runs; later, the cluster may have been
+	// moved since, and it is left to people, as the release said.
+	if p := rec.Pending; p != nil && ro.now.Before(rec.QuietUntil) && p.Namespace == obj.Namespace && p.Watch == obj.Name &&
+		TargetChange(PinOf(p.Status, ro.pin), ro.pin) == "" {
 		return ro.adopt(ctx, rec)
 	}
 	if h := Paced(obj, rec, ro.now); h != nil {
@@ -180,7 +183,8 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 	}
 	// Recorded before anything is made: a conflict means another watch of the application
 	// started one meanwhile, and this one reads the record again.
-	if err := ro.e.Pace.Started(ctx, rec, ro.now, string(obj.UID)); err != nil {
+	at, spend := StartOf(obj, rec, ro.now)
+	if err := ro.e.Pace.Started(ctx, rec, at, string(obj.UID), spend); err != nil {
 		return time.Time{}, &target.KubernetesError{Err: err}
 	}
 	logr.FromContextOrDiscard(ctx).Info("Starting rotation")

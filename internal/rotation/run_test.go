@@ -72,7 +72,7 @@ func (rw *runWorld) edges() Edges {
 		ClusterID: "cluster",
 		Pace: fakePacer{
 			ReadFunc: func(context.Context, string, string) (pacing.Record, error) { return rw.pace, nil },
-			StartedFunc: func(_ context.Context, _ pacing.Record, at time.Time, uid string) error {
+			StartedFunc: func(_ context.Context, _ pacing.Record, at time.Time, uid string, _ bool) error {
 				rw.pace.LastStart, rw.pace.LastUID = at, uid
 				rw.paceLog = append(rw.paceLog, "started")
 				return nil
@@ -223,8 +223,14 @@ func TestRunIsPaced(t *testing.T) {
 				t.Fatalf("Rotating %s (%s); want paced %v", c.Reason, c.Message, tc.wantPaced)
 			}
 			if !tc.wantPaced {
-				if rw.adds != 1 || len(rw.paceLog) != 1 || rw.paceLog[0] != "started" || !rw.pace.LastStart.Equal(rw.now) {
-					t.Fatalf("%d adds, pace %v at %v; want the start recorded and a secret added", rw.adds, rw.paceLog, rw.pace.LastStart)
+				// A restart keeps the day its first start began, so that withdrawing and asking
+				// again does not hold the application's other watches day after day.
+				start := rw.now
+				if tc.byThisWatch {
+					start = rw.now.Add(tc.lastStart)
+				}
+				if rw.adds != 1 || len(rw.paceLog) != 1 || rw.paceLog[0] != "started" || !rw.pace.LastStart.Equal(start) {
+					t.Fatalf("%d adds, pace %v at %v; want the start recorded at %v and a secret added", rw.adds, rw.paceLog, rw.pace.LastStart, start)
 				}
 				return
 			}

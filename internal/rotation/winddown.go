@@ -224,6 +224,7 @@ func (ro *Run) paceRelease(ctx context.Context, st v1alpha1.RotationStatus) (str
 	if t := st.RetireTime; t != nil {
 		quiet = t.Time
 	}
+	quiet = policy.Earliest(quiet, ro.now.Add(pacing.MaxQuiet))
 	var p *pacing.Pending
 	if st.Step == v1alpha1.StepRetiring {
 		s := *st.DeepCopy()

@@ -143,7 +143,8 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	<-exited
 	op, exited = runOperator()
 	kubectl("annotate", "cw", "-n", "platform", "aks-prod-sp", "credwatch.dev/check=after-restart")
-	deadline := time.Now().Add(30 * time.Second)
+	// A check asked for comes a minute after the watch's last at most (policy.EarlyCheckGap).
+	deadline := time.Now().Add(90 * time.Second)
 	for kubectl("get", "cw", "-n", "platform", "aks-prod-sp", "-o", "jsonpath={.status.checkRequest}") != "after-restart" {
 		if time.Now().After(deadline) {
 			t.Fatal("the restarted operator did not check on request")

@@ -118,8 +118,16 @@ func (s *Server) owners(w http.ResponseWriter, c graphCall, set *entitySet, tok 
 			value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", nil}, {"mail", nil}, {"userPrincipalName", nil}})
 			continue
 		}
+		userType := "Member"
+		if o.Guest {
+			userType = "Guest"
+		}
+		if o.ServicePrincipal {
+			value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", o.DisplayName}})
+			continue
+		}
 		value = append(value, object{{"@odata.type", kind}, {"id", o.ID}, {"displayName", o.DisplayName},
-			{"mail", nullable(o.Mail)}, {"userPrincipalName", nullable(o.UserPrincipalName)}})
+			{"mail", nullable(o.Mail)}, {"userPrincipalName", nullable(o.UserPrincipalName)}, {"userType", userType}})
 	}
 	writeJSON(w, http.StatusOK, object{{"@odata.context", s.URL() + "/v1.0/$metadata#directoryObjects"}, {"value", value}})
 }

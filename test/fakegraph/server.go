@@ -108,6 +108,8 @@ type Object struct {
 type Owner struct {
 	ID, DisplayName, Mail, UserPrincipalName string
 	ServicePrincipal                         bool
+	// Guest: a user invited from outside the tenant (userType Guest).
+	Guest bool
 }
 
 // Request is what a test can assert about a Graph call without seeing any secret. Path is

@@ -213,7 +213,8 @@ func objectOf(src graph.Source, appID string, o credentialHolder) graph.Object {
 
 // ReadOwnerEmails returns the mail addresses of the owners of the application with object ID
 // applicationID: a user's mail, or its user principal name when it has none. Owners that are
-// service principals have neither and are skipped. Every user has a user principal name, so a
+// service principals have neither and are skipped, and so are guests (userType Guest): whoever
+// may add owners can add a guest, whose mail is an outside address. Every user has a user principal name, so a
 // user with neither is one Graph would not show: that fails as a refusal.
 func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error) {
 	ctx = scoped(ctx, cred)
@@ -224,13 +225,18 @@ func (c *Client) ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredentia
 	owners := svc.Applications().ByApplicationId(applicationID).Owners()
 	var out []string
 	hidden := 0
+	selected := &applications.ItemOwnersRequestBuilderGetRequestConfiguration{QueryParameters: &applications.ItemOwnersRequestBuilderGetQueryParameters{
+		Select: []string{"id", "displayName", "mail", "userPrincipalName", "userType"}}}
 	err = pages(ctx, "the owners of application "+applicationID, needsOwners,
-		func() (models.DirectoryObjectCollectionResponseable, error) { return owners.Get(ctx, nil) },
+		func() (models.DirectoryObjectCollectionResponseable, error) { return owners.Get(ctx, selected) },
 		func(next string) (models.DirectoryObjectCollectionResponseable, error) {
 			return owners.WithUrl(next).Get(ctx, nil)
 		},
 		func(o models.DirectoryObjectable) {
 			if u, ok := o.(models.Userable); ok {
+				if strings.EqualFold(deref(u.GetUserType()), "Guest") {
+					return
+				}
 				if mail := deref(u.GetMail()); mail != "" {
 					out = append(out, mail)
 				} else if upn := deref(u.GetUserPrincipalName()); upn != "" {

@@ -115,6 +115,7 @@ func TestReadOwnerEmails(t *testing.T) {
 		{ID: "u1", DisplayName: "Ada", Mail: "ada@example.com", UserPrincipalName: "ada@contoso.onmicrosoft.com"},
 		{ID: "u2", DisplayName: "Bob", UserPrincipalName: "bob@contoso.onmicrosoft.com"},
 		{ID: "s1", DisplayName: "deploy-bot", ServicePrincipal: true},
+		{ID: "g1", DisplayName: "Mallory", Mail: "ada@example.com.evil.example", UserPrincipalName: "mallory_evil.example#EXT#@contoso.onmicrosoft.com", Guest: true},
 	}
 	fake.PutApplication(tenant, app)
 
@@ -123,7 +124,7 @@ func TestReadOwnerEmails(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Join(got, ",") != "ada@example.com,bob@contoso.onmicrosoft.com" {
-		t.Errorf("owners = %v, want Ada's mail and Bob's UPN, and no service principal", got)
+		t.Errorf("owners = %v, want Ada's mail and Bob's UPN, and neither the service principal nor the guest", got)
 	}
 	if _, err := c.ReadOwnerEmails(context.Background(), cred, "a0000000-0000-4000-8000-00000000dead"); azerr.KindOf(err) != azerr.KindNotFound {
 		t.Errorf("owners of a missing application: %v, want not found", err)

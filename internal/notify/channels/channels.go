@@ -121,8 +121,10 @@ func (s Set) IDs() []string {
 
 // For returns the channels alerts of obj go to: its own, or the defaults when it names none and
 // has not opted out. Channels that cannot be built have a nil Notifier, and the error says why,
-// as a ConfigError where a person must act; one broken Secret silences only its channel.
-func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, error) {
+// as a ConfigError where a person must act; one broken Secret silences only its channel. The
+// owners status lists are mailed only where NotifiesOwners allows it for the watch's identity
+// id now, whatever allowed reading them before.
+func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch, id access.Identity) (Set, error) {
 	src := b.effective(obj)
 	if src.spec == nil {
 		return nil, nil
@@ -142,7 +144,7 @@ func (b *Builder) For(ctx context.Context, obj *v1alpha1.CredentialWatch) (Set, 
 		add(notify.ChannelSlack, s, func() (notify.Channel, error) { return b.slack(r, s, via) })
 	}
 	if e := spec.Email; e != nil {
-		add(notify.ChannelEmail, e, func() (notify.Channel, error) { return b.email(r, e, b.owners(obj, spec), via) })
+		add(notify.ChannelEmail, e, func() (notify.Channel, error) { return b.email(r, e, b.owners(obj, id), via) })
 	}
 	if t := spec.Teams; t != nil {
 		add(notify.ChannelTeams, t, func() (notify.Channel, error) { return b.teams(r, t, via) })
@@ -185,9 +187,9 @@ func (b *Builder) effective(obj *v1alpha1.CredentialWatch) source {
 }
 
 // owners are the application owners' addresses the last check found, when the alerts in effect
-// ask for them.
-func (b *Builder) owners(obj *v1alpha1.CredentialWatch, spec *v1alpha1.Alerts) []string {
-	if spec.Email == nil || !spec.Email.NotifyOwners || obj.Status.ServicePrincipal == nil {
+// ask for them and may mail them for the identity id.
+func (b *Builder) owners(obj *v1alpha1.CredentialWatch, id access.Identity) []string {
+	if !b.NotifiesOwners(obj, id) || obj.Status.ServicePrincipal == nil {
 		return nil
 	}
 	return obj.Status.ServicePrincipal.OwnerEmails

@@ -150,7 +150,7 @@ func TestFor(t *testing.T) {
 			if tc.owners != nil {
 				w.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{OwnerEmails: tc.owners}
 			}
-			set, err := b.For(context.Background(), w)
+			set, err := b.For(context.Background(), w, access.Identity{})
 			var configured, built []string
 			for _, c := range set {
 				kind, _, _ := strings.Cut(c.ID, "-")
@@ -285,7 +285,7 @@ func TestWhoNamedTheDestination(t *testing.T) {
 // sendOne builds w's one channel and sends it an alert, which must reach p unless refused.
 func sendOne(t *testing.T, b *Builder, w *v1alpha1.CredentialWatch, p *peers, wantRefused bool) {
 	t.Helper()
-	set, err := b.For(context.Background(), w)
+	set, err := b.For(context.Background(), w, access.Identity{})
 	if err != nil || len(set) != 1 || set[0].Notifier == nil {
 		t.Fatalf("For = %v, %v", set, err)
 	}
@@ -300,3 +300,20 @@ func sendOne(t *testing.T, b *Builder, w *v1alpha1.CredentialWatch, p *peers, wa
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Owners a check recorded while the watch had its own email channel (or before the admin's mark
+// was removed) reach the default relay only while the identity is marked now.
+func TestRecordedOwnersReachTheDefaultRelayOnlyForAMarkedIdentity(t *testing.T) {
+	smtp := v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com"}
+	b := &Builder{Defaults: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"ops@example.com"}, NotifyOwners: true, SMTP: smtp}}, DefaultsNamespace: "ops"}
+	w := &v1alpha1.CredentialWatch{Status: v1alpha1.CredentialWatchStatus{ServicePrincipal: &v1alpha1.ServicePrincipalStatus{OwnerEmails: []string{"ada@example.com"}}}}
+	if got := b.owners(w, access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "mine"}); got != nil {
+		t.Errorf("the default relay mails %v for a namespace's identity", got)
+	}
+	if got := b.owners(w, access.Identity{}); got != nil {
+		t.Errorf("the default relay mails %v for a watch whose identity is not found", got)
+	}
+	if got := b.owners(w, access.Identity{Kind: v1alpha1.KindClusterAzureIdentity, Name: "ops", DefaultOwnerMail: true}); len(got) != 1 {
+		t.Errorf("owners %v for a marked identity; want Ada", got)
+	}
+}

@@ -27,6 +27,10 @@ import (
 // Interval is the least time between the starts of two rotations of one application.
 const Interval = 24 * time.Hour
 
+// MaxQuiet bounds how long a deleted watch's rotation holds the application's others: its grace
+// period is the watch author's to choose.
+const MaxQuiet = 14 * 24 * time.Hour
+
 // label marks the records, for people and for the chart's rights.
 const label = "credwatch.dev/pace"
 
@@ -72,6 +76,12 @@ func Name(tenantID, appID string) string {
 
 // Lifted reports whether an admin lifted the pace for one rotation, not spent yet.
 func (r Record) Lifted() bool { return r.lift != "" && r.lift != r.LiftUsed }
+
+// Unlifted is the record as if no admin had lifted its pace.
+func (r Record) Unlifted() Record {
+	r.lift = ""
+	return r
+}
 
 // Hold says why no rotation of the application starts at now (empty when one may), and when
 // one may.
@@ -129,10 +139,10 @@ func (s *Store) Read(ctx context.Context, tenantID, appID string) (Record, error
 	return rec, nil
 }
 
-// Started records that the watch uid started a rotation of the record's application at, spending
-// a lift.
-func (s *Store) Started(ctx context.Context, rec Record, at time.Time, uid string) error {
-	if rec.Lifted() {
+// Started records that the watch uid started a rotation of the record's application at, and,
+// with spend, that it spent the admin's lift.
+func (s *Store) Started(ctx context.Context, rec Record, at time.Time, uid string, spend bool) error {
+	if spend && rec.Lifted() {
 		rec.LiftUsed = rec.lift
 	}
 	rec.LastStart, rec.LastUID = at.UTC(), uid

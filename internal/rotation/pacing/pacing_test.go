@@ -42,7 +42,7 @@ func TestAStartHoldsTheNextForADayUnlessLifted(t *testing.T) {
 	if why, _ := rec.Hold(now); why != "" {
 		t.Fatalf("an application never rotated is held: %s", why)
 	}
-	if err := s.Started(ctx, rec, now, "uid-1"); err != nil {
+	if err := s.Started(ctx, rec, now, "uid-1", false); err != nil {
 		t.Fatal(err)
 	}
 	// Another watch of the same application, its GUIDs in lower case, an hour later.
@@ -67,7 +67,7 @@ func TestAStartHoldsTheNextForADayUnlessLifted(t *testing.T) {
 	if why, _ := rec.Hold(now.Add(time.Hour)); why != "" {
 		t.Fatalf("lifted, still held: %s", why)
 	}
-	if err := s.Started(ctx, rec, now.Add(time.Hour), "uid-2"); err != nil {
+	if err := s.Started(ctx, rec, now.Add(time.Hour), "uid-2", true); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ = s.Read(ctx, tenant, app)
@@ -91,10 +91,10 @@ func TestOnlyOneOfTwoRacingStartsIsRecorded(t *testing.T) {
 		}
 		a, _ := s.Read(ctx, tenant, app)
 		b, _ := s.Read(ctx, tenant, app)
-		if err := s.Started(ctx, a, now, "uid-a"); err != nil {
+		if err := s.Started(ctx, a, now, "uid-a", false); err != nil {
 			t.Fatal(err)
 		}
-		err := s.Started(ctx, b, now, "uid-b")
+		err := s.Started(ctx, b, now, "uid-b", false)
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
 			t.Fatalf("record exists %v: second start: %v; want it refused", exists, err)
 		}

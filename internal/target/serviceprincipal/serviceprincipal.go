@@ -110,6 +110,10 @@ func (k Kind) ownerEmails(ctx context.Context, obj *v1alpha1.CredentialWatch, f 
 			if owners, err = k.mailable(ctx, obj, app, owners, known); err == nil {
 				return owners
 			}
+			// The domains owners' mail may go to are not known: nobody is mailed, not even
+			// whom an earlier version mailed without asking.
+			k.Events.Eventf(obj, corev1.EventTypeWarning, eventOwnersUnreadable, "The application's owners are not mailed: %v", err)
+			return nil
 		}
 	}
 	logr.FromContextOrDiscard(ctx).Info("Reading the application's owners failed", "error", err.Error())

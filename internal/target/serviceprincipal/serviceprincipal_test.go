@@ -64,13 +64,14 @@ func TestReadMayList(t *testing.T) {
 func TestRecordOwners(t *testing.T) {
 	known := []string{"old@example.com"}
 	for _, tc := range []struct {
-		name    string
-		mailed  bool
-		grant   access.Grant
-		owners  func() ([]string, error)
-		domains []string // the admin's; none: the tenant's verified ones
-		want    []string
-		event   string
+		name       string
+		mailed     bool
+		grant      access.Grant
+		owners     func() ([]string, error)
+		domains    []string // the admin's; none: the tenant's verified ones
+		domainsErr error
+		want       []string
+		event      string
 	}{
 		{name: "not mailed: not read", grant: grant(v1alpha1.OperationReadOwners), want: nil},
 		{name: "read", mailed: true, grant: grant(v1alpha1.OperationReadOwners), owners: func() ([]string, error) { return []string{"new@contoso.com"}, nil },
@@ -83,13 +84,16 @@ func TestRecordOwners(t *testing.T) {
 				return []string{"ada@contoso.com", "mallory@evil.example", "eve_evil.example#EXT#@contoso.onmicrosoft.com"}, nil
 			},
 			want: []string{"ada@contoso.com"}, event: "2 of the application's 3 owners are not mailed: a guest, or an address outside the tenant's verified domains"},
+		{name: "the tenant's domains unreadable: nobody", mailed: true, grant: grant(v1alpha1.OperationReadOwners),
+			owners:     func() ([]string, error) { return []string{"ada@contoso.com"}, nil },
+			domainsErr: errors.New("Organization.Read.All"), want: nil, event: "are not mailed: Organization.Read.All"},
 		{name: "the admin's domains", mailed: true, grant: grant(v1alpha1.OperationReadOwners), domains: []string{"evil.example"},
 			owners: func() ([]string, error) { return []string{"ada@contoso.com", "mallory@evil.example"}, nil },
 			want:   []string{"mallory@evil.example"}, event: "outside --owner-mail-domains"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			events := &targettest.Events{}
-			verified := func() ([]string, error) { return []string{"contoso.com", "contoso.onmicrosoft.com"}, nil }
+			verified := func() ([]string, error) { return []string{"contoso.com", "contoso.onmicrosoft.com"}, tc.domainsErr }
 			k := Kind{Azure: fakeAzure{app{OwnersFunc: tc.owners, DomainsFunc: verified}}, Events: events, OwnerDomains: tc.domains,
 				MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return tc.mailed }}
 			next := metav1.NewTime(policytest.Now.Add(time.Hour))
