@@ -104,16 +104,16 @@ func (r *CredentialWatchReconciler) reconcileCheck(ctx context.Context, w *watch
 // shows on the watches that use it at once, not at their next check.
 //
 // A check before its schedule waits a minute after the last (policy.CheckWait), and takes one of
-// its namespace's early checks (EarlyChecksPerNamespace); wait says when to look again.
+// its namespace's early checks (target.EarlyChecksPerNamespace); wait says when to look again.
 func (r *CredentialWatchReconciler) checkDue(ctx context.Context, w *watchState) (due bool, wait time.Time, err error) {
 	obj := w.obj
 	s := policy.CheckStateOf(obj, w.scanned)
 	s.Gap = r.EarlyCheckGap
 	if policy.CheckDue(s, w.now) {
 		ask := fmt.Sprintf("%d/%s/%v", obj.Generation, obj.Annotations[v1alpha1.CheckAnnotation], obj.Status.LastCheckTime)
-		if policy.EarlyCheck(s, w.now) && !r.early.allow(target.KeyOf(obj), ask, w.now) {
+		if policy.EarlyCheck(s, w.now) && !r.early.Allow(target.KeyOf(obj), ask, w.now) {
 			ctrl.LoggerFrom(ctx).V(1).Info("Check asked for before its schedule waits: the namespace made its early checks of this minute")
-			return false, w.now.Add(time.Minute / EarlyChecksPerNamespace), nil
+			return false, w.now.Add(time.Minute / target.EarlyChecksPerNamespace), nil
 		}
 		return true, time.Time{}, nil
 	}

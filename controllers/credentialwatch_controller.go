@@ -121,7 +121,7 @@ type CredentialWatchReconciler struct {
 	Issuer issuer.Probe
 
 	// early is each namespace's allowance of checks before their schedule.
-	early earlyChecks
+	early target.EarlyChecks
 	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
 	queue atomic.Pointer[wakeQueue]
 	// heldClusters are the cluster reads of pending checks, by watch.
@@ -236,7 +236,7 @@ func (r *CredentialWatchReconciler) forget(key client.ObjectKey) {
 	r.Digests.Delete(key)
 	r.Fleets.Forget(key)
 	r.heldClusters.Forget(key)
-	r.early.forget(key)
+	r.early.Forget(key)
 	r.Azure.Withdraw(askerOf(key))
 }
 

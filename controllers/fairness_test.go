@@ -12,32 +12,11 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
-func TestEarlyChecksAreANamespacesShare(t *testing.T) {
-	var e earlyChecks
-	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	for i := range EarlyChecksPerNamespace {
-		if !e.allow(types.NamespacedName{Namespace: "team-a", Name: fmt.Sprint(i)}, "1", now) {
-			t.Fatalf("early check %d of a fresh minute refused", i+1)
-		}
-	}
-	if e.allow(types.NamespacedName{Namespace: "team-a", Name: "late"}, "1", now) {
-		t.Fatalf("check %d in a minute allowed", EarlyChecksPerNamespace+1)
-	}
-	if !e.allow(types.NamespacedName{Namespace: "team-a", Name: "0"}, "1", now) {
-		t.Fatal("a check granted and not made yet is refused when it comes back")
-	}
-	if !e.allow(types.NamespacedName{Namespace: "team-b", Name: "0"}, "1", now) {
-		t.Fatal("another namespace pays for team-a's checks")
-	}
-	if !e.allow(types.NamespacedName{Namespace: "team-a", Name: "late"}, "1", now.Add(time.Minute/EarlyChecksPerNamespace)) {
-		t.Fatal("the allowance does not refill")
-	}
-}
-
 // Someone asks for a check of every watch of a namespace, again and again: each watch is read at
-// most once a minute, and the namespace at most EarlyChecksPerNamespace times a minute; the
+// most once a minute, and the namespace at most target.EarlyChecksPerNamespace times a minute; the
 // checks held back are made when the allowance refills.
 func TestAskedChecksArePaced(t *testing.T) {
 	needsAPIServer(t)
@@ -99,11 +78,11 @@ func TestAskedChecksArePaced(t *testing.T) {
 	}
 	h.step(policy.EarlyCheckGap)
 	n, back := reconcileAll()
-	if n != EarlyChecksPerNamespace || back <= 0 || back > time.Minute/EarlyChecksPerNamespace {
-		t.Fatalf("%d watches checked, the others back in %v; want %d, the others within %v", n, back, EarlyChecksPerNamespace, time.Minute/EarlyChecksPerNamespace)
+	if n != target.EarlyChecksPerNamespace || back <= 0 || back > time.Minute/target.EarlyChecksPerNamespace {
+		t.Fatalf("%d watches checked, the others back in %v; want %d, the others within %v", n, back, target.EarlyChecksPerNamespace, time.Minute/target.EarlyChecksPerNamespace)
 	}
-	h.step(time.Minute / EarlyChecksPerNamespace * (watches - EarlyChecksPerNamespace))
-	if n, _ := reconcileAll(); n != watches-EarlyChecksPerNamespace {
-		t.Fatalf("%d more checked once the allowance refilled; want %d", n, watches-EarlyChecksPerNamespace)
+	h.step(time.Minute / target.EarlyChecksPerNamespace * (watches - target.EarlyChecksPerNamespace))
+	if n, _ := reconcileAll(); n != watches-target.EarlyChecksPerNamespace {
+		t.Fatalf("%d more checked once the allowance refilled; want %d", n, watches-target.EarlyChecksPerNamespace)
 	}
 }

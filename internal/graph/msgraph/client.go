@@ -2,7 +2,6 @@ package msgraph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/google/uuid"
-	abstractions "github.com/microsoft/kiota-abstractions-go"
 	kiotaauth "github.com/microsoft/kiota-authentication-azure-go"
 	khttp "github.com/microsoft/kiota-http-go"
 	msgraphsdk "github.com/microsoftgraph/msgraph-sdk-go"
@@ -20,7 +18,6 @@ import (
 	"github.com/microsoftgraph/msgraph-sdk-go/applications"
 	"github.com/microsoftgraph/msgraph-sdk-go/applicationswithappid"
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
-	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
 	"github.com/microsoftgraph/msgraph-sdk-go/organization"
 	"github.com/microsoftgraph/msgraph-sdk-go/serviceprincipalswithappid"
 
@@ -279,50 +276,6 @@ func (c *Client) VerifiedDomains(ctx context.Context, cred azcore.TokenCredentia
 	return out, nil
 }
 
-// AddPassword adds a client secret named displayName, ending at end, to the application with
-// object ID applicationID, and returns it with its text: Graph shows the text this once.
-func (c *Client) AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error) {
-	ctx = scoped(ctx, cred)
-	svc, err := c.service(cred)
-	if err != nil {
-		return graph.NewSecret{}, err
-	}
-	pc := models.NewPasswordCredential()
-	pc.SetDisplayName(&displayName)
-	pc.SetEndDateTime(&end)
-	body := applications.NewItemAddPasswordPostRequestBody()
-	body.SetPasswordCredential(pc)
-	got, err := svc.Applications().ByApplicationId(applicationID).AddPassword().Post(ctx, body, nil)
-	if err != nil {
-		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: %w", applicationID, classify(err, needsWrite))
-	}
-	secret := graph.NewSecret{KeyID: uuidString(got.GetKeyId()), Text: deref(got.GetSecretText()), Hint: deref(got.GetHint()),
-		Start: derefTime(got.GetStartDateTime()), End: derefTime(got.GetEndDateTime())}
-	if secret.KeyID == "" || secret.Text == "" {
-		return graph.NewSecret{}, fmt.Errorf("adding a secret to application %s: Graph's answer holds no keyId or secretText", applicationID)
-	}
-	return secret, nil
-}
-
-// RemovePassword removes the client secret keyID from the application with object ID applicationID.
-func (c *Client) RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error {
-	ctx = scoped(ctx, cred)
-	svc, err := c.service(cred)
-	if err != nil {
-		return err
-	}
-	id, err := uuid.Parse(keyID)
-	if err != nil {
-		return fmt.Errorf("removing secret %q: not a keyId: %w", keyID, err)
-	}
-	body := applications.NewItemRemovePasswordPostRequestBody()
-	body.SetKeyId(&id)
-	if err := svc.Applications().ByApplicationId(applicationID).RemovePassword().Post(ctx, body, nil); err != nil {
-		return fmt.Errorf("removing secret %s from application %s: %w", keyID, applicationID, classify(err, needsWrite))
-	}
-	return nil
-}
-
 // credentialHolder is what applications and service principals share that a watch reads.
 type credentialHolder interface {
 	GetId() *string
@@ -365,50 +318,6 @@ func convert(src graph.Source, obj credentialHolder) []graph.Credential {
 		})
 	}
 	return out
-}
-
-// classify turns an SDK or transport error into an azerr.Error, a refusal naming needs; nil stays
-// nil.
-func classify(err error, needs string) error {
-	if err == nil {
-		return nil
-	}
-	var ge *azerr.Error
-	if errors.As(err, &ge) {
-		return ge.Needing(needs)
-	}
-	var odata *odataerrors.ODataError
-	if errors.As(err, &odata) {
-		ge := &azerr.Error{Status: odata.GetStatusCode(), Err: err}
-		if main := odata.GetErrorEscaped(); main != nil {
-			ge.Code = deref(main.GetCode())
-		}
-		ge.Kind = azerr.KindOfStatus(ge.Status)
-		ge.RetryAfter = retryAfter(odata.GetResponseHeaders())
-		return ge.Needing(needs)
-	}
-	var api *abstractions.ApiError
-	if errors.As(err, &api) {
-		ge := &azerr.Error{Kind: azerr.KindOfStatus(api.ResponseStatusCode), Status: api.ResponseStatusCode, RetryAfter: retryAfter(api.ResponseHeaders), Err: err}
-		return ge.Needing(needs)
-	}
-	if ue := azerr.Unanswered(err); ue != nil {
-		return ue
-	}
-	return &azerr.Error{Kind: azerr.KindOther, Err: err}
-}
-
-// retryAfter reads Retry-After from the headers Kiota keeps of a failed response.
-func retryAfter(h *abstractions.ResponseHeaders) time.Duration {
-	if h == nil {
-		return 0
-	}
-	for _, v := range h.Get("Retry-After") {
-		if d := azerr.RetryAfterSeconds(v); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 func deref(s *string) string {

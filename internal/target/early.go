@@ -1,4 +1,4 @@
-package controllers
+package target
 
 import (
 	"sync"
@@ -14,20 +14,20 @@ import (
 // such a check at most once a minute besides (policy.EarlyCheckGap).
 const EarlyChecksPerNamespace = 10
 
-// earlyChecks is each namespace's allowance of early checks, refilled at
+// EarlyChecks is each namespace's allowance of early checks, refilled at
 // EarlyChecksPerNamespace a minute, and the checks it granted that have not been made yet (a
 // read the planner answers later comes back for its check, which is paid for already). Held in
 // memory: a restarted operator grants a full allowance once, which its own restart costs far
-// more than.
-type earlyChecks struct {
+// more than. The zero value is ready to use.
+type EarlyChecks struct {
 	mu      sync.Mutex
 	by      map[string]*rate.Limiter
 	granted map[types.NamespacedName]string
 }
 
-// allow takes one early check of the watch key's namespace's allowance at now, if there is one
+// Allow takes one early check of the watch key's namespace's allowance at now, if there is one
 // left, for the check that ask names; a check granted before for the same ask is allowed again.
-func (e *earlyChecks) allow(key types.NamespacedName, ask string, now time.Time) bool {
+func (e *EarlyChecks) Allow(key types.NamespacedName, ask string, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.by == nil {
@@ -48,8 +48,8 @@ func (e *earlyChecks) allow(key types.NamespacedName, ask string, now time.Time)
 	return true
 }
 
-// forget drops what is held of the deleted watch key.
-func (e *earlyChecks) forget(key types.NamespacedName) {
+// Forget drops what is held of the deleted watch key.
+func (e *EarlyChecks) Forget(key types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.granted, key)
