@@ -71,12 +71,6 @@ func RotationRequested(annotation string, last *v1alpha1.LastRotation) bool {
 	return annotation != "" && (last == nil || last.Request != annotation)
 }
 
-// NewSecretName names a rotation's new secret in Graph: recognisably this watch's (removeOld
-// relies on the prefix), unique per start time, within Graph's length limit.
-func NewSecretName(watchUID string, now time.Time) string {
-	return WatchPrefix(watchUID) + now.UTC().Format("20060102T150405Z")
-}
-
 // SecretPrefix starts the display name of every secret a watch's rotations create. It is hashed
 // from the cluster's ID (its kube-system namespace's UID), the watch's namespace and name, and
 // the AKS cluster the secrets are reset onto (empty for a service principal): a watch deleted and

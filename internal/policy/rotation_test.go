@@ -67,13 +67,6 @@ func TestRetirable(t *testing.T) {
 	}
 }
 
-func TestNewSecretName(t *testing.T) {
-	got := NewSecretName("0e4d2c1b-9a8f-4e7d-b6c5-a4b3c2d1e0f9", now)
-	if got != "credwatch-0e4d2c1b-20261202T120000Z" || len(got) > 90 {
-		t.Errorf("NewSecretName = %q", got)
-	}
-}
-
 func TestBackoffs(t *testing.T) {
 	if PropagationBackoff(1) != 5*time.Second || PropagationBackoff(3) != 20*time.Second || PropagationBackoff(100) != 2*time.Minute {
 		t.Error("PropagationBackoff: want 5s, doubling, capped at 2m")

@@ -328,14 +328,22 @@ func (ro *Run) paused(err error) (time.Time, error) {
 	return time.Time{}, nil
 }
 
-// prefixes start the names of every secret of the watch's: under today's naming, and under the
-// watch's UID, as rotations named them before.
+// prefixes start the names of every secret of the watch's: under today's naming, which names the
+// AKS cluster too, and, for a watch whose spec was never edited (generation 1), under its UID, as
+// rotations named them before: only then is the target the one such a secret was made for. An
+// edited watch may have moved from an AKS cluster to its service principal, and would retire the
+// secret the old cluster still signs in with; its secrets of the earlier naming are left to
+// people (README, Upgrading).
 func (ro *Run) prefixes() []string {
 	var cluster string
 	if c := ro.pin.Cluster; c != nil {
 		cluster = c.SubscriptionID + "/" + c.ResourceGroup + "/" + c.Name
 	}
-	return []string{policy.SecretPrefix(ro.e.ClusterID, ro.obj.Namespace, ro.obj.Name, cluster), policy.WatchPrefix(string(ro.obj.UID))}
+	own := []string{policy.SecretPrefix(ro.e.ClusterID, ro.obj.Namespace, ro.obj.Name, cluster)}
+	if ro.obj.Generation == 1 {
+		own = append(own, policy.WatchPrefix(string(ro.obj.UID)))
+	}
+	return own
 }
 
 func (ro *Run) store() Store { return ro.e.Store(ro.spec.SecretRef.Name, ro.pin) }

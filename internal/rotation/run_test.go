@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/target"
 )
@@ -286,5 +288,28 @@ func TestRunReleasedRetirementIsAdopted(t *testing.T) {
 	}
 	if rw.adds != 1 {
 		t.Fatalf("%d secrets added; adopting adds none", rw.adds)
+	}
+}
+
+// A secret named under the watch's UID, as earlier versions named them, was made for the target
+// the watch named then: only a watch never edited since is sure to name the same one.
+func TestRunClaimsEarlierNamingOnlyUnedited(t *testing.T) {
+	for _, tc := range []struct {
+		generation int64
+		claims     bool
+	}{{1, true}, {2, false}} {
+		rw := newRunWorld(t, v1alpha1.RotationApply)
+		rw.obj.Generation = tc.generation
+		run, err := NewRun(rw.obj, rw.now, rw.edges())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := run.prefixes()
+		if claims := slices.Contains(got, policy.WatchPrefix("uid")); claims != tc.claims {
+			t.Errorf("generation %d: prefixes %q claim the earlier naming: %v, want %v", tc.generation, got, claims, tc.claims)
+		}
+		if got[0] != policy.SecretPrefix("cluster", "team-a", "payments", "") {
+			t.Errorf("generation %d: prefixes %q do not start with today's", tc.generation, got)
+		}
 	}
 }
