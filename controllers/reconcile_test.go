@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -538,43 +539,37 @@ func storedSecret() *corev1.Secret {
 		Data: map[string][]byte{"clientID": []byte(unitApp), "clientSecret": []byte("nEw~secret"), "keyID": []byte("k-new")}}
 }
 
-// An identity that stops allowing a rotation in progress pauses it where it is, saying why, and
-// nothing is asked of Azure; allowed again, it goes on from that step.
-func TestUnitRotationPausesWhenItsIdentityNoLongerAllowsIt(t *testing.T) {
+// An identity that stops allowing Rotate while the rotation's new secret is not used yet
+// withdraws the rotation: the secret leaves Graph, nothing signs in with it, and the event says
+// why. (Once the secret may be in use, the rotation waits for Rotate instead: rotation's
+// TestRunRevokedRotateWithdrawsAnUnusedSecret.)
+func TestUnitRotationRevokedWithdrawsItsUnusedSecret(t *testing.T) {
 	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
 	w.Spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "graph-reader"}
 	id := teamIdentity(func(s *v1alpha1.IdentitySpec) {}) // Watch only: Rotate was taken away
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"}, Data: map[string][]byte{"clientSecret": []byte("x")}}
 	signIns := 0
-	u := newUnit(t, &azurefake.Azure{SignInFunc: func(context.Context, azure.Identity) error { signIns++; return nil }}, w, storedSecret(), id, secret)
-
-	w, _ = u.reconcile()
-	st := w.Status.Rotation
-	if st == nil || st.Step != v1alpha1.StepSecretStored || st.Failures != 0 || signIns != 0 {
-		t.Fatalf("status.rotation = %+v after %d sign-ins, want it left at SecretStored, untouched", st, signIns)
-	}
-	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
-	if c := target.Condition(w, v1alpha1.ConditionRotating); !strings.Contains(c.Message, "waits at step SecretStored") || !strings.Contains(c.Message, "allow.operations does not list Rotate") {
-		t.Errorf("Rotating says %q, want where it waits and the rule", c.Message)
-	}
-	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], v1alpha1.ReasonIdentityNotAllowed) {
-		t.Errorf("events %q, want one IdentityNotAllowed", ev)
-	}
-
-	id.Spec.Allow.Operations = []v1alpha1.Operation{v1alpha1.OperationRotate}
-	if err := u.c.Update(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
-	u.r.Azure = &azurefake.Azure{
+	var removed []string
+	u := newUnit(t, &azurefake.Azure{
 		ApplicationFunc: func(azure.Identity, graph.AppRef) (graph.AppClient, error) {
-			// Graph does not list the new secret yet: there is no hint to check its text against.
-			return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) { return graph.Snapshot{}, nil }}, nil
+			return &azurefake.App{
+				ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) {
+					return graph.Snapshot{AppID: unitApp, ApplicationObjectID: "a0e1", Credentials: []graph.Credential{
+						{KeyID: "k-new", Type: graph.Password, Source: graph.Application, DisplayName: "credwatch-2b9c0c1e-20261203T085900Z"}}}, nil
+				},
+				RemovePasswordFunc: func(_ context.Context, keyID string) error { removed = append(removed, keyID); return nil },
+			}, nil
 		},
 		SignInFunc: func(context.Context, azure.Identity) error { signIns++; return nil },
-	}
+	}, w, storedSecret(), id, secret)
+
 	w, _ = u.reconcile()
-	if st := w.Status.Rotation; signIns != 1 || st == nil || st.Step == v1alpha1.StepSecretStored {
-		t.Errorf("status.rotation = %+v after %d sign-ins, want the new secret verified and the rotation moved on", st, signIns)
+	if w.Status.Rotation != nil || !slices.Equal(removed, []string{"k-new"}) || signIns != 0 {
+		t.Fatalf("status.rotation = %+v, removed %q after %d sign-ins; want the rotation withdrawn and its secret removed, unused", w.Status.Rotation, removed, signIns)
+	}
+	wantCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationAborted)
+	if ev := u.events(); len(ev) != 1 || !strings.Contains(ev[0], "no longer allows Rotate") {
+		t.Errorf("events %q, want one saying the rotation was withdrawn as Rotate is no longer allowed", ev)
 	}
 }
 

@@ -241,19 +241,48 @@ func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Tim
 	if t := st.NextAttemptTime; t != nil && ro.now.Before(t.Time) {
 		return t.Time, nil
 	}
-	return ro.drive(ctx, st, true, changed, func(ctx context.Context, m *Machine) (Result, error) {
+	g, err := ro.authorize(ctx, true)
+	if err != nil {
+		if wg, ok := ro.revoked(ctx, st); ok {
+			return ro.drive(ctx, st, wg, "", func(ctx context.Context, m *Machine) (Result, error) {
+				return m.Abort(ctx, st, whyRevoked)
+			})
+		}
+		return ro.paused(err)
+	}
+	return ro.drive(ctx, st, g, changed, func(ctx context.Context, m *Machine) (Result, error) {
 		return m.Advance(ctx, st)
 	})
 }
 
-// drive runs act on a machine for the rotation st, once the watch's identity allows rotating the
-// application (and, with reset, resetting its cluster), and applies the result.
-func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, reset bool, changed string,
-	act func(context.Context, *Machine) (Result, error)) (time.Time, error) {
-	g, err := ro.authorize(ctx, reset)
-	if err != nil {
-		return ro.paused(err)
+// whyRevoked says who withdrew a rotation whose identity no longer allows Rotate.
+const whyRevoked = "its identity no longer allows Rotate: the new secret, which nothing used yet, is removed, as removing it takes away rights rather than using them"
+
+// revoked reports whether the rotation st is withdrawn because its identity no longer allows
+// Rotate, with the grant that removes its secret. Until its secret may be in use (Abortable),
+// removing it leaves Azure as it was before the rotation, and a secret left live in Graph and in
+// the staging Secret is what the admin's revocation meant to end; the identity must still allow
+// watching the application. Later, the rotation waits for Rotate to be allowed again, since
+// only finishing it retires the old secrets safely.
+func (ro *Run) revoked(ctx context.Context, st v1alpha1.RotationStatus) (access.Grant, bool) {
+	if Abortable(st) != nil {
+		return access.Grant{}, false
 	}
+	g, err := ro.e.Grant(ctx)
+	if err != nil {
+		return access.Grant{}, false
+	}
+	var refusal *access.Refusal
+	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); !errors.As(err, &refusal) {
+		return access.Grant{}, false
+	}
+	return g, g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}) == nil
+}
+
+// drive runs act on a machine for the rotation st with the watch's identity g, which allows it,
+// and applies the result.
+func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, g access.Grant, changed string,
+	act func(context.Context, *Machine) (Result, error)) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	m, err := ro.machine(ctx, g)
@@ -267,7 +296,11 @@ func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, reset bool
 // abort withdraws the rotation st: only the identity's right to rotate the application is needed
 // to remove the secret the rotation added.
 func (ro *Run) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
-	return ro.drive(ctx, st, false, "", func(ctx context.Context, m *Machine) (Result, error) {
+	g, err := ro.authorize(ctx, false)
+	if err != nil {
+		return ro.paused(err)
+	}
+	return ro.drive(ctx, st, g, "", func(ctx context.Context, m *Machine) (Result, error) {
 		return m.Abort(ctx, st, why)
 	})
 }

@@ -21,11 +21,13 @@ import (
 // runWorld is the world of the machine's tests, with the watch and the edges of a Run around it.
 type runWorld struct {
 	*world
-	obj        *v1alpha1.CredentialWatch
-	grantErr   error
-	ops        []v1alpha1.Operation
-	finalizer  []bool
-	clientsErr error
+	obj      *v1alpha1.CredentialWatch
+	grantErr error
+	ops      []v1alpha1.Operation
+	// appsAllowed replaces the identity's allow.applications when set.
+	appsAllowed []string
+	finalizer   []bool
+	clientsErr  error
 	// pace is the application's record; paceLog, what the run did to it, in order.
 	pace    pacing.Record
 	paceLog []string
@@ -51,10 +53,14 @@ func newRunWorld(t *testing.T, mode v1alpha1.RotationMode) *runWorld {
 
 func (rw *runWorld) edges() Edges {
 	m := rw.machine(false)
+	apps := []string{testApp}
+	if rw.appsAllowed != nil {
+		apps = rw.appsAllowed
+	}
 	return Edges{
 		Grant: func(context.Context) (access.Grant, error) {
 			return access.Grant{Namespace: access.Namespace{Name: "team-a"}, Identity: access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team-a", Name: "id",
-				Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: []string{testApp}, Operations: rw.ops}}}}, rw.grantErr
+				Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: apps, Operations: rw.ops}}}}, rw.grantErr
 		},
 		Clients: func(context.Context, access.Grant, Pin) (Clients, error) {
 			return Clients{App: m.App, SignIn: m.SignIn}, rw.clientsErr
@@ -143,6 +149,51 @@ func TestRunPaused(t *testing.T) {
 	rw.grantErr = &target.KubernetesError{Err: errors.New("connection refused")}
 	if _, err := rw.reconcile(); err == nil {
 		t.Fatal("want the API server's failure returned")
+	}
+}
+
+// An identity that no longer allows Rotate withdraws the rotation whose new secret nothing uses
+// yet: the secret leaves Graph and the staging Secret, and the event says why. Once the secret is
+// in use, the rotation waits for Rotate again instead.
+func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		step      v1alpha1.RotationStep
+		ops       []v1alpha1.Operation
+		withdrawn bool
+	}{
+		{"secret stored, Rotate revoked", v1alpha1.StepSecretStored, nil, true},
+		{"secret in use, Rotate revoked", v1alpha1.StepRetiring, nil, false},
+		{"secret stored, the identity refuses the application", v1alpha1.StepSecretStored, []v1alpha1.Operation{v1alpha1.OperationRotate}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := newRunWorld(t, v1alpha1.RotationApply)
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			added := rw.obj.Status.Rotation.KeyID
+			rw.obj.Status.Rotation.Step = tc.step
+			rw.ops, rw.events = tc.ops, nil
+			rw.now = rw.now.Add(time.Minute) // past the sign-in check's next attempt
+			if tc.ops != nil {
+				rw.appsAllowed = []string{"00000000-0000-0000-0000-00000000beef"}
+			}
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			c := target.Condition(rw.obj, v1alpha1.ConditionRotating)
+			withdrawn := !rw.listed(added) && rw.discards == 1 && rw.abandoned
+			if withdrawn != tc.withdrawn {
+				t.Fatalf("secret %s listed %v, %d discards, abandoned %v (Rotating %s: %s); want withdrawn %v",
+					added, rw.listed(added), rw.discards, rw.abandoned, c.Reason, c.Message, tc.withdrawn)
+			}
+			if tc.withdrawn && (c.Reason != v1alpha1.ReasonRotationAborted || len(rw.events) != 1 || !strings.Contains(rw.events[0], "no longer allows Rotate")) {
+				t.Fatalf("Rotating %s, events %q; want the abort told with its cause", c.Reason, rw.events)
+			}
+			if !tc.withdrawn && (c.Reason != v1alpha1.ReasonIdentityNotAllowed || rw.obj.Status.Rotation == nil) {
+				t.Fatalf("Rotating %s, rotation %+v; want it paused where it was", c.Reason, rw.obj.Status.Rotation)
+			}
+		})
 	}
 }
 
