@@ -20,7 +20,6 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/identity"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -72,7 +71,7 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 	other := newNamespace(t)
 	for _, ns := range []string{team, other} {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graph",
-			Annotations: map[string]string{identity.AnnotationWorkloadIdentityClientID: wiClient}}}
+			Annotations: map[string]string{v1alpha1.IdentityConsentAnnotation: ns + "/team"}}}
 		if err := k8s.Create(ctx, sa); err != nil {
 			t.Fatal(err)
 		}
@@ -125,19 +124,20 @@ func TestWorkloadIdentityEndToEnd(t *testing.T) {
 	}
 
 	fake.ResetRequests()
-	// A ServiceAccount that does not name the client in its annotation has no token minted for
-	// it: whoever may create an identity may not borrow any ServiceAccount's tokens.
+	// A ServiceAccount that does not name the identity in its consent has no token minted for
+	// it, even with Azure Workload Identity's own annotation, which every ServiceAccount it serves
+	// carries: whoever may create an identity may not borrow any ServiceAccount's tokens.
 	var sa corev1.ServiceAccount
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: team, Name: "graph"}, &sa); err != nil {
 		t.Fatal(err)
 	}
-	sa.Annotations = nil
+	sa.Annotations = map[string]string{"azure.workload.identity/client-id": wiClient}
 	if err := k8s.Update(ctx, &sa); err != nil {
 		t.Fatal(err)
 	}
 	h.step(2 * time.Hour)
-	if c := ready(team); c.Reason != v1alpha1.ReasonServiceAccountTokenFailed || !strings.Contains(c.Message, "does not consent to sign in as client "+wiClient) {
-		t.Errorf("a ServiceAccount without the annotation: Ready %+v, want ServiceAccountTokenFailed saying what to annotate", c)
+	if c := ready(team); c.Reason != v1alpha1.ReasonServiceAccountTokenFailed || !strings.Contains(c.Message, "annotate it credwatch.dev/identity="+team+"/team") {
+		t.Errorf("a ServiceAccount without the consent: Ready %+v, want ServiceAccountTokenFailed saying what to annotate", c)
 	}
 
 	// Without its ServiceAccount, no token is minted, and the identity says what to fix.

@@ -107,9 +107,14 @@ func (failingReader) Get(context.Context, client.ObjectKey, client.Object, ...cl
 func TestSignInsIdentity(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "sp"}, Data: map[string][]byte{"clientSecret": []byte("s3cret")}}
 	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "empty"}}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "wi", Annotations: map[string]string{AnnotationWorkloadIdentityClientID: "CLIENT"}}}
-	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other"}}
-	s := SignIns{Secrets: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(secret, empty, sa, other).Build()}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "wi",
+		Annotations: map[string]string{v1alpha1.IdentityConsentAnnotation: "team/reader, team/id"}}}
+	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other",
+		Annotations: map[string]string{v1alpha1.IdentityConsentAnnotation: "team/id2,id"}}}
+	// Azure Workload Identity's annotation, on every ServiceAccount it serves: no consent.
+	legacy := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "legacy",
+		Annotations: map[string]string{legacyConsent: "client"}}}
+	s := SignIns{Secrets: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(secret, empty, sa, other, legacy).Build()}
 
 	withSecret := func(name string) access.Identity {
 		return access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "id", Spec: v1alpha1.IdentitySpec{
@@ -128,8 +133,9 @@ func TestSignInsIdentity(t *testing.T) {
 		{"client secret", withSecret("sp"), ""},
 		{"secret missing", withSecret("gone"), v1alpha1.ReasonCredentialSecretInvalid},
 		{"secret without the key", withSecret("empty"), v1alpha1.ReasonCredentialSecretInvalid},
-		{"workload identity the ServiceAccount consents to, whatever the case", withSA("wi"), ""},
-		{"ServiceAccount that does not consent", withSA("other"), v1alpha1.ReasonServiceAccountTokenFailed},
+		{"workload identity the ServiceAccount consents to, among others", withSA("wi"), ""},
+		{"ServiceAccount consenting to other identities", withSA("other"), v1alpha1.ReasonServiceAccountTokenFailed},
+		{"ServiceAccount with only the workload-identity webhook's annotation", withSA("legacy"), v1alpha1.ReasonServiceAccountTokenFailed},
 		{"ServiceAccount missing", withSA("gone"), v1alpha1.ReasonServiceAccountTokenFailed},
 		{"a namespace's identity as the operator", asOperator, v1alpha1.ReasonAuthenticationFailed},
 	} {
@@ -148,6 +154,18 @@ func TestSignInsIdentity(t *testing.T) {
 				t.Fatalf("the failure %q quotes the secret", err)
 			}
 		})
+	}
+}
+
+// A ServiceAccount that consented the earlier way is told how to consent now.
+func TestConsentRefusalSaysWhatToWrite(t *testing.T) {
+	legacy := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "wi", Annotations: map[string]string{legacyConsent: "client"}}}
+	s := SignIns{Secrets: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(legacy).Build()}
+	id := access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "reader", Spec: v1alpha1.IdentitySpec{
+		WorkloadIdentity: &v1alpha1.WorkloadIdentitySignIn{ClientID: "client", ServiceAccountRef: v1alpha1.LocalRef{Name: "wi"}}}}
+	_, err := s.Identity(context.Background(), id, "tenant")
+	if err == nil || !strings.Contains(err.Error(), "credwatch.dev/identity=team/reader") || !strings.Contains(err.Error(), legacyConsent+" no longer consents") {
+		t.Fatalf("Identity = %v; want the annotation to write and why the old one is refused", err)
 	}
 }
 

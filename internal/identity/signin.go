@@ -55,7 +55,7 @@ func (s SignIns) Identity(ctx context.Context, id access.Identity, tenantID stri
 	switch {
 	case spec.WorkloadIdentity != nil:
 		w := spec.WorkloadIdentity
-		if err := s.serviceAccountConsents(ctx, id, types.NamespacedName{Namespace: ns, Name: w.ServiceAccountRef.Name}, w.ClientID); err != nil {
+		if err := s.serviceAccountConsents(ctx, id, types.NamespacedName{Namespace: ns, Name: w.ServiceAccountRef.Name}); err != nil {
 			return azure.Identity{}, err
 		}
 		return azure.WorkloadIdentity(tenantID, w.ClientID, ns, w.ServiceAccountRef.Name), nil
@@ -78,9 +78,10 @@ func (s SignIns) Identity(ctx context.Context, id access.Identity, tenantID stri
 	return azure.Identity{}, errors.New(id.String() + " names no way to sign in")
 }
 
-// AnnotationWorkloadIdentityClientID is the annotation by which a ServiceAccount names the
-// application its tokens sign in as, as Azure Workload Identity's webhook reads it.
-const AnnotationWorkloadIdentityClientID = "azure.workload.identity/client-id"
+// legacyConsent is the annotation by which a ServiceAccount consented before
+// v1alpha1.IdentityConsentAnnotation: Azure Workload Identity's webhook reads it, so every
+// workload-identity ServiceAccount carries it, and it says nothing of who may borrow it.
+const legacyConsent = "azure.workload.identity/client-id"
 
 // ServiceAccountError is the ServiceAccount a workload identity names being missing, or not
 // consenting to sign in as its client.
@@ -91,10 +92,12 @@ func (e *ServiceAccountError) Error() string { return e.msg }
 // Reason is ReasonIdentityNotReady: for the watch, its identity cannot sign in.
 func (e *ServiceAccountError) Reason() string { return v1alpha1.ReasonIdentityNotReady }
 
-// serviceAccountConsents checks that the ServiceAccount names clientID in its workload identity
-// annotation. Whoever may create an identity may not mint that ServiceAccount's tokens: its own
-// annotation, which only those who may edit it set, is what lets the operator do so for them.
-func (s SignIns) serviceAccountConsents(ctx context.Context, id access.Identity, key types.NamespacedName, clientID string) error {
+// serviceAccountConsents checks that the ServiceAccount names the identity id in its consent
+// annotation (v1alpha1.IdentityConsentAnnotation). Whoever may create an identity may not mint
+// that ServiceAccount's tokens: its own annotation, which only those who may edit it set, is
+// what lets the operator do so for them, and it names the identity, not only the client, which
+// any identity of the namespace could name.
+func (s SignIns) serviceAccountConsents(ctx context.Context, id access.Identity, key types.NamespacedName) error {
 	var sa corev1.ServiceAccount
 	if err := s.Secrets.Get(ctx, key, &sa); err != nil {
 		switch {
@@ -106,11 +109,25 @@ func (s SignIns) serviceAccountConsents(ctx context.Context, id access.Identity,
 		}
 		return &target.KubernetesError{Err: fmt.Errorf("reading ServiceAccount %s: %w", key, err)}
 	}
-	if !strings.EqualFold(sa.Annotations[AnnotationWorkloadIdentityClientID], clientID) {
-		return &ServiceAccountError{fmt.Sprintf("ServiceAccount %s does not consent to sign in as client %s: annotate it %s=%s",
-			key, clientID, AnnotationWorkloadIdentityClientID, clientID)}
+	want := ConsentName(id)
+	for _, named := range strings.Split(sa.Annotations[v1alpha1.IdentityConsentAnnotation], ",") {
+		if strings.TrimSpace(named) == want {
+			return nil
+		}
 	}
-	return nil
+	msg := fmt.Sprintf("ServiceAccount %s does not consent to sign in for %s: annotate it %s=%s", key, id, v1alpha1.IdentityConsentAnnotation, want)
+	if _, ok := sa.Annotations[legacyConsent]; ok {
+		msg += fmt.Sprintf(" (%s no longer consents: every workload-identity ServiceAccount carries it; README, Upgrading)", legacyConsent)
+	}
+	return &ServiceAccountError{msg}
+}
+
+// ConsentName is how a ServiceAccount's consent annotation names the identity id.
+func ConsentName(id access.Identity) string {
+	if id.Namespace != "" {
+		return id.Namespace + "/" + id.Name
+	}
+	return id.Name
 }
 
 // secretData reads the Secret key names, all of which must be there and non-empty.

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -247,6 +248,33 @@ func TestDefaultIdentityAllowsWatchOnly(t *testing.T) {
 				t.Errorf("the manager is not told its default identity: %s", args)
 			}
 		})
+	}
+}
+
+// TestTokenMintingBoundToListedServiceAccounts: an entry of workloadIdentityNamespaces that lists
+// its ServiceAccounts lets the operator mint their tokens only, by resourceNames.
+func TestTokenMintingBoundToListedServiceAccounts(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "wi.yaml")
+	if err := os.WriteFile(values, []byte("workloadIdentityNamespaces: [team-b, {namespace: team-a, serviceAccounts: [credwatch]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, obj := range render(t, values) {
+		if obj.GetKind() != "Role" || obj.GetName() != "credwatch-workload-identity" {
+			continue
+		}
+		var role rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		got[role.Namespace] = ruleSet(role.Namespace, role.Rules)
+	}
+	want := map[string][]string{
+		"team-a": {"team-a /serviceaccounts/token:create@credwatch", "team-a /serviceaccounts:get@credwatch"},
+		"team-b": {"team-b /serviceaccounts/token:create", "team-b /serviceaccounts:get"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("workload-identity roles %v, want %v", got, want)
 	}
 }
 

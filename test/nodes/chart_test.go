@@ -234,7 +234,7 @@ func teamIdentity(ctx context.Context, t *testing.T) {
 		Keys: func() ([]byte, error) { return jwks, nil },
 	})
 	create(ctx, t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "credwatch", Namespace: "team-a",
-		Annotations: map[string]string{"azure.workload.identity/client-id": teamClient}}})
+		Annotations: map[string]string{credwatchv1alpha1.IdentityConsentAnnotation: "team-a/team-a-graph"}}})
 	id := &credwatchv1alpha1.AzureIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a-graph", Namespace: "team-a"},
 		Spec: credwatchv1alpha1.AzureIdentitySpec{IdentitySpec: credwatchv1alpha1.IdentitySpec{
