@@ -131,7 +131,9 @@ type SMTPServer struct {
 	// +kubebuilder:validation:MaxLength=254
 	From string `json:"from"`
 
-	// AuthSecretRef names a Secret with keys username and password for SMTP AUTH.
+	// AuthSecretRef names a Secret with keys username and password for SMTP AUTH. In a watch's
+	// own alerts the Secret must be labelled credwatch.dev/smtp-auth=true (SMTPAuthLabel): the
+	// relay the watch names gets the password.
 	// +optional
 	AuthSecretRef *corev1.LocalObjectReference `json:"authSecretRef,omitempty"`
 
@@ -202,3 +204,8 @@ type AlertsStatus struct {
 	// +optional
 	Failing []ChannelFailure `json:"failing,omitempty"`
 }
+
+// SMTPAuthLabel, set to "true" on a Secret, lets a watch's own email channel send its username
+// and password to the SMTP relay the watch names. Without it, any Secret of the namespace with
+// those keys would go to any relay whoever may create a watch chose.
+const SMTPAuthLabel = "credwatch.dev/smtp-auth"

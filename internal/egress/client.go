@@ -14,6 +14,10 @@ import (
 // not permit. Each address a name resolves to is judged as the connection to it is made.
 func (p Policy) Dialer() *net.Dialer { return p.dialer(false) }
 
+// PlainDialer returns a dialer for protocols in the clear, such as SMTP without TLS: besides what
+// Dialer refuses, it refuses every address the policy does not allowlist, as plain http is.
+func (p Policy) PlainDialer() *net.Dialer { return p.dialer(true) }
+
 // dialer judges, in Control, the resolved address it is about to connect to; when plain is set,
 // as a destination of plain http.
 func (p Policy) dialer(plain bool) *net.Dialer {

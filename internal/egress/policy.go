@@ -15,10 +15,13 @@ var refused = mustPrefixes(
 	"168.63.129.16/32", // Azure's host endpoint (WireServer), which every Azure VM reaches
 	"169.254.0.0/16",   // link-local: the instance metadata service at 169.254.169.254
 	"172.16.0.0/12",    // private (RFC 1918)
+	"192.0.0.0/24",     // IETF protocol assignments (RFC 6890): DS-Lite and NAT64 discovery, not hosts
 	"192.168.0.0/16",   // private (RFC 1918)
 	"224.0.0.0/4",      // multicast
 	"240.0.0.0/4",      // reserved, and the broadcast address 255.255.255.255
 	"::/96",            // unspecified (::), loopback (::1) and the IPv4-compatible addresses
+	"64:ff9b:1::/48",   // local-use NAT64 (RFC 8215): where the IPv4 address sits is the network's choice
+	"2002::/16",        // 6to4 (RFC 3056): the relay leads to the IPv4 address inside, private ones too
 	"fc00::/7",         // unique-local
 	"fe80::/10",        // link-local
 	"ff00::/8",         // multicast
@@ -65,7 +68,7 @@ func (p Policy) check(a netip.Addr, plain bool) error {
 	case !p.Permits(a):
 		return &RefusedError{}
 	case plain && !p.Allowlisted(a):
-		return &RefusedError{plainHTTP: true}
+		return &RefusedError{plain: true}
 	}
 	return nil
 }
@@ -86,13 +89,13 @@ func canonical(a netip.Addr) netip.Addr {
 // address a name resolved to, and whether anything answered there, is what a port scan through
 // the watch's conditions would want to learn.
 type RefusedError struct {
-	// plainHTTP: the address may be reached, but over https only.
-	plainHTTP bool
+	// plain: the address may be reached, but encrypted only.
+	plain bool
 }
 
 func (e *RefusedError) Error() string {
-	if e.plainHTTP {
-		return "plain http refused by the operator's destination policy: use https"
+	if e.plain {
+		return "unencrypted connection refused by the operator's destination policy: use https, or TLS for SMTP"
 	}
 	return "refused by the operator's destination policy"
 }

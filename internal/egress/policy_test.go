@@ -72,6 +72,14 @@ func TestPermits(t *testing.T) {
 		{addr: "::ffff:20.50.2.1", wantPermit: true},
 		{addr: "64:ff9b::a9fe:a9fe"},
 		{addr: "64:ff9b::1432:201", wantPermit: true},
+		// Other ways to an IPv4 address that cannot be judged as one are refused.
+		{addr: "64:ff9b:1::a9fe:a9fe"},
+		{addr: "64:ff9b:1:ffff::1"},
+		{addr: "2002:a9fe:a9fe::1"},
+		{addr: "2002:1432:201::1"},
+		{addr: "192.0.0.1"},
+		{addr: "192.0.0.170"},
+		{addr: "192.0.1.1", wantPermit: true},
 		// An allowance lets a built-in range through, in every spelling, and allows plain http.
 		{addr: "127.0.0.1", policy: loopback, wantPermit: true, wantAllowlisted: true},
 		{addr: "::ffff:127.0.0.1", policy: loopback, wantPermit: true, wantAllowlisted: true},
@@ -110,7 +118,7 @@ func TestCheck(t *testing.T) {
 		wantErr string
 	}{
 		"https to a public address":  {addr: "20.50.2.1"},
-		"http to a public address":   {addr: "20.50.2.1", plain: true, wantErr: "plain http refused by the operator's destination policy: use https"},
+		"http to a public address":   {addr: "20.50.2.1", plain: true, wantErr: "unencrypted connection refused by the operator's destination policy: use https, or TLS for SMTP"},
 		"http to an allowlisted one": {addr: "127.0.0.1", plain: true},
 		"https to a refused address": {addr: "169.254.169.254", wantErr: "refused by the operator's destination policy"},
 		"http to a refused address":  {addr: "169.254.169.254", plain: true, wantErr: "refused by the operator's destination policy"},

@@ -66,6 +66,10 @@ const watchTimeout = 15 * time.Second
 type reach struct {
 	http   *http.Client // nil: each channel's default
 	dialer *net.Dialer  // nil: a plain one
+	// clear dials SMTP without TLS; nil: dialer.
+	clear *net.Dialer
+	// watch: the watch named the destination, not the admin.
+	watch bool
 }
 
 // reachFor returns how channels connect: the defaults as configured, a watch's own through the
@@ -75,7 +79,8 @@ func (b *Builder) reachFor(s source) reach {
 		return reach{http: b.HTTPClient}
 	}
 	b.watchReachOnce.Do(func() {
-		b.watchReach = reach{http: b.Destinations.HTTPClient(watchTimeout), dialer: b.Destinations.Dialer()}
+		b.watchReach = reach{http: b.Destinations.HTTPClient(watchTimeout), dialer: b.Destinations.Dialer(),
+			clear: b.Destinations.PlainDialer(), watch: true}
 	})
 	return b.watchReach
 }
@@ -248,7 +253,18 @@ func (b *Builder) relay(r secretReader, e *v1alpha1.EmailAlerts, to []string, vi
 		RecipientsLater: len(to) == 0,
 		Dialer:          via.dialer,
 	}
+	if o.TLS == email.NoTLS && via.clear != nil {
+		// What goes in the clear goes only where the admin allowlisted, as plain http does.
+		o.Dialer = via.clear
+	}
 	if ref := e.SMTP.AuthSecretRef; ref != nil {
+		if via.watch {
+			// The password goes to the relay the watch names: only a Secret its owner marked
+			// for that, never any Secret of the namespace with a username and a password.
+			if err := r.labelled(ref.Name, v1alpha1.SMTPAuthLabel, "email.smtp.authSecretRef"); err != nil {
+				return nil, err
+			}
+		}
 		var err error
 		if o.Username, err = r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyUsername}, "email.smtp.authSecretRef"); err != nil {
 			return nil, err
@@ -332,6 +348,23 @@ type secretReader struct {
 	ctx       context.Context
 	reader    client.Reader
 	namespace string
+}
+
+// labelled refuses the Secret name unless it carries label set to "true"; field names the spec
+// field that points at it, for the message.
+func (r secretReader) labelled(name, label, field string) error {
+	var s corev1.Secret
+	if err := r.reader.Get(r.ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &ConfigError{fmt.Sprintf("%s: Secret %s/%s does not exist", field, r.namespace, name)}
+		}
+		return fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, name, err)
+	}
+	if s.Labels[label] != "true" {
+		return &ConfigError{fmt.Sprintf("%s: Secret %s/%s is not labelled %s=true: the relay the watch names gets its password, so credwatch sends only one labelled for it (kubectl label secret -n %s %s %s=true)",
+			field, r.namespace, name, label, r.namespace, name, label)}
+	}
+	return nil
 }
 
 // key returns one key of a Secret; field names the spec field that points at it, for the message.

@@ -33,6 +33,12 @@ func secret(ns, name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
+// labelled marks s with label=true.
+func labelled(s *corev1.Secret, label string) *corev1.Secret {
+	s.Labels = map[string]string{label: "true"}
+	return s
+}
+
 func TestChannelIDs(t *testing.T) {
 	a := &v1alpha1.SlackAlerts{Channel: "#ops", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
 	b := &v1alpha1.SlackAlerts{Channel: "#platform", TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "slack", Key: "token"}}
@@ -85,7 +91,9 @@ func TestFor(t *testing.T) {
 	_ = corev1.AddToScheme(scheme)
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		secret("team", "slack", map[string]string{"token": "xoxb-TOKEN", "hook": "https://hooks.slack.com/services/T/B/SECRETPATH"}),
-		secret("team", "smtp", map[string]string{"username": "alerts", "password": "SMTP-PASSWORD"}),
+		labelled(secret("team", "smtp", map[string]string{"username": "alerts", "password": "SMTP-PASSWORD"}), v1alpha1.SMTPAuthLabel),
+		// Some other workload's credentials, which a watch's author would like a relay of theirs to get.
+		secret("team", "db", map[string]string{"username": "app", "password": "SMTP-PASSWORD"}),
 		secret("team", "ca", map[string]string{"ca.crt": "not a certificate"}),
 		secret("team", "empty", map[string]string{"url": "\n"}),
 		secret("ops", "default-hook", map[string]string{"url": "https://bridge.example/hook?token=SECRET"}),
@@ -137,6 +145,11 @@ func TestFor(t *testing.T) {
 		"empty key": {
 			alerts:         &v1alpha1.Alerts{Webhook: &v1alpha1.WebhookAlerts{URLSecretRef: v1alpha1.SecretKeyRef{Name: "empty", Key: "url"}}},
 			wantConfigured: "webhook", wantErr: `webhook.urlSecretRef: Secret team/empty has no key "url", or it is empty`,
+		},
+		"auth from a Secret not labelled for it": {
+			alerts: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"a@example.com"},
+				SMTP: v1alpha1.SMTPServer{Host: "smtp.example", From: "c@example.com", AuthSecretRef: &corev1.LocalObjectReference{Name: "db"}}}},
+			wantConfigured: "email", wantErr: "email.smtp.authSecretRef: Secret team/db is not labelled credwatch.dev/smtp-auth=true",
 		},
 		"CA that is not PEM": {
 			alerts: &v1alpha1.Alerts{Email: &v1alpha1.EmailAlerts{To: []string{"a@example.com"},
@@ -272,6 +285,24 @@ func TestWhoNamedTheDestination(t *testing.T) {
 			})
 		}
 	}
+
+	// Mail in the clear goes only to an allowlisted relay, as plain http does: a public address
+	// the policy permits is refused before anything is sent (192.0.2.1, TEST-NET-1, is public to
+	// the policy and never dialled).
+	t.Run("email in the clear to a public relay the watch names", func(t *testing.T) {
+		b := &Builder{Secrets: reader, Destinations: loopback}
+		w := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}, Spec: v1alpha1.CredentialWatchSpec{Alerts: &v1alpha1.Alerts{
+			Email: &v1alpha1.EmailAlerts{To: []string{"ops@example.com"}, SMTP: v1alpha1.SMTPServer{Host: "192.0.2.1", Port: 25, TLS: v1alpha1.SMTPNoTLS, From: "credwatch@example.com"}}}}}
+		set, err := b.For(context.Background(), w, access.Identity{})
+		if err != nil || len(set) != 1 || set[0].Notifier == nil {
+			t.Fatalf("For = %v, %v", set, err)
+		}
+		err = set[0].Notifier.Send(context.Background(), notify.Alert{ID: "a1", Kind: alertkind.Reminder, Namespace: "team", Name: "w"})
+		var re *egress.RefusedError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "TLS for SMTP") {
+			t.Errorf("Send() = %v, want the unencrypted connection refused", err)
+		}
+	})
 
 	// A bot token posts to Slack's API root, which the operator names, whoever names the token.
 	t.Run("a slack bot token the watch names", func(t *testing.T) {
