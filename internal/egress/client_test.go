@@ -3,12 +3,16 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,7 +171,7 @@ func TestProxiedRequests(t *testing.T) {
 		"Azure's host endpoint":                {url: "https://168.63.129.16/", wantErr: "refused"},
 		"a public name, https":                 {url: "https://hooks.test/hook", wantReached: true},
 		"a public name, plain http":            {url: "http://hooks.test/hook", wantErr: "use https"},
-		"an allowlisted relay, plain http":     {policy: relays, url: "http://relay.corp.test/hook", wantReached: true},
+		"an allowlisted relay, plain http":     {policy: relays, url: "http://relay.corp.test/hook", wantErr: "list the host in NO_PROXY"},
 		"a name that does not resolve":         {url: "https://nowhere.test/hook", wantErr: "no such host"},
 		"a denied name, whatever else is said": {policy: Policy{Allow: relays.Allow, Deny: prefixes(t, "10.20.0.5")}, url: "http://relay.corp.test/", wantErr: "refused"},
 	}
@@ -193,22 +197,78 @@ func TestProxiedRequests(t *testing.T) {
 	}
 }
 
-// The proxied transport is only for requests the judge has seen: should the proxy function say
-// nothing the second time it is asked, it must not dial the target itself.
+// The proxied transports are only for requests the judge has seen: one sent to them without the
+// proxy the judge put in its context is refused, and the target is never dialled.
 func TestProxiedTransportNeverDialsTheTarget(t *testing.T) {
 	target := listen(t, false, accepted)
-	asked := 0
-	proxy := func(*http.Request) (*url.URL, error) {
-		asked++
-		if asked == 1 {
-			return url.Parse("http://127.0.0.1:1")
-		}
-		return nil, nil
+	tr := Policy{Allow: prefixes(t, "127.0.0.0/8")}.transport(http.ProxyURL(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}), names{})
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, target.URL, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	tr := Policy{Allow: prefixes(t, "127.0.0.0/8")}.transport(proxy, names{})
-	_, err := post(&http.Client{Transport: tr}, target.URL)
+	_, err = tr.proxiedFor("").RoundTrip(req)
 	var refused *RefusedError
 	if !errors.As(err, &refused) || target.conns.Load() != 0 {
-		t.Errorf("POST = %v with %d connections to the target, want refused with none", err, target.conns.Load())
+		t.Errorf("RoundTrip = %v with %d connections to the target, want refused with none", err, target.conns.Load())
+	}
+}
+
+// The proxy is asked for the address that was judged, never the name, which it would resolve
+// again: CONNECT to the address, with the name kept for the certificate and the Host header.
+// The target here is reached through a tunnelling proxy, and its certificate is checked against
+// the name. Plain http, which a proxy takes by name, is refused.
+func TestProxiedRequestsArePinned(t *testing.T) {
+	target := listen(t, true, func(w http.ResponseWriter, r *http.Request) {
+		if host, _, _ := net.SplitHostPort(r.Host); host != "example.com" {
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	var asked []string
+	var mu sync.Mutex
+	proxy := listen(t, false, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.RequestURI+" Host:"+r.Host)
+		mu.Unlock()
+		if r.Method != http.MethodConnect {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		down, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			_ = up.Close()
+			return
+		}
+		_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go func() { _, _ = io.Copy(up, down); _ = up.Close() }()
+		go func() { _, _ = io.Copy(down, up); _ = down.Close() }()
+	})
+	port := target.Listener.Addr().(*net.TCPAddr).Port
+	resolve := names{
+		"example.com":     {netip.MustParseAddr("127.0.0.1")},
+		"relay.corp.test": {netip.MustParseAddr("10.20.0.5"), netip.MustParseAddr("10.20.0.6")},
+	}
+	proxyURL, _ := url.Parse(proxy.URL)
+	tr := Policy{Allow: prefixes(t, "127.0.0.0/8,10.20.0.0/16")}.transport(http.ProxyURL(proxyURL), resolve)
+	tr.tls = target.Client().Transport.(*http.Transport).TLSClientConfig
+	c := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+
+	if status, err := post(c, fmt.Sprintf("https://example.com:%d/hook", port)); err != nil || status != http.StatusAccepted {
+		t.Errorf("POST through the tunnel = %d, %v; want %d from the target, its certificate checked for example.com", status, err, http.StatusAccepted)
+	}
+	if _, err := post(c, "http://relay.corp.test/hook"); err == nil || !strings.Contains(err.Error(), "NO_PROXY") {
+		t.Errorf("POST in plain http through the proxy = %v, want refused: the proxy would resolve the name again", err)
+	}
+	want := []string{fmt.Sprintf("CONNECT 127.0.0.1:%d Host:127.0.0.1:%d", port, port)}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(asked, want) {
+		t.Errorf("the proxy was asked %q, want %q", asked, want)
 	}
 }

@@ -89,11 +89,14 @@ func canonical(a netip.Addr) netip.Addr {
 // address a name resolved to, and whether anything answered there, is what a port scan through
 // the watch's conditions would want to learn.
 type RefusedError struct {
-	// plain: the address may be reached, but encrypted only.
-	plain bool
+	// plain: the address may be reached, but encrypted only; proxied: through the proxy.
+	plain, proxied bool
 }
 
 func (e *RefusedError) Error() string {
+	if e.proxied {
+		return "plain http through a proxy refused by the operator's destination policy: use https, or list the host in NO_PROXY"
+	}
 	if e.plain {
 		return "unencrypted connection refused by the operator's destination policy: use https, or TLS for SMTP"
 	}
