@@ -191,7 +191,7 @@ func TestAdmission(t *testing.T) {
 		"image pulls of a tenant scan": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
-				s.ImagePulls = &v1alpha1.ImagePulls{}
+				s.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}}
 			},
 			wantErr: []string{"imagePulls needs a servicePrincipal or aksCluster target"},
 		},
@@ -204,7 +204,10 @@ func TestAdmission(t *testing.T) {
 		"image pulls of registries by pattern": {edit: func(s *v1alpha1.CredentialWatchSpec) {
 			s.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"*.azurecr.cn", "registry.example.com:5000"}}
 		}},
-		"image pulls of the default registries": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.ImagePulls = &v1alpha1.ImagePulls{} }},
+		"image pulls without registries": {
+			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.ImagePulls = &v1alpha1.ImagePulls{} },
+			wantErr: []string{"imagePulls.registries must name the registries this service principal signs in to, such as [myacr.azurecr.io]"},
+		},
 		"a tenant scan filter of two lines": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", Filter: "displayName eq 'a'\nor displayName eq 'b'"}}

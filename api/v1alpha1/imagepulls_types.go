@@ -6,10 +6,12 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // watch of the service principal this cluster's nodes pull images with: pulls its registries
 // refuse for want of credentials are then reported on the watch (condition, events, alerts),
 // told apart as the whole cluster's credential or one node's kubelet.
+// +kubebuilder:validation:XValidation:rule="has(self.registries)",message="imagePulls.registries must name the registries this service principal signs in to, such as [myacr.azurecr.io]: there is no default, since a pattern like *.azurecr.io lets anyone who may create pods raise a cluster-wide incident with pulls from a registry of theirs"
 type ImagePulls struct {
 	// Registries are the registry hosts the service principal signs in to, as patterns where *
-	// matches any run of characters ("*.azurecr.io", "registry.example.com:5000").
-	// +kubebuilder:default={"*.azurecr.io"}
+	// matches any run of characters ("myacr.azurecr.io", "registry.example.com:5000"). Required:
+	// name the cluster's own registries (az aks check-acr, or the ACRs its kubelet identity may
+	// pull from); a broad pattern counts pulls from registries the cluster was never meant to use.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
