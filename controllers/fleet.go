@@ -19,7 +19,7 @@ import (
 
 // The watches a fleet creates, and the ledger of its messages in ConfigMaps it owns.
 // +kubebuilder:rbac:groups=credwatch.dev,resources=credentialwatches,verbs=create;update;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 
 // fleet is the aksFleet kind on this reconciler's edges.
 func (r *CredentialWatchReconciler) fleet() aksfleet.Fleet {
@@ -109,7 +109,7 @@ func (k fleetKind) alert(ctx context.Context, w *watchState) (time.Time, error) 
 	}
 	next, err := r.fleet().Tell(ctx, obj, w.fleet, aksfleet.Outbox{Channels: set, Failing: failing, Book: book, Ledger: r.Ledger, Send: send}, now)
 	if err != nil {
-		return time.Time{}, err
+		return target.LedgerRefused(obj, r.Recorder, err, now)
 	}
 	return d.Delivered(set, failing, cfgErr, next), nil
 }

@@ -61,6 +61,15 @@ func (e *ForeignError) Error() string {
 	return fmt.Sprintf("ConfigMap %s has the name of this watch's ledger but the watch does not control it, so credwatch neither reads nor writes it: delete it", e.Name)
 }
 
+// ForbiddenError is the API server refusing the operator ConfigMap writes in the ledger's
+// namespace: the chart grants them only in the namespaces an admin listed.
+type ForbiddenError struct{ Namespace string }
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("the operator may not write ConfigMaps in namespace %s, where this watch keeps what it sent to whom, so it sends nothing: "+
+		"a cluster admin lists the namespace in the chart's ledgerNamespaces", e.Namespace)
+}
+
 // ShardName is the name of shard i of owner's ledger. The UID, hashed, keeps it short whatever
 // the watch's name, and differs for a watch deleted and created again.
 func ShardName(owner Owner, i int) string {
@@ -196,6 +205,9 @@ func (s *Store) writeShard(ctx context.Context, b *Book, i int, changes map[stri
 	} else {
 		// Update carries the resourceVersion loaded: the API server refuses it if the shard changed.
 		err = s.Writer.Update(ctx, cm)
+	}
+	if apierrors.IsForbidden(err) {
+		return &ForbiddenError{Namespace: cm.Namespace}
 	}
 	if err != nil {
 		return fmt.Errorf("writing ledger shard %s: %w", cm.Name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 var owner = Owner{Namespace: "team-a", Name: "fleet", UID: "0b6a3d4e-7c1f-4b8e-9a2d-5e6f7a8b9c0d", APIVersion: "credwatch.dev/v1alpha1", Kind: "CredentialWatch"}
@@ -119,5 +121,25 @@ func TestUnitLedgerRefusesAForeignConfigMap(t *testing.T) {
 				t.Errorf("the foreign ConfigMap is now %v (%v)", got.Data, err)
 			}
 		})
+	}
+}
+
+// A namespace where the operator may not write ConfigMaps is said so, naming what grants it.
+func TestUnitLedgerForbiddenSaysWhatGrantsIt(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x", errors.New("RBAC: access denied"))
+		},
+	}).Build()
+	s := &Store{Reader: c, Writer: c}
+	b, err := s.Load(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Write(ctx, b, map[string]*string{"slack.x": ptr.To("Warning 1")})
+	var forbidden *ForbiddenError
+	if !errors.As(err, &forbidden) || !strings.Contains(err.Error(), "namespace team-a") || !strings.Contains(err.Error(), "ledgerNamespaces") {
+		t.Fatalf("write: %v, want a ForbiddenError naming the namespace and the chart value", err)
 	}
 }

@@ -36,18 +36,26 @@ func LedgerOwner(obj *v1alpha1.CredentialWatch) ledger.Owner {
 	return ledger.Owner{Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, APIVersion: v1alpha1.GroupVersion.String(), Kind: "CredentialWatch"}
 }
 
-// LedgerRefused reports a ledger that cannot be read: a ConfigMap of its name the watch does not
-// own, said in AlertsDelivered and once by event and looked at again in a while; any other
-// failure (the API server's) is returned, for the reconcile to be retried.
+// LedgerRefused reports a ledger that cannot be used: a ConfigMap of its name the watch does not
+// own, or a namespace where the operator may not write ConfigMaps, said in AlertsDelivered and
+// once by event, and looked at again in a while; any other failure (the API server's) is
+// returned, for the reconcile to be retried.
 func LedgerRefused(obj *v1alpha1.CredentialWatch, events Events, err error, now time.Time) (time.Time, error) {
 	var foreign *ledger.ForeignError
-	if !errors.As(err, &foreign) {
+	var forbidden *ledger.ForbiddenError
+	var msg string
+	switch {
+	case errors.As(err, &foreign):
+		msg = foreign.Error()
+	case errors.As(err, &forbidden):
+		msg = forbidden.Error()
+	default:
 		return time.Time{}, err
 	}
-	if c := Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != foreign.Error() {
-		events.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, foreign.Error())
+	if c := Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Message != msg {
+		events.Event(obj, corev1.EventTypeWarning, eventLedgerRefused, msg)
 	}
-	SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, foreign.Error(), now)
+	SetCondition(obj, v1alpha1.ConditionAlertsDelivered, metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailed, msg, now)
 	return now.Add(MisconfiguredRecheck), nil
 }
 

@@ -316,6 +316,51 @@ func TestSecretWritesOnlyWhereListed(t *testing.T) {
 	}
 }
 
+// TestLedgerWritesOnlyWhereListed: ConfigMaps are written in the release's namespace (rotation
+// pacing), and for ledgers only in the namespaces an admin lists, everywhere only when asked, or
+// in the one namespace watched.
+func TestLedgerWritesOnlyWhereListed(t *testing.T) {
+	file := func(name, content string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, tc := range map[string]struct {
+		values []string
+		want   []string // where ConfigMap writes are granted: namespaces, or "cluster"
+	}{
+		"by default":          {want: []string{"credwatch-system"}},
+		"namespaces listed":   {values: []string{file("ns.yaml", "ledgerNamespaces: [team-a, team-b]\n")}, want: []string{"credwatch-system", "team-a", "team-b"}},
+		"cluster-wide, asked": {values: []string{file("all.yaml", "ledgersClusterWide: true\n")}, want: []string{"cluster", "credwatch-system"}},
+		"one namespace watched": {values: []string{file("one.yaml", "watchNamespace: team-a\nledgerNamespaces: [team-b]\n")},
+			want: []string{"credwatch-system", "team-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, obj := range render(t, tc.values...) {
+				if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
+					continue
+				}
+				var role rbacv1.ClusterRole
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range role.Rules {
+					if slices.Contains(r.Resources, "configmaps") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "update")) {
+						got = append(got, where(obj.GetKind(), obj.GetNamespace()))
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ConfigMap writes granted in %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestKustomizeIsAcceptedToo renders config/default, the kustomize install the chart mirrors, and
 // has the API server dry-run it.
 func TestKustomizeIsAcceptedToo(t *testing.T) {

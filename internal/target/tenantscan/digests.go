@@ -127,7 +127,7 @@ func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners 
 	}
 	late := run.rollOver()
 	if err := s.sendLate(ctx, run, late); err != nil {
-		return time.Time{}, err
+		return target.LedgerRefused(obj, s.Events, err, now)
 	}
 	g, err := owners.Grant()
 	if err != nil {
@@ -139,7 +139,7 @@ func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners 
 		return time.Time{}, err
 	}
 	if err := s.sendDigests(ctx, run, expired, apps, h); err != nil {
-		return time.Time{}, err
+		return target.LedgerRefused(obj, s.Events, err, now)
 	}
 	return run.next, nil
 }
