@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -545,6 +547,7 @@ func storedSecret() *corev1.Secret {
 // TestRunRevokedRotateWithdrawsAnUnusedSecret.)
 func TestUnitRotationRevokedWithdrawsItsUnusedSecret(t *testing.T) {
 	w := rotatingWatch(v1alpha1.StepSecretStored, "a0e1")
+	w.Status.Rotation.SecretDigest = fmt.Sprintf("%x", sha256.Sum256([]byte("nEw~secret"))) // begun by this version
 	w.Spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "graph-reader"}
 	id := teamIdentity(func(s *v1alpha1.IdentitySpec) {}) // Watch only: Rotate was taken away
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "graph-reader"}, Data: map[string][]byte{"clientSecret": []byte("x")}}

@@ -225,6 +225,12 @@ func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Tim
 			ro.e.Events.Event(corev1.EventTypeWarning, eventAbortRefused, AbortRefused(why, err))
 		}
 	}
+	if wg, ok := ro.revoked(ctx, st); ok {
+		// Whatever the spec says now (DryRun, another target), the pinned secret goes.
+		return ro.drive(ctx, st, wg, "", func(ctx context.Context, m *Machine) (Result, error) {
+			return m.Abort(ctx, st, whyRevoked)
+		})
+	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		ro.condition(metav1.ConditionFalse, string(st.Step), DryRunWaits(st.Step))
 		return time.Time{}, nil
@@ -243,11 +249,6 @@ func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Tim
 	}
 	g, err := ro.authorize(ctx, true)
 	if err != nil {
-		if wg, ok := ro.revoked(ctx, st); ok {
-			return ro.drive(ctx, st, wg, "", func(ctx context.Context, m *Machine) (Result, error) {
-				return m.Abort(ctx, st, whyRevoked)
-			})
-		}
 		return ro.paused(err)
 	}
 	return ro.drive(ctx, st, g, changed, func(ctx context.Context, m *Machine) (Result, error) {
@@ -263,9 +264,12 @@ const whyRevoked = "its identity no longer allows Rotate: the new secret, which 
 // removing it leaves Azure as it was before the rotation, and a secret left live in Graph and in
 // the staging Secret is what the admin's revocation meant to end; the identity must still allow
 // watching the application. Later, the rotation waits for Rotate to be allowed again, since
-// only finishing it retires the old secrets safely.
+// only finishing it retires the old secrets safely. It is asked before anything the watch's
+// author may change (mode, target, deletion) could hold the rotation where it is.
 func (ro *Run) revoked(ctx context.Context, st v1alpha1.RotationStatus) (access.Grant, bool) {
-	if Abortable(st) != nil {
+	// A rotation an earlier version began (a secret made, no digest kept) may have written its
+	// secret to the target Secret already, where consumers read it: not withdrawn unasked.
+	if Abortable(st) != nil || (st.KeyID != "" && st.SecretDigest == "") {
 		return access.Grant{}, false
 	}
 	g, err := ro.e.Grant(ctx)

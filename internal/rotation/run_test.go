@@ -156,15 +156,21 @@ func TestRunPaused(t *testing.T) {
 // yet: the secret leaves Graph and the staging Secret, and the event says why. Once the secret is
 // in use, the rotation waits for Rotate again instead.
 func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
+	dryRun := func(rw *runWorld) { rw.obj.Spec.Rotation.Mode = v1alpha1.RotationDryRun }
+	retargeted := func(rw *runWorld) { rw.obj.Spec.Target.ServicePrincipal.ClientID = "0f0e0d0c-0b0a-4909-8807-060504030201" }
 	for _, tc := range []struct {
 		name      string
 		step      v1alpha1.RotationStep
 		ops       []v1alpha1.Operation
+		edit      func(*runWorld) // what the watch's author did before the revocation
 		withdrawn bool
 	}{
-		{"secret stored, Rotate revoked", v1alpha1.StepSecretStored, nil, true},
-		{"secret in use, Rotate revoked", v1alpha1.StepRetiring, nil, false},
-		{"secret stored, the identity refuses the application", v1alpha1.StepSecretStored, []v1alpha1.Operation{v1alpha1.OperationRotate}, false},
+		{"secret stored, Rotate revoked", v1alpha1.StepSecretStored, nil, nil, true},
+		{"secret in use, Rotate revoked", v1alpha1.StepRetiring, nil, nil, false},
+		{"secret stored, the identity refuses the application", v1alpha1.StepSecretStored, []v1alpha1.Operation{v1alpha1.OperationRotate}, nil, false},
+		{"secret stored, mode DryRun, Rotate revoked", v1alpha1.StepSecretStored, nil, dryRun, true},
+		{"secret stored, target changed, Rotate revoked", v1alpha1.StepSecretStored, nil, retargeted, true},
+		{"begun by an earlier version, Rotate revoked", v1alpha1.StepSecretStored, nil, func(rw *runWorld) { rw.obj.Status.Rotation.SecretDigest = "" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rw := newRunWorld(t, v1alpha1.RotationApply)
@@ -175,6 +181,9 @@ func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 			rw.obj.Status.Rotation.Step = tc.step
 			rw.ops, rw.events = tc.ops, nil
 			rw.now = rw.now.Add(time.Minute) // past the sign-in check's next attempt
+			if tc.edit != nil {
+				tc.edit(rw)
+			}
 			if tc.ops != nil {
 				rw.appsAllowed = []string{"00000000-0000-0000-0000-00000000beef"}
 			}
@@ -197,6 +206,24 @@ func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 	}
 }
 
+// A watch deleted after its identity lost Rotate still withdraws the secret nothing uses yet,
+// rather than letting go of it live.
+func TestRunFinalizeRevokedWithdraws(t *testing.T) {
+	rw := newRunWorld(t, v1alpha1.RotationApply)
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	added := rw.obj.Status.Rotation.KeyID
+	rw.ops = nil
+	run, _ := NewRun(rw.obj, rw.now, rw.edges())
+	if _, err := run.Finalize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rw.listed(added) || !rw.abandoned || rw.finalizer[len(rw.finalizer)-1] {
+		t.Fatalf("secret %s listed %v, abandoned %v, finalizer %v; want the secret removed and the watch let go", added, rw.listed(added), rw.abandoned, rw.finalizer)
+	}
+}
+
 // A deleted watch whose rotation added a secret no cluster uses withdraws it, then lets go.
 func TestRunFinalize(t *testing.T) {
 	rw := newRunWorld(t, v1alpha1.RotationApply)
@@ -213,14 +240,14 @@ func TestRunFinalize(t *testing.T) {
 	}
 }
 
-// A deleted watch whose identity no longer allows the rotation lets go at once, saying what it
-// left.
+// A deleted watch whose identity no longer allows the application lets go at once, saying what
+// it left.
 func TestRunFinalizeNotAllowed(t *testing.T) {
 	rw := newRunWorld(t, v1alpha1.RotationApply)
 	if _, err := rw.reconcile(); err != nil {
 		t.Fatal(err)
 	}
-	rw.ops, rw.events = nil, nil
+	rw.appsAllowed, rw.events = []string{"00000000-0000-0000-0000-00000000beef"}, nil
 	run, _ := NewRun(rw.obj, rw.now, rw.edges())
 	if _, err := run.Finalize(context.Background()); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,11 @@ func (ro *Run) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadlin
 		return time.Time{}, err
 	}
 	if err != nil {
-		return ro.release(ctx, st, NotAllowedAnyMore(err))
+		wg, ok := ro.revoked(ctx, st)
+		if !ok {
+			return ro.release(ctx, st, NotAllowedAnyMore(err))
+		}
+		g = wg // winding down an unused secret's rotation withdraws it
 	}
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
