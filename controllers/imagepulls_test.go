@@ -573,7 +573,9 @@ func TestImagePullsOfPodsOnTheNodesCredentialAreCoveredWhenAsked(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
-	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}} })
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}}
+	})
 	p := newPulls(t, h)
 	p.createNodes("a", "b", "c")
 	internal, private := "registry."+p.ns+".example", "private."+p.ns+".example"
@@ -624,7 +626,9 @@ func TestImagePullsThatCannotBeListedSaySo(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
-	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}} })
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}}
+	})
 	known := h.get()
 	known.Status.ImagePulls = []v1alpha1.PullIncident{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide,
 		Nodes: []string{"a", "b", "c"}, FailingNodes: 3, Since: metav1.NewTime(h.clock.Now().Add(-time.Hour))}}
@@ -684,7 +688,9 @@ func TestImagePullsKeptWhileRelistsFail(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
 	s := seed(t, h.clock.Now(), 200*day, 400*day, 200*day)
-	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) { spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}} })
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"myacr.azurecr.io"}}
+	})
 	h.r.ImagePulls = incidents{{Registry: "myacr.azurecr.io", Scope: v1alpha1.PullScopeClusterWide, Failing: []string{"a", "b", "c"},
 		Since: h.clock.Now(), Changes: h.clock.Now().Add(10 * time.Minute)}}
 	h.reconcile()

@@ -157,7 +157,9 @@ func TestRunPaused(t *testing.T) {
 // in use, the rotation waits for Rotate again instead.
 func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 	dryRun := func(rw *runWorld) { rw.obj.Spec.Rotation.Mode = v1alpha1.RotationDryRun }
-	retargeted := func(rw *runWorld) { rw.obj.Spec.Target.ServicePrincipal.ClientID = "0f0e0d0c-0b0a-4909-8807-060504030201" }
+	retargeted := func(rw *runWorld) {
+		rw.obj.Spec.Target.ServicePrincipal.ClientID = "0f0e0d0c-0b0a-4909-8807-060504030201"
+	}
 	for _, tc := range []struct {
 		name      string
 		step      v1alpha1.RotationStep
