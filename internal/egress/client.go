@@ -1,13 +1,17 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -58,32 +62,28 @@ type resolver interface {
 }
 
 // transport sends each request the way its destination is judged: straight to the target over
-// a dialer that judges each address, or to the proxy, pinned to the address judged.
+// a dialer that judges each address, or through a tunnel the proxy opens to an address judged.
 type transport struct {
 	policy   Policy
 	proxy    func(*http.Request) (*url.URL, error)
 	resolver resolver
-	// https and http connect to targets.
-	https, http *http.Transport
-	// tls is what proxied https trusts (nil: the system's roots).
-	tls *tls.Config
-
-	mu sync.Mutex
-	// proxied reach https targets through the proxy, by server name: with the address in the
-	// URL, the name the certificate must show is the transport's to know.
-	proxied map[string]*http.Transport
+	// https and http connect to targets; proxied opens tunnels through the proxy (tunnel).
+	https, http, proxied *http.Transport
+	// proxyRoots are what an https proxy's certificate must chain to; nil: the system's.
+	proxyRoots *x509.CertPool
 }
 
-// maxProxied bounds the proxied transports kept, one per server name a watch named.
-const maxProxied = 64
-
-// proxyKey holds, in a pinned request's context, the proxy its original request was given.
+// proxyKey holds, in the context of a request for the proxied transport, the proxy the
+// environment gives it.
 type proxyKey struct{}
 
 func (p Policy) transport(proxy func(*http.Request) (*url.URL, error), r resolver) *transport {
-	t := &transport{policy: p, proxy: proxy, resolver: r, https: newTransport(), http: newTransport(), proxied: map[string]*http.Transport{}}
+	t := &transport{policy: p, proxy: proxy, resolver: r, https: newTransport(), http: newTransport(), proxied: newTransport()}
 	t.https.DialContext = p.dialer(false).DialContext
 	t.http.DialContext = p.dialer(true).DialContext
+	// No Proxy: the tunnel is this transport's own, so that TLS to the target, on top of it,
+	// checks the target's name, and TLS to an https proxy the proxy's.
+	t.proxied.DialContext = t.tunnel
 	return t
 }
 
@@ -108,13 +108,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.https.RoundTrip(req)
 	}
 	if err == nil && plain {
-		// A proxy takes plain http's target from the Host header, which must keep the name, and
-		// would resolve it again: only a tunnel can be pinned.
+		// A proxy takes plain http's target by name, which it would resolve again: only a
+		// tunnel can be held to an address.
 		err = &RefusedError{plain: true, proxied: true}
-	}
-	var addr netip.Addr
-	if err == nil {
-		addr, err = t.judgeName(req.Context(), req.URL.Hostname(), plain)
 	}
 	if err != nil {
 		if req.Body != nil {
@@ -122,64 +118,105 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	pinned := req.Clone(context.WithValue(req.Context(), proxyKey{}, proxyURL))
-	port := req.URL.Port()
-	if port == "" {
-		port = "443"
-	}
-	pinned.URL.Host = net.JoinHostPort(addr.String(), port)
-	if pinned.Host == "" {
-		pinned.Host = req.URL.Host
-	}
-	return t.proxiedFor(req.URL.Hostname()).RoundTrip(pinned)
+	return t.proxied.RoundTrip(req.WithContext(context.WithValue(req.Context(), proxyKey{}, proxyURL)))
 }
 
-// proxiedFor is the proxied transport for server name. Its proxy is the one
-// in the request's context, put there once the target was judged; a request without one is
-// refused rather than sent anywhere.
-func (t *transport) proxiedFor(name string) *http.Transport {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if tr, ok := t.proxied[name]; ok {
-		return tr
-	}
-	if len(t.proxied) >= maxProxied {
-		for n, tr := range t.proxied {
-			tr.CloseIdleConnections()
-			delete(t.proxied, n)
-		}
-	}
-	tr := newTransport()
-	tr.Proxy = func(req *http.Request) (*url.URL, error) {
-		if u, _ := req.Context().Value(proxyKey{}).(*url.URL); u != nil {
-			return u, nil
-		}
+// tunnel connects to address (name:port) through the proxy in ctx: it resolves and judges the
+// name, then asks the proxy to CONNECT to each address judged in turn, never to the name, which
+// the proxy would resolve again. A context without a proxy is refused, not dialled.
+func (t *transport) tunnel(ctx context.Context, _, address string) (net.Conn, error) {
+	proxyURL, _ := ctx.Value(proxyKey{}).(*url.URL)
+	if proxyURL == nil {
 		return nil, &RefusedError{}
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.tls != nil {
-		cfg = t.tls.Clone()
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, &RefusedError{}
 	}
-	cfg.ServerName = name
-	tr.TLSClientConfig = cfg
-	t.proxied[name] = tr
-	return tr
+	addrs, err := t.judgeName(ctx, host, false)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, a := range addrs {
+		conn, err := t.connect(ctx, proxyURL, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// connect opens a tunnel to target (ip:port) through the proxy at proxyURL, over TLS to the
+// proxy when its scheme is https, with its user and password as Basic credentials.
+func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target string) (net.Conn, error) {
+	port := map[string]string{"http": "80", "https": "443"}[proxyURL.Scheme]
+	if port == "" {
+		return nil, fmt.Errorf("the proxy %s://… is not an http or https proxy, which watches' webhooks need", proxyURL.Scheme)
+	}
+	addr := proxyURL.Host
+	if proxyURL.Port() == "" {
+		addr = net.JoinHostPort(proxyURL.Hostname(), port)
+	}
+	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the proxy: %w", err)
+	}
+	if proxyURL.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: proxyURL.Hostname(), RootCAs: t.proxyRoots, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("connecting to the proxy: %w", err)
+		}
+		conn = tc
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
+	if u := proxyURL.User; u != nil {
+		pw, _ := u.Password()
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw)))
+	}
+	br := bufio.NewReader(conn)
+	resp, err := func() (*http.Response, error) {
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(br, req)
+	}()
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("asking the proxy for a tunnel: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || br.Buffered() > 0 {
+		_ = conn.Close()
+		// The status only: what the proxy says of the address is no one else's business.
+		return nil, fmt.Errorf("the proxy refused a tunnel: %s", resp.Status)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, nil
 }
 
 // judgeName resolves host and refuses it if any of its addresses is refused: another answer
-// could give any of them. It returns the first, to which the proxy is sent.
-func (t *transport) judgeName(ctx context.Context, host string, plain bool) (netip.Addr, error) {
+// could give any of them. It returns them, for the proxy to be sent to.
+func (t *transport) judgeName(ctx context.Context, host string, plain bool) ([]netip.Addr, error) {
 	addrs, err := t.resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return netip.Addr{}, err
+		return nil, err
 	}
 	if len(addrs) == 0 {
-		return netip.Addr{}, &RefusedError{}
+		return nil, &RefusedError{}
 	}
+	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		if err := t.policy.check(a, plain); err != nil {
-			return netip.Addr{}, err
+			return nil, err
 		}
+		out = append(out, a.WithZone("").Unmap())
 	}
-	return addrs[0].WithZone("").Unmap(), nil
+	return out, nil
 }

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -197,7 +198,7 @@ func TestProxiedRequests(t *testing.T) {
 	}
 }
 
-// The proxied transports are only for requests the judge has seen: one sent to them without the
+// The proxied transport is only for requests the judge has seen: one sent to it without the
 // proxy the judge put in its context is refused, and the target is never dialled.
 func TestProxiedTransportNeverDialsTheTarget(t *testing.T) {
 	target := listen(t, false, accepted)
@@ -206,17 +207,18 @@ func TestProxiedTransportNeverDialsTheTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tr.proxiedFor("").RoundTrip(req)
+	_, err = tr.proxied.RoundTrip(req)
 	var refused *RefusedError
 	if !errors.As(err, &refused) || target.conns.Load() != 0 {
 		t.Errorf("RoundTrip = %v with %d connections to the target, want refused with none", err, target.conns.Load())
 	}
 }
 
-// The proxy is asked for the address that was judged, never the name, which it would resolve
-// again: CONNECT to the address, with the name kept for the certificate and the Host header.
-// The target here is reached through a tunnelling proxy, and its certificate is checked against
-// the name. Plain http, which a proxy takes by name, is refused.
+// The proxy is asked for the addresses that were judged, in turn, never the name, which it would
+// resolve again: CONNECT to an address, with the name kept for the target's certificate and the
+// Host header, and the proxy's own name for its certificate when it speaks TLS. The target is
+// reached through a real tunnel, and its certificate checked against the name. Plain http,
+// which a proxy takes by name, is refused.
 func TestProxiedRequestsArePinned(t *testing.T) {
 	target := listen(t, true, func(w http.ResponseWriter, r *http.Request) {
 		if host, _, _ := net.SplitHostPort(r.Host); host != "example.com" {
@@ -225,50 +227,56 @@ func TestProxiedRequestsArePinned(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	})
-	var asked []string
-	var mu sync.Mutex
-	proxy := listen(t, false, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		asked = append(asked, r.Method+" "+r.RequestURI+" Host:"+r.Host)
-		mu.Unlock()
-		if r.Method != http.MethodConnect {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		up, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		down, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			_ = up.Close()
-			return
-		}
-		_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
-		go func() { _, _ = io.Copy(up, down); _ = up.Close() }()
-		go func() { _, _ = io.Copy(down, up); _ = down.Close() }()
-	})
 	port := target.Listener.Addr().(*net.TCPAddr).Port
 	resolve := names{
-		"example.com":     {netip.MustParseAddr("127.0.0.1")},
-		"relay.corp.test": {netip.MustParseAddr("10.20.0.5"), netip.MustParseAddr("10.20.0.6")},
+		// Nothing listens on the first: the proxy fails it, and the second is asked for.
+		"example.com":     {netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.1")},
+		"relay.corp.test": {netip.MustParseAddr("10.20.0.5")},
 	}
-	proxyURL, _ := url.Parse(proxy.URL)
-	tr := Policy{Allow: prefixes(t, "127.0.0.0/8,10.20.0.0/16")}.transport(http.ProxyURL(proxyURL), resolve)
-	tr.tls = target.Client().Transport.(*http.Transport).TLSClientConfig
-	c := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	for _, proxyTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http proxy", true: "https proxy"}[proxyTLS], func(t *testing.T) {
+			var asked []string
+			var mu sync.Mutex
+			proxy := listen(t, proxyTLS, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				asked = append(asked, r.Method+" "+r.RequestURI+" auth:"+r.Header.Get("Proxy-Authorization"))
+				mu.Unlock()
+				up, err := net.Dial("tcp", r.Host)
+				if r.Method != http.MethodConnect || err != nil {
+					w.WriteHeader(http.StatusBadGateway)
+					return
+				}
+				down, _, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					_ = up.Close()
+					return
+				}
+				_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
+				go func() { _, _ = io.Copy(up, down); _ = up.Close() }()
+				go func() { _, _ = io.Copy(down, up); _ = down.Close() }()
+			})
+			proxyURL, _ := url.Parse(proxy.URL)
+			proxyURL.User = url.UserPassword("credwatch", "pr0xy")
+			tr := Policy{Allow: prefixes(t, "127.0.0.0/8,10.20.0.0/16")}.transport(http.ProxyURL(proxyURL), resolve)
+			tr.proxied.TLSClientConfig = target.Client().Transport.(*http.Transport).TLSClientConfig
+			if proxyTLS {
+				tr.proxyRoots = proxy.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+			}
+			c := &http.Client{Timeout: 5 * time.Second, Transport: tr}
 
-	if status, err := post(c, fmt.Sprintf("https://example.com:%d/hook", port)); err != nil || status != http.StatusAccepted {
-		t.Errorf("POST through the tunnel = %d, %v; want %d from the target, its certificate checked for example.com", status, err, http.StatusAccepted)
-	}
-	if _, err := post(c, "http://relay.corp.test/hook"); err == nil || !strings.Contains(err.Error(), "NO_PROXY") {
-		t.Errorf("POST in plain http through the proxy = %v, want refused: the proxy would resolve the name again", err)
-	}
-	want := []string{fmt.Sprintf("CONNECT 127.0.0.1:%d Host:127.0.0.1:%d", port, port)}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(asked, want) {
-		t.Errorf("the proxy was asked %q, want %q", asked, want)
+			if status, err := post(c, fmt.Sprintf("https://example.com:%d/hook", port)); err != nil || status != http.StatusAccepted {
+				t.Errorf("POST through the tunnel = %d, %v; want %d from the target, its certificate checked for example.com", status, err, http.StatusAccepted)
+			}
+			if _, err := post(c, "http://relay.corp.test/hook"); err == nil || !strings.Contains(err.Error(), "NO_PROXY") {
+				t.Errorf("POST in plain http through the proxy = %v, want refused: the proxy would resolve the name again", err)
+			}
+			auth := "auth:Basic " + base64.StdEncoding.EncodeToString([]byte("credwatch:pr0xy"))
+			want := []string{fmt.Sprintf("CONNECT 127.0.0.3:%d %s", port, auth), fmt.Sprintf("CONNECT 127.0.0.1:%d %s", port, auth)}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(asked, want) {
+				t.Errorf("the proxy was asked %q, want %q", asked, want)
+			}
+		})
 	}
 }

@@ -16,12 +16,16 @@ var refused = mustPrefixes(
 	"169.254.0.0/16",   // link-local: the instance metadata service at 169.254.169.254
 	"172.16.0.0/12",    // private (RFC 1918)
 	"192.0.0.0/24",     // IETF protocol assignments (RFC 6890): DS-Lite and NAT64 discovery, not hosts
+	"192.88.99.0/24",   // 6to4 relay anycast (RFC 7526): a relay to IPv6 destinations unjudged
+	"198.18.0.0/15",    // benchmarking (RFC 2544): lab networks, often inside
 	"192.168.0.0/16",   // private (RFC 1918)
 	"224.0.0.0/4",      // multicast
 	"240.0.0.0/4",      // reserved, and the broadcast address 255.255.255.255
 	"::/96",            // unspecified (::), loopback (::1) and the IPv4-compatible addresses
 	"64:ff9b:1::/48",   // local-use NAT64 (RFC 8215): where the IPv4 address sits is the network's choice
 	"2002::/16",        // 6to4 (RFC 3056): the relay leads to the IPv4 address inside, private ones too
+	"2001::/32",        // Teredo (RFC 4380): the same, through a Teredo relay
+	"::ffff:0:0:0/96",  // IPv4-translated (RFC 2765, SIIT): a translator leads to the IPv4 address
 	"fc00::/7",         // unique-local
 	"fe80::/10",        // link-local
 	"ff00::/8",         // multicast

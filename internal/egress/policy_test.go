@@ -80,6 +80,13 @@ func TestPermits(t *testing.T) {
 		{addr: "192.0.0.1"},
 		{addr: "192.0.0.170"},
 		{addr: "192.0.1.1", wantPermit: true},
+		{addr: "2001:0:4136:e378:8000:63bf:3fff:fdd2"},
+		{addr: "2001:db9::1", wantPermit: true},
+		{addr: "::ffff:0:a9fe:a9fe"},
+		{addr: "192.88.99.1"},
+		{addr: "198.18.0.1"},
+		{addr: "198.19.255.255"},
+		{addr: "198.20.0.1", wantPermit: true},
 		// An allowance lets a built-in range through, in every spelling, and allows plain http.
 		{addr: "127.0.0.1", policy: loopback, wantPermit: true, wantAllowlisted: true},
 		{addr: "::ffff:127.0.0.1", policy: loopback, wantPermit: true, wantAllowlisted: true},

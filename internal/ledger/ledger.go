@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,14 @@ type ForbiddenError struct{ Namespace string }
 func (e *ForbiddenError) Error() string {
 	return fmt.Sprintf("the operator may not write ConfigMaps in namespace %s, where this watch keeps what it sent to whom, so it sends nothing: "+
 		"a cluster admin lists the namespace in the chart's ledgerNamespaces", e.Namespace)
+}
+
+// rbacDenied tells the authorizer's refusal ("… cannot create resource …") from the other 403s
+// of a write, a quota exceeded or an admission webhook's denial, which a chart value would not
+// fix and which are retried.
+func rbacDenied(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "cannot create resource") || strings.Contains(msg, "cannot update resource")
 }
 
 // ShardName is the name of shard i of owner's ledger. The UID, hashed, keeps it short whatever
@@ -206,7 +215,7 @@ func (s *Store) writeShard(ctx context.Context, b *Book, i int, changes map[stri
 		// Update carries the resourceVersion loaded: the API server refuses it if the shard changed.
 		err = s.Writer.Update(ctx, cm)
 	}
-	if apierrors.IsForbidden(err) {
+	if apierrors.IsForbidden(err) && rbacDenied(err) {
 		return &ForbiddenError{Namespace: cm.Namespace}
 	}
 	if err != nil {

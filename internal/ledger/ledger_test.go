@@ -129,7 +129,8 @@ func TestUnitLedgerForbiddenSaysWhatGrantsIt(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
-			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x", errors.New("RBAC: access denied"))
+			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x",
+				errors.New(`User "system:serviceaccount:credwatch-system:credwatch" cannot create resource "configmaps" in API group "" in the namespace "team-a"`))
 		},
 	}).Build()
 	s := &Store{Reader: c, Writer: c}
@@ -141,5 +142,26 @@ func TestUnitLedgerForbiddenSaysWhatGrantsIt(t *testing.T) {
 	var forbidden *ForbiddenError
 	if !errors.As(err, &forbidden) || !strings.Contains(err.Error(), "namespace team-a") || !strings.Contains(err.Error(), "ledgerNamespaces") {
 		t.Fatalf("write: %v, want a ForbiddenError naming the namespace and the chart value", err)
+	}
+}
+
+// A 403 that is not the authorizer's, a quota exceeded say, is no matter for the chart: it is a
+// failure like any other, retried.
+func TestUnitLedgerQuotaIsNotARightMissing(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x", errors.New("exceeded quota: team-a, requested: count/configmaps=1"))
+		},
+	}).Build()
+	s := &Store{Reader: c, Writer: c}
+	b, err := s.Load(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Write(ctx, b, map[string]*string{"slack.x": ptr.To("Warning 1")})
+	var forbidden *ForbiddenError
+	if err == nil || errors.As(err, &forbidden) || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("write: %v, want the quota's refusal, not a right missing", err)
 	}
 }

@@ -276,6 +276,17 @@ func TestTokenMintingBoundToListedServiceAccounts(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("workload-identity roles %v, want %v", got, want)
 	}
+	// An entry that would silently allow every ServiceAccount is refused.
+	for _, entry := range []string{"{namespace: team-a, serviceAccounts: []}", "{namespace: team-a, serviceAccount: [credwatch]}"} {
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		if err := os.WriteFile(bad, []byte("workloadIdentityNamespaces: ["+entry+"]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(os.Getenv("HELM_BIN"), "template", "credwatch", chartDir, "--kube-version", "1.34.4", "--values", bad).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "workloadIdentityNamespaces: ") {
+			t.Errorf("helm template with %s: %v, want refused saying why\n%s", entry, err, out)
+		}
+	}
 }
 
 // TestSecretWritesOnlyWhereListed: rotations may write Secrets in the namespaces an admin lists,

@@ -258,20 +258,18 @@ func (b *Builder) relay(r secretReader, e *v1alpha1.EmailAlerts, to []string, vi
 		o.Dialer = via.clear
 	}
 	if ref := e.SMTP.AuthSecretRef; ref != nil {
+		// The password goes to the relay the watch names: only a Secret its owner marked for
+		// that, never any Secret of the namespace with a username and a password. One read, so
+		// that the label and both keys are of one version.
+		label := ""
 		if via.watch {
-			// The password goes to the relay the watch names: only a Secret its owner marked
-			// for that, never any Secret of the namespace with a username and a password.
-			if err := r.labelled(ref.Name, v1alpha1.SMTPAuthLabel, "email.smtp.authSecretRef"); err != nil {
-				return nil, err
-			}
+			label = v1alpha1.SMTPAuthLabel
 		}
-		var err error
-		if o.Username, err = r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyUsername}, "email.smtp.authSecretRef"); err != nil {
+		keys, err := r.keys(ref.Name, label, "email.smtp.authSecretRef", keyUsername, keyPassword)
+		if err != nil {
 			return nil, err
 		}
-		if o.Password, err = r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyPassword}, "email.smtp.authSecretRef"); err != nil {
-			return nil, err
-		}
+		o.Username, o.Password = keys[0], keys[1]
 	}
 	if ref := e.SMTP.CASecretRef; ref != nil {
 		pem, err := r.key(v1alpha1.SecretKeyRef{Name: ref.Name, Key: keyCA}, "email.smtp.caSecretRef")
@@ -350,21 +348,28 @@ type secretReader struct {
 	namespace string
 }
 
-// labelled refuses the Secret name unless it carries label set to "true"; field names the spec
-// field that points at it, for the message.
-func (r secretReader) labelled(name, label, field string) error {
+// keys returns keys of the Secret name, all of which must be there and non-empty, refusing it
+// unless it carries label set to "true" when label is not empty; field names the spec field that
+// points at it, for the message.
+func (r secretReader) keys(name, label, field string, keys ...string) ([]string, error) {
 	var s corev1.Secret
 	if err := r.reader.Get(r.ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return &ConfigError{fmt.Sprintf("%s: Secret %s/%s does not exist", field, r.namespace, name)}
+			return nil, &ConfigError{fmt.Sprintf("%s: Secret %s/%s does not exist", field, r.namespace, name)}
 		}
-		return fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, name, err)
+		return nil, fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, name, err)
 	}
-	if s.Labels[label] != "true" {
-		return &ConfigError{fmt.Sprintf("%s: Secret %s/%s is not labelled %s=true: the relay the watch names gets its password, so credwatch sends only one labelled for it (kubectl label secret -n %s %s %s=true)",
+	if label != "" && s.Labels[label] != "true" {
+		return nil, &ConfigError{fmt.Sprintf("%s: Secret %s/%s is not labelled %s=true: the relay the watch names gets its password, so credwatch sends only one labelled for it (kubectl label secret -n %s %s %s=true)",
 			field, r.namespace, name, label, r.namespace, name, label)}
 	}
-	return nil
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		if out[i] = value(s, k); out[i] == "" {
+			return nil, &ConfigError{fmt.Sprintf("%s: Secret %s/%s has no key %q, or it is empty", field, r.namespace, name, k)}
+		}
+	}
+	return out, nil
 }
 
 // key returns one key of a Secret; field names the spec field that points at it, for the message.
@@ -376,10 +381,15 @@ func (r secretReader) key(ref v1alpha1.SecretKeyRef, field string) (string, erro
 		}
 		return "", fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, ref.Name, err)
 	}
-	// A trailing newline is what `kubectl create secret --from-file` keeps from an editor.
-	v := strings.TrimRight(string(s.Data[ref.Key]), "\r\n")
+	v := value(s, ref.Key)
 	if v == "" {
 		return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s has no key %q, or it is empty", field, r.namespace, ref.Name, ref.Key)}
 	}
 	return v, nil
+}
+
+// value is key of s, without the trailing newline `kubectl create secret --from-file` keeps from
+// an editor.
+func value(s corev1.Secret, key string) string {
+	return strings.TrimRight(string(s.Data[key]), "\r\n")
 }
