@@ -207,7 +207,10 @@ func TestProxiedTransportNeverDialsTheTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tr.proxied.RoundTrip(req)
+	resp, err := tr.proxied.RoundTrip(req)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	var refused *RefusedError
 	if !errors.As(err, &refused) || target.conns.Load() != 0 {
 		t.Errorf("RoundTrip = %v with %d connections to the target, want refused with none", err, target.conns.Load())
