@@ -32,8 +32,12 @@ func (h *harness) oldCredwatchSecrets(appID string, now time.Time) (ours, theirs
 	h.t.Helper()
 	app, _ := fake.Application(tenantID, appID)
 	ours, theirs = uuid.NewString(), uuid.NewString()
+	var cluster string
+	if c := h.get().Spec.Target.AKSCluster; c != nil {
+		cluster = c.SubscriptionID + "/" + c.ResourceGroup + "/" + c.Name
+	}
 	for key, name := range map[string]string{
-		ours:   policy.WatchPrefix(string(h.get().UID)) + "20251201T000000Z",
+		ours:   policy.SecretPrefix(h.r.ClusterID, h.key.Namespace, h.key.Name, cluster) + "20251201T000000Z",
 		theirs: "credwatch-deadbeef-20251201T000000Z",
 	} {
 		app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{KeyID: key, DisplayName: name,
