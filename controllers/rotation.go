@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -62,7 +63,13 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 // its status, finalizer and events.
 func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges {
 	return rotation.Edges{
-		Grant: func(ctx context.Context) (access.Grant, error) { return r.grantOnce(ctx, w) },
+		Identity: r.identities().RefOf(w.obj),
+		Grant: func(ctx context.Context, ref *v1alpha1.IdentityRef) (access.Grant, error) {
+			if equality.Semantic.DeepEqual(ref, r.identities().RefOf(w.obj)) {
+				return r.grantOnce(ctx, w)
+			}
+			return r.identities().GrantOf(ctx, w.obj, ref)
+		},
 		Clients: func(ctx context.Context, g access.Grant, pin rotation.Pin) (rotation.Clients, error) {
 			return r.rotationClients(ctx, g, pin)
 		},

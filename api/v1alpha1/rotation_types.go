@@ -162,6 +162,12 @@ type RotationStatus struct {
 	// DisplayName names the new secret in Graph, chosen before it is created so that one left
 	// behind by a crash is found again.
 	DisplayName string `json:"displayName"`
+	// Identity is the identity the rotation started with, which it acts with to its end, as
+	// it is allowed at each step: an identityRef changed meanwhile can neither hold the rotation
+	// where it is nor move it on with other rights. Absent from a rotation an earlier version
+	// began, which takes the spec's.
+	// +optional
+	Identity *IdentityRef `json:"identity,omitempty"`
 	// AppID and ApplicationObjectID are the application being rotated, fixed when the rotation
 	// starts: if an AKS cluster moves to another service principal meanwhile, the rotation stops
 	// rather than hand the cluster another application's secret.

@@ -66,7 +66,12 @@ func (f Finder) Grant(ctx context.Context, obj *v1alpha1.CredentialWatch) (acces
 			"create an AzureIdentity in namespace " + obj.Namespace + " with spec.clientSecret naming Secret " + obj.Spec.AzureCredentialRef.Name +
 			" and spec.allow covering the target, set spec.identityRef to it, and remove azureCredentialRef (see the README's upgrade notes)"}
 	}
-	ref := f.RefOf(obj)
+	return f.GrantOf(ctx, obj, f.RefOf(obj))
+}
+
+// GrantOf finds the identity ref for obj, as Grant does obj's own: a rotation acts with the
+// identity it started with, whatever obj names now. A nil ref is no identity at all.
+func (f Finder) GrantOf(ctx context.Context, obj *v1alpha1.CredentialWatch, ref *v1alpha1.IdentityRef) (access.Grant, error) {
 	if ref == nil {
 		return access.Grant{}, &Error{reason: v1alpha1.ReasonNoIdentity, msg: "the watch names no identity and the operator has no default one (--default-identity): " +
 			"create an AzureIdentity in namespace " + obj.Namespace + " that allows the target, and set spec.identityRef to it"}
@@ -79,7 +84,7 @@ func (f Finder) Grant(ctx context.Context, obj *v1alpha1.CredentialWatch) (acces
 	case v1alpha1.KindClusterAzureIdentity:
 		var id v1alpha1.ClusterAzureIdentity
 		if err := f.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &id); err != nil {
-			if obj.Spec.IdentityRef == nil && apierrors.IsNotFound(err) {
+			if obj.Spec.IdentityRef == nil && ref.Name == f.Default && apierrors.IsNotFound(err) {
 				return access.Grant{}, &Error{reason: v1alpha1.ReasonIdentityNotFound, msg: "the operator's default identity, ClusterAzureIdentity " + ref.Name +
 					", does not exist: a cluster admin creates it (the chart's defaultIdentity.tenants), or set spec.identityRef to an identity of this namespace"}
 			}

@@ -30,9 +30,12 @@ func SpecPin(obj *v1alpha1.CredentialWatch) Pin {
 }
 
 // PinOf is what the rotation in progress st is about. One started before tenants were pinned
-// (some before clusters were too) takes what it lacks from the spec's pin.
+// (some before clusters were too, or identities) takes what it lacks from the spec's pin.
 func PinOf(st v1alpha1.RotationStatus, spec Pin) Pin {
-	p := Pin{TenantID: st.TenantID, AppID: st.AppID, ApplicationObjectID: st.ApplicationObjectID, Cluster: st.Cluster}
+	p := Pin{TenantID: st.TenantID, AppID: st.AppID, ApplicationObjectID: st.ApplicationObjectID, Cluster: st.Cluster, Identity: st.Identity}
+	if p.Identity == nil {
+		p.Identity = spec.Identity
+	}
 	if p.TenantID == "" {
 		p.TenantID = spec.TenantID
 		if p.Cluster == nil {

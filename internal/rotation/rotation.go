@@ -146,6 +146,9 @@ type Pin struct {
 	TenantID, AppID, ApplicationObjectID string
 	// Cluster is the AKS cluster moved onto the new secret; nil for a service principal.
 	Cluster *v1alpha1.RotationCluster
+	// Identity is the identity the rotation acts with; nil: none (the watch names none, and the
+	// operator has no default).
+	Identity *v1alpha1.IdentityRef
 }
 
 // Machine moves one watch's rotation on. It is made for one reconcile.
@@ -201,6 +204,7 @@ func (m *Machine) Start(ctx context.Context, pin Pin, asked Asked) (Result, erro
 		AppID:               pin.AppID,
 		ApplicationObjectID: pin.ApplicationObjectID,
 		Cluster:             pin.Cluster.DeepCopy(),
+		Identity:            pin.Identity.DeepCopy(),
 		StartTime:           metav1.NewTime(m.Now),
 		Request:             asked.Rotate,
 		AbortRequest:        asked.Abort,

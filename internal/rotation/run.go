@@ -27,8 +27,10 @@ import (
 // identity, Azure as that identity sees it, the Secrets of the watch's namespace, the watch's
 // status and finalizer, and its events. The controller provides them.
 type Edges struct {
-	// Grant is the watch's identity.
-	Grant func(ctx context.Context) (access.Grant, error)
+	// Identity is the identity the watch's spec names, or the operator's default one; nil: none.
+	Identity *v1alpha1.IdentityRef
+	// Grant finds the identity ref, as the watch may use it.
+	Grant func(ctx context.Context, ref *v1alpha1.IdentityRef) (access.Grant, error)
 	// Clients are the pinned application and cluster, as g signs in to pin's tenant. On error
 	// the rotation's step is not tried.
 	Clients func(ctx context.Context, g access.Grant, pin Pin) (Clients, error)
@@ -102,7 +104,9 @@ func NewRun(obj *v1alpha1.CredentialWatch, now time.Time, e Edges) (*Run, error)
 		spec = *s
 	}
 	rs, err := policy.RotationSettingsOf(spec)
-	return &Run{e: e, obj: obj, spec: spec, rs: rs, now: now, pin: SpecPin(obj)}, err
+	pin := SpecPin(obj)
+	pin.Identity = e.Identity.DeepCopy()
+	return &Run{e: e, obj: obj, spec: spec, rs: rs, now: now, pin: pin}, err
 }
 
 // Reconcile starts a rotation that is due, or moves the one in progress on.
@@ -118,7 +122,7 @@ func (ro *Run) Reconcile(ctx context.Context) (time.Time, error) {
 func (ro *Run) pinTo(st *v1alpha1.RotationStatus) Pin {
 	spec := ro.pin
 	ro.pin = PinOf(*st, spec)
-	st.TenantID, st.Cluster = ro.pin.TenantID, ro.pin.Cluster
+	st.TenantID, st.Cluster, st.Identity = ro.pin.TenantID, ro.pin.Cluster, ro.pin.Identity
 	if st.SecretName != "" {
 		ro.spec.SecretRef.Name = st.SecretName
 	}
@@ -216,6 +220,19 @@ func (ro *Run) adopt(ctx context.Context, rec pacing.Record) (time.Time, error) 
 func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
 	obj := ro.obj
 	spec := ro.pinTo(&st)
+	// Asked first: whatever the spec says now (an abort, DryRun, another target), a secret
+	// nothing uses goes once its identity no longer allows Rotate.
+	if wg, ok, err := ro.revoked(ctx, st); err != nil || ok {
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t := st.NextAttemptTime; t != nil && ro.now.Before(t.Time) {
+			return t.Time, nil
+		}
+		return ro.drive(ctx, st, wg, "", func(ctx context.Context, m *Machine) (Result, error) {
+			return m.Abort(ctx, st, whyRevoked)
+		})
+	}
 	if why, value := AbortAsked(obj, st); why != "" {
 		if err := Abortable(st); err == nil {
 			return ro.abort(ctx, st, why)
@@ -224,12 +241,6 @@ func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Tim
 			obj.Status.Rotation.AbortRequest = value // written by the deferred patch: refused once, said once
 			ro.e.Events.Event(corev1.EventTypeWarning, eventAbortRefused, AbortRefused(why, err))
 		}
-	}
-	if wg, ok := ro.revoked(ctx, st); ok {
-		// Whatever the spec says now (DryRun, another target), the pinned secret goes.
-		return ro.drive(ctx, st, wg, "", func(ctx context.Context, m *Machine) (Result, error) {
-			return m.Abort(ctx, st, whyRevoked)
-		})
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
 		ro.condition(metav1.ConditionFalse, string(st.Step), DryRunWaits(st.Step))
@@ -264,23 +275,28 @@ const whyRevoked = "its identity no longer allows Rotate: the new secret, which 
 // removing it leaves Azure as it was before the rotation, and a secret left live in Graph and in
 // the staging Secret is what the admin's revocation meant to end; the identity must still allow
 // watching the application. Later, the rotation waits for Rotate to be allowed again, since
-// only finishing it retires the old secrets safely. It is asked before anything the watch's
-// author may change (mode, target, deletion) could hold the rotation where it is.
-func (ro *Run) revoked(ctx context.Context, st v1alpha1.RotationStatus) (access.Grant, bool) {
+// only finishing it retires the old secrets safely. It is asked of the identity the rotation
+// started with, before anything the watch's author may change (an abort, the mode, the target,
+// the identityRef, deletion) could hold the rotation where it is.
+func (ro *Run) revoked(ctx context.Context, st v1alpha1.RotationStatus) (access.Grant, bool, error) {
 	// A rotation an earlier version began (a secret made, no digest kept) may have written its
 	// secret to the target Secret already, where consumers read it: not withdrawn unasked.
 	if Abortable(st) != nil || (st.KeyID != "" && st.SecretDigest == "") {
-		return access.Grant{}, false
+		return access.Grant{}, false, nil
 	}
-	g, err := ro.e.Grant(ctx)
+	g, err := ro.e.Grant(ctx, ro.pin.Identity)
+	var ke *target.KubernetesError
+	if errors.As(err, &ke) {
+		return access.Grant{}, false, err
+	}
 	if err != nil {
-		return access.Grant{}, false
+		return access.Grant{}, false, nil // the identity is gone or does not sign in: nothing can remove it
 	}
 	var refusal *access.Refusal
 	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); !errors.As(err, &refusal) {
-		return access.Grant{}, false
+		return access.Grant{}, false, nil
 	}
-	return g, g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}) == nil
+	return g, g.Allow(access.Request{Operation: v1alpha1.OperationWatch, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}) == nil, nil
 }
 
 // drive runs act on a machine for the rotation st with the watch's identity g, which allows it,
@@ -328,7 +344,7 @@ func (ro *Run) apply(res Result, err error, changed string) (time.Time, error) {
 // onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
 // Azure, so that an identity that no longer allows the rotation stops it at its next step.
 func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) {
-	g, err := ro.e.Grant(ctx)
+	g, err := ro.e.Grant(ctx, ro.pin.Identity)
 	if err != nil {
 		return access.Grant{}, err
 	}

@@ -26,6 +26,8 @@ type runWorld struct {
 	ops      []v1alpha1.Operation
 	// appsAllowed replaces the identity's allow.applications when set.
 	appsAllowed []string
+	// identityRef is the identity the spec names, when not "id", the only one there is.
+	identityRef string
 	finalizer   []bool
 	clientsErr  error
 	// pace is the application's record; paceLog, what the run did to it, in order.
@@ -57,8 +59,16 @@ func (rw *runWorld) edges() Edges {
 	if rw.appsAllowed != nil {
 		apps = rw.appsAllowed
 	}
+	named := "id"
+	if rw.identityRef != "" {
+		named = rw.identityRef
+	}
 	return Edges{
-		Grant: func(context.Context) (access.Grant, error) {
+		Identity: &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: named},
+		Grant: func(_ context.Context, ref *v1alpha1.IdentityRef) (access.Grant, error) {
+			if ref == nil || ref.Name != "id" {
+				return access.Grant{}, errors.New("AzureIdentity team-a/" + named + " does not exist")
+			}
 			return access.Grant{Namespace: access.Namespace{Name: "team-a"}, Identity: access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team-a", Name: "id",
 				Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: apps, Operations: rw.ops}}}}, rw.grantErr
 		},
@@ -157,6 +167,8 @@ func TestRunPaused(t *testing.T) {
 // in use, the rotation waits for Rotate again instead.
 func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 	dryRun := func(rw *runWorld) { rw.obj.Spec.Rotation.Mode = v1alpha1.RotationDryRun }
+	reIdentified := func(rw *runWorld) { rw.identityRef = "gone" }
+	aborted := func(rw *runWorld) { rw.obj.Annotations[v1alpha1.AbortRotationAnnotation] = "1" }
 	retargeted := func(rw *runWorld) {
 		rw.obj.Spec.Target.ServicePrincipal.ClientID = "0f0e0d0c-0b0a-4909-8807-060504030201"
 	}
@@ -172,6 +184,8 @@ func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 		{"secret stored, the identity refuses the application", v1alpha1.StepSecretStored, []v1alpha1.Operation{v1alpha1.OperationRotate}, nil, false},
 		{"secret stored, mode DryRun, Rotate revoked", v1alpha1.StepSecretStored, nil, dryRun, true},
 		{"secret stored, target changed, Rotate revoked", v1alpha1.StepSecretStored, nil, retargeted, true},
+		{"secret stored, identityRef changed to one that does not exist, Rotate revoked", v1alpha1.StepSecretStored, nil, reIdentified, true},
+		{"secret stored, abort asked, Rotate revoked", v1alpha1.StepSecretStored, nil, aborted, true},
 		{"begun by an earlier version, Rotate revoked", v1alpha1.StepSecretStored, nil, func(rw *runWorld) { rw.obj.Status.Rotation.SecretDigest = "" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

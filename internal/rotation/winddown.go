@@ -169,7 +169,10 @@ func (ro *Run) windDown(ctx context.Context, st v1alpha1.RotationStatus, deadlin
 		return time.Time{}, err
 	}
 	if err != nil {
-		wg, ok := ro.revoked(ctx, st)
+		wg, ok, rerr := ro.revoked(ctx, st)
+		if rerr != nil {
+			return time.Time{}, rerr
+		}
 		if !ok {
 			return ro.release(ctx, st, NotAllowedAnyMore(err))
 		}
