@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -71,6 +72,8 @@ type transport struct {
 	https, http, proxied *http.Transport
 	// proxyRoots are what an https proxy's certificate must chain to; nil: the system's.
 	proxyRoots *x509.CertPool
+	// tunnelTimeout bounds opening a tunnel (tests shorten it).
+	tunnelTimeout time.Duration
 }
 
 // proxyKey holds, in the context of a request for the proxied transport, the proxy the
@@ -78,7 +81,7 @@ type transport struct {
 type proxyKey struct{}
 
 func (p Policy) transport(proxy func(*http.Request) (*url.URL, error), r resolver) *transport {
-	t := &transport{policy: p, proxy: proxy, resolver: r, https: newTransport(), http: newTransport(), proxied: newTransport()}
+	t := &transport{policy: p, proxy: proxy, resolver: r, https: newTransport(), http: newTransport(), proxied: newTransport(), tunnelTimeout: tunnelTimeout}
 	t.https.DialContext = p.dialer(false).DialContext
 	t.http.DialContext = p.dialer(true).DialContext
 	// No Proxy: the tunnel is this transport's own, so that TLS to the target, on top of it,
@@ -121,6 +124,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.proxied.RoundTrip(req.WithContext(context.WithValue(req.Context(), proxyKey{}, proxyURL)))
 }
 
+// Bounds of a tunnel through the proxy, which a watch's author could otherwise stretch with a
+// name of many unreachable addresses: the time to open one, all addresses tried, as the direct
+// dialer's timeout bounds a dial; how many addresses are tried; how long the proxy's answer to
+// CONNECT may be.
+const (
+	tunnelTimeout   = 30 * time.Second
+	tunnelAddresses = 4
+	maxTunnelAnswer = 16 << 10
+)
+
 // tunnel connects to address (name:port) through the proxy in ctx: it resolves and judges the
 // name, then asks the proxy to CONNECT to each address judged in turn, never to the name, which
 // the proxy would resolve again. A context without a proxy is refused, not dialled.
@@ -129,6 +142,9 @@ func (t *transport) tunnel(ctx context.Context, _, address string) (net.Conn, er
 	if proxyURL == nil {
 		return nil, &RefusedError{}
 	}
+	// The Transport dials with its own context, without the request's deadline.
+	ctx, cancel := context.WithTimeout(ctx, t.tunnelTimeout)
+	defer cancel()
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, &RefusedError{}
@@ -138,7 +154,7 @@ func (t *transport) tunnel(ctx context.Context, _, address string) (net.Conn, er
 		return nil, err
 	}
 	var errs []error
-	for _, a := range addrs {
+	for _, a := range addrs[:min(len(addrs), tunnelAddresses)] {
 		conn, err := t.connect(ctx, proxyURL, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return conn, nil
@@ -172,15 +188,14 @@ func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target strin
 		}
 		conn = tc
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
 	if u := proxyURL.User; u != nil {
 		pw, _ := u.Password()
 		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw)))
 	}
-	br := bufio.NewReader(conn)
+	br := bufio.NewReader(io.LimitReader(conn, maxTunnelAnswer))
 	resp, err := func() (*http.Response, error) {
 		if err := req.Write(conn); err != nil {
 			return nil, err
@@ -191,8 +206,8 @@ func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target strin
 		_ = conn.Close()
 		return nil, fmt.Errorf("asking the proxy for a tunnel: %w", err)
 	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || br.Buffered() > 0 {
+	// An answer with a body, or bytes after it, is not a tunnel; its body is never read.
+	if resp.StatusCode != http.StatusOK || resp.ContentLength > 0 || len(resp.TransferEncoding) > 0 || br.Buffered() > 0 {
 		_ = conn.Close()
 		// The status only: what the proxy says of the address is no one else's business.
 		return nil, fmt.Errorf("the proxy refused a tunnel: %s", resp.Status)

@@ -283,3 +283,47 @@ func TestProxiedRequestsArePinned(t *testing.T) {
 		})
 	}
 }
+
+// A tunnel is bounded, whatever the name and the proxy do: a proxy that never answers is given
+// up on, its connection closed, and a name of many addresses costs a few attempts, not one each.
+func TestTunnelsAreBounded(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	closed := make(chan struct{})
+	go func() {
+		c, err := silent.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c) // never answers; returns once credwatch hangs up
+		close(closed)
+	}()
+	tr := Policy{}.transport(http.ProxyURL(&url.URL{Scheme: "http", Host: silent.Addr().String()}), names{"hooks.test": {netip.MustParseAddr("20.50.2.1")}})
+	tr.tunnelTimeout = 300 * time.Millisecond
+	if _, err := post(&http.Client{Transport: tr}, "https://hooks.test/hook"); err == nil {
+		t.Fatal("POST through a proxy that never answers succeeded")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection to the silent proxy is still open")
+	}
+
+	many := names{"many.test": nil}
+	for i := range 20 {
+		many["many.test"] = append(many["many.test"], netip.AddrFrom4([4]byte{20, 50, 2, byte(i + 1)}))
+	}
+	var asked atomic.Int32
+	proxy := listen(t, false, func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	})
+	proxyURL, _ := url.Parse(proxy.URL)
+	c := &http.Client{Transport: Policy{}.transport(http.ProxyURL(proxyURL), many)}
+	if _, err := post(c, "https://many.test/hook"); err == nil || asked.Load() != tunnelAddresses {
+		t.Errorf("POST = %v after %d tunnels asked for, want a failure after %d", err, asked.Load(), tunnelAddresses)
+	}
+}
