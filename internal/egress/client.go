@@ -196,12 +196,14 @@ func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target strin
 		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw)))
 	}
 	br := bufio.NewReader(io.LimitReader(conn, maxTunnelAnswer))
+	// The body of a 200 to CONNECT, when it has one at all (an HTTP/1.0 proxy's), is the tunnel:
+	// it is never read or closed, and an answer that declares another body is refused.
 	resp, err := func() (*http.Response, error) {
 		if err := req.Write(conn); err != nil {
 			return nil, err
 		}
 		return http.ReadResponse(br, req)
-	}()
+	}() //nolint:bodyclose // see above
 	if err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("asking the proxy for a tunnel: %w", err)
