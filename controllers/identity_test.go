@@ -60,7 +60,8 @@ func TestUnitIdentityChanged(t *testing.T) {
 }
 
 // TestUnitAnIdentityMapsToTheWatchesThatUseIt: a change to an identity reconciles the watches
-// that name it, and those that name none when it is the default, in the namespaces it serves.
+// that name it, those that name none when it is the default, in the namespaces it serves, and
+// those whose rotation in progress started with it.
 func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
@@ -76,6 +77,12 @@ func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 		watch("a", "other", &v1alpha1.IdentityRef{Name: "dev"}),
 		watch("a", "cluster", &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: "ops"}),
 		watch("b", "default", nil),
+		// Moved to another identity while a rotation that started with dev's goes on.
+		func() client.Object {
+			w := watch("a", "rotating", &v1alpha1.IdentityRef{Name: "ops2"}).(*v1alpha1.CredentialWatch)
+			w.Status.Rotation = &v1alpha1.RotationStatus{Identity: &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: "dev"}}
+			return w
+		}(),
 	).Build()
 	r := &CredentialWatchReconciler{DefaultIdentity: testIdentity}
 	for _, tc := range []struct {
@@ -90,7 +97,9 @@ func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 			[]string{"a/cluster"}},
 		{"the default identity", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: testIdentity}},
 			[]string{"b/default"}},
-		{"an identity no watch uses", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "dev"}},
+		{"the identity a rotation in progress started with", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "dev"}},
+			[]string{"a/rotating"}},
+		{"an identity no watch uses", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "qa"}},
 			nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

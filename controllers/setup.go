@@ -68,6 +68,12 @@ func (r *CredentialWatchReconciler) watchesOfIdentity(c client.Reader, kind stri
 		}
 		return requestsOf(ctx, c, "Listing the watches an identity's change concerns", func(w *v1alpha1.CredentialWatch) bool {
 			ref := r.identities().RefOf(w)
+			if st := w.Status.Rotation; st != nil && st.Identity != nil {
+				// A rotation acts with the identity it started with, whatever the spec names now.
+				if pinned := st.Identity; pinned.Kind == kind && pinned.Name == o.GetName() {
+					return true
+				}
+			}
 			return ref != nil && ref.Kind == kind && ref.Name == o.GetName()
 		}, opts...)
 	}
