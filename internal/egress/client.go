@@ -155,7 +155,11 @@ func (t *transport) tunnel(ctx context.Context, _, address string) (net.Conn, er
 	}
 	var errs []error
 	for _, a := range addrs[:min(len(addrs), tunnelAddresses)] {
-		conn, err := t.connect(ctx, proxyURL, net.JoinHostPort(a.String(), port))
+		// A third of the time each, so that an address the proxy cannot reach (IPv6 first on a
+		// network without it) leaves time for the next.
+		attempt, cancel := context.WithTimeout(ctx, t.tunnelTimeout/3)
+		conn, err := t.connect(attempt, proxyURL, net.JoinHostPort(a.String(), port))
+		cancel()
 		if err == nil {
 			return conn, nil
 		}
@@ -196,8 +200,8 @@ func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target strin
 		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw)))
 	}
 	br := bufio.NewReader(io.LimitReader(conn, maxTunnelAnswer))
-	// The body of a 200 to CONNECT, when it has one at all (an HTTP/1.0 proxy's), is the tunnel:
-	// it is never read or closed, and an answer that declares another body is refused.
+	// The body of a 200 to CONNECT, when Go makes one at all (an HTTP/1.0 proxy's answer, or one
+	// with a length), is the tunnel: it is never read or closed.
 	resp, err := func() (*http.Response, error) {
 		if err := req.Write(conn); err != nil {
 			return nil, err
@@ -208,8 +212,9 @@ func (t *transport) connect(ctx context.Context, proxyURL *url.URL, target strin
 		_ = conn.Close()
 		return nil, fmt.Errorf("asking the proxy for a tunnel: %w", err)
 	}
-	// An answer with a body, or bytes after it, is not a tunnel; its body is never read.
-	if resp.StatusCode != http.StatusOK || resp.ContentLength > 0 || len(resp.TransferEncoding) > 0 || br.Buffered() > 0 {
+	// A 2xx to CONNECT has no body, whatever its headers say (RFC 9110, 9.3.6): the body Go
+	// makes of it is the tunnel, never read; bytes read past the answer would be lost to it.
+	if resp.StatusCode != http.StatusOK || br.Buffered() > 0 {
 		_ = conn.Close()
 		// The status only: what the proxy says of the address is no one else's business.
 		return nil, fmt.Errorf("the proxy refused a tunnel: %s", resp.Status)

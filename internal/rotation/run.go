@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -123,6 +124,10 @@ func (ro *Run) pinTo(st *v1alpha1.RotationStatus) Pin {
 	spec := ro.pin
 	ro.pin = PinOf(*st, spec)
 	st.TenantID, st.Cluster, st.Identity = ro.pin.TenantID, ro.pin.Cluster, ro.pin.Identity
+	if cur := ro.obj.Status.Rotation; cur != nil && cur.Identity == nil && st.Identity != nil {
+		// One an earlier version began is pinned now, by the deferred patch, not at its next step.
+		cur.Identity = st.Identity.DeepCopy()
+	}
 	if st.SecretName != "" {
 		ro.spec.SecretRef.Name = st.SecretName
 	}
@@ -314,9 +319,17 @@ func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, g access.G
 }
 
 // abort withdraws the rotation st: only the identity's right to rotate the application is needed
-// to remove the secret the rotation added.
+// to remove the secret the rotation added. Should the identity it started with be gone, the one
+// the spec names now may remove it, if it allows rotating the application: removing the secret
+// takes rights away, and the rotation would otherwise be stuck.
 func (ro *Run) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
 	g, err := ro.authorize(ctx, false)
+	if err != nil && !equality.Semantic.DeepEqual(ro.e.Identity, ro.pin.Identity) {
+		if sg, serr := ro.e.Grant(ctx, ro.e.Identity); serr == nil &&
+			sg.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}) == nil {
+			g, err = sg, nil
+		}
+	}
 	if err != nil {
 		return ro.paused(err)
 	}

@@ -222,6 +222,41 @@ func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 	}
 }
 
+// A rotation whose identity is gone can still be aborted with the identity the spec names now,
+// if that one allows rotating the application: removing the unused secret takes rights away.
+func TestRunAbortWithTheSpecsIdentityWhenThePinnedOneIsGone(t *testing.T) {
+	rw := newRunWorld(t, v1alpha1.RotationApply)
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	added := rw.obj.Status.Rotation.KeyID
+	rw.obj.Status.Rotation.Identity = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "deleted"}
+	rw.obj.Annotations[v1alpha1.AbortRotationAnnotation] = "1"
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if rw.listed(added) || !rw.abandoned {
+		t.Fatalf("secret %s listed %v, abandoned %v (Rotating %+v); want it withdrawn with the spec's identity",
+			added, rw.listed(added), rw.abandoned, target.Condition(rw.obj, v1alpha1.ConditionRotating))
+	}
+}
+
+// A rotation an earlier version began, without an identity, is pinned to the spec's at once.
+func TestRunPinsTheIdentityOfAnEarlierRotation(t *testing.T) {
+	rw := newRunWorld(t, v1alpha1.RotationApply)
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	rw.obj.Status.Rotation.Identity = nil
+	rw.obj.Spec.Rotation.Mode = v1alpha1.RotationDryRun // it writes no step
+	if _, err := rw.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rw.obj.Status.Rotation.Identity; got == nil || got.Name != "id" {
+		t.Fatalf("status.rotation.identity = %+v, want the spec's, id", got)
+	}
+}
+
 // A watch deleted after its identity lost Rotate still withdraws the secret nothing uses yet,
 // rather than letting go of it live.
 func TestRunFinalizeRevokedWithdraws(t *testing.T) {
