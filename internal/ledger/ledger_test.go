@@ -124,44 +124,41 @@ func TestUnitLedgerRefusesAForeignConfigMap(t *testing.T) {
 	}
 }
 
-// A namespace where the operator may not write ConfigMaps is said so, naming what grants it.
-func TestUnitLedgerForbiddenSaysWhatGrantsIt(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
-			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x",
-				errors.New(`User "system:serviceaccount:credwatch-system:credwatch" cannot create resource "configmaps" in API group "" in the namespace "team-a"`))
-		},
-	}).Build()
-	s := &Store{Reader: c, Writer: c}
-	b, err := s.Load(ctx, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Write(ctx, b, map[string]*string{"slack.x": ptr.To("Warning 1")})
-	var forbidden *ForbiddenError
-	if !errors.As(err, &forbidden) || !strings.Contains(err.Error(), "namespace team-a") || !strings.Contains(err.Error(), "ledgerNamespaces") {
-		t.Fatalf("write: %v, want a ForbiddenError naming the namespace and the chart value", err)
-	}
-}
-
-// A 403 that is not the authorizer's, a quota exceeded say, is no matter for the chart: it is a
+// A namespace where the operator may not write ConfigMaps is said so, naming what grants it; a
+// 403 that is not the authorizer's, a quota exceeded say, is no matter for the chart: it is a
 // failure like any other, retried.
-func TestUnitLedgerQuotaIsNotARightMissing(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
-			return apierrors.NewForbidden(corev1.Resource("configmaps"), "x", errors.New("exceeded quota: team-a, requested: count/configmaps=1"))
-		},
-	}).Build()
-	s := &Store{Reader: c, Writer: c}
-	b, err := s.Load(ctx, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Write(ctx, b, map[string]*string{"slack.x": ptr.To("Warning 1")})
-	var forbidden *ForbiddenError
-	if err == nil || errors.As(err, &forbidden) || !strings.Contains(err.Error(), "exceeded quota") {
-		t.Fatalf("write: %v, want the quota's refusal, not a right missing", err)
+func TestUnitLedgerForbiddenSaysWhatGrantsIt(t *testing.T) {
+	for name, tc := range map[string]struct {
+		refusal   string
+		forbidden bool
+		says      []string
+	}{
+		"RBAC": {refusal: `User "system:serviceaccount:credwatch-system:credwatch" cannot create resource "configmaps" in API group "" in the namespace "team-a"`,
+			forbidden: true, says: []string{"namespace team-a", "ledgerNamespaces"}},
+		"a quota": {refusal: "exceeded quota: team-a, requested: count/configmaps=1", says: []string{"exceeded quota"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+					return apierrors.NewForbidden(corev1.Resource("configmaps"), "x", errors.New(tc.refusal))
+				},
+			}).Build()
+			s := &Store{Reader: c, Writer: c}
+			b, err := s.Load(ctx, owner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Write(ctx, b, map[string]*string{"slack.x": ptr.To("Warning 1")})
+			var forbidden *ForbiddenError
+			if err == nil || errors.As(err, &forbidden) != tc.forbidden {
+				t.Fatalf("write: %v, want a ForbiddenError: %v", err, tc.forbidden)
+			}
+			for _, want := range tc.says {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("write: %v, want it to say %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -305,21 +305,7 @@ func TestSecretWritesOnlyWhereListed(t *testing.T) {
 		"cluster-wide, asked": {values: []string{clusterWide}, want: []string{"cluster"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, obj := range render(t, tc.values...) {
-				if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
-					continue
-				}
-				var role rbacv1.ClusterRole
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range role.Rules {
-					if slices.Contains(r.Resources, "secrets") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "update")) {
-						got = append(got, where(obj.GetKind(), obj.GetNamespace()))
-					}
-				}
-			}
+			got := writesGranted(t, "secrets", render(t, tc.values...))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("Secret writes granted in %v, want %v", got, tc.want)
 			}
@@ -349,21 +335,7 @@ func TestLedgerWritesOnlyWhereListed(t *testing.T) {
 			want: []string{"credwatch-system", "team-a"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, obj := range render(t, tc.values...) {
-				if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
-					continue
-				}
-				var role rbacv1.ClusterRole
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range role.Rules {
-					if slices.Contains(r.Resources, "configmaps") && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "update")) {
-						got = append(got, where(obj.GetKind(), obj.GetNamespace()))
-					}
-				}
-			}
+			got := writesGranted(t, "configmaps", render(t, tc.values...))
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("ConfigMap writes granted in %v, want %v", got, tc.want)
@@ -624,6 +596,28 @@ func TestManagerRulesMatchControllerGen(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("chart's manager and image-pull rules:\n%s\ncontroller-gen's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// writesGranted lists where the roles among objs grant create or update of resource: namespaces,
+// or "cluster".
+func writesGranted(t *testing.T, resource string, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var got []string
+	for _, obj := range objs {
+		if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, resource) && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "update")) {
+				got = append(got, where(obj.GetKind(), obj.GetNamespace()))
+			}
+		}
+	}
+	return got
 }
 
 // where a role's rules hold: the cluster, or a namespace.
