@@ -88,7 +88,9 @@ func WhyNotStart(obj *v1alpha1.CredentialWatch, pin Pin, spec v1alpha1.Rotation,
 	if !requested && now.Before(dueAt) {
 		return &Hold{Reason: v1alpha1.ReasonIdle, Message: "Next rotation due at " + dueAt.UTC().Format(time.RFC3339), Next: dueAt}
 	}
-	if a := st.LastAbort; a != nil && a.Generation == obj.Generation && (!requested || request == a.Request) {
+	// A rotation withdrawn because Rotate was revoked is not an abort anyone asked for: once
+	// Rotate is allowed again, the next one starts by itself.
+	if a := st.LastAbort; a != nil && a.Generation == obj.Generation && a.Reason != whyRevoked && (!requested || request == a.Request) {
 		return &Hold{Reason: v1alpha1.ReasonRotationAborted, Message: fmt.Sprintf(
 			"A rotation is due, but the last one was aborted at %s (%s): none starts by itself until the spec changes, or one is asked for with kubectl credwatch rotate",
 			a.Time.UTC().Format(time.RFC3339), a.Reason)}

@@ -205,6 +205,7 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 // record lets go of it first, so that no crash has two watches, or one twice, retire by it.
 func (ro *Run) adopt(ctx context.Context, rec pacing.Record) (time.Time, error) {
 	st := *rec.Pending.Status.DeepCopy()
+	st.Identity = ro.pin.Identity.DeepCopy() // the watch's own, which allowed taking it on
 	if err := ro.e.Finalizer(ctx, true); err != nil {
 		return time.Time{}, err
 	}
@@ -319,9 +320,9 @@ func (ro *Run) drive(ctx context.Context, st v1alpha1.RotationStatus, g access.G
 }
 
 // abort withdraws the rotation st: only the identity's right to rotate the application is needed
-// to remove the secret the rotation added. Should the identity it started with be gone, the one
-// the spec names now may remove it, if it allows rotating the application: removing the secret
-// takes rights away, and the rotation would otherwise be stuck.
+// to remove the secret the rotation added. Should the identity it started with not allow that
+// (gone, or narrowed), the one the spec names now may remove it, if it allows rotating the
+// application: removing the secret takes rights away, and the rotation would otherwise be stuck.
 func (ro *Run) abort(ctx context.Context, st v1alpha1.RotationStatus, why string) (time.Time, error) {
 	g, err := ro.authorize(ctx, false)
 	if err != nil && !equality.Semantic.DeepEqual(ro.e.Identity, ro.pin.Identity) {

@@ -82,8 +82,12 @@ func (rw *runWorld) edges() Edges {
 				rw.obj.Status.Rotation = st.DeepCopy()
 				return nil
 			},
-			FinishFunc:  m.Ledger.Finish,
-			AbandonFunc: m.Ledger.Abandon,
+			FinishFunc: m.Ledger.Finish,
+			AbandonFunc: func(ctx context.Context, why string) error {
+				// As the controller's ledger does: the rotation ends, and the abort is kept.
+				rw.obj.Status.LastAbort = &v1alpha1.LastAbort{Time: metav1.NewTime(rw.now), Reason: why, Generation: rw.obj.Generation}
+				return m.Ledger.Abandon(ctx, why)
+			},
 		},
 		Events:    m.Events,
 		Finalizer: func(_ context.Context, add bool) error { rw.finalizer = append(rw.finalizer, add); return nil },
@@ -222,22 +226,63 @@ func TestRunRevokedRotateWithdrawsAnUnusedSecret(t *testing.T) {
 	}
 }
 
+// A rotation withdrawn because Rotate was revoked is no abort anyone asked for: once Rotate is
+// allowed again, the next one starts by itself, when the pace allows; after an abort asked for,
+// none does until the spec changes.
+func TestRunStartsAgainOnceRotateIsAllowedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		revoke bool
+		starts bool
+	}{{"withdrawn on revocation", true, true}, {"aborted by annotation", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := newRunWorld(t, v1alpha1.RotationApply)
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			rw.now = rw.now.Add(time.Minute) // past the sign-in check's next attempt
+			if tc.revoke {
+				rw.ops = nil
+			} else {
+				rw.obj.Annotations[v1alpha1.AbortRotationAnnotation] = "1"
+			}
+			if _, err := rw.reconcile(); err != nil || rw.obj.Status.Rotation != nil {
+				t.Fatalf("rotation %+v, %v; want it withdrawn", rw.obj.Status.Rotation, err)
+			}
+			rw.ops = []v1alpha1.Operation{v1alpha1.OperationRotate}
+			rw.now = rw.now.Add(25 * time.Hour) // past the day's pace
+			adds := rw.adds
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			if started := rw.adds > adds; started != tc.starts {
+				t.Fatalf("a new rotation started: %v, want %v (Rotating %+v)", started, tc.starts, target.Condition(rw.obj, v1alpha1.ConditionRotating))
+			}
+		})
+	}
+}
+
 // A rotation whose identity is gone can still be aborted with the identity the spec names now,
 // if that one allows rotating the application: removing the unused secret takes rights away.
 func TestRunAbortWithTheSpecsIdentityWhenThePinnedOneIsGone(t *testing.T) {
-	rw := newRunWorld(t, v1alpha1.RotationApply)
-	if _, err := rw.reconcile(); err != nil {
-		t.Fatal(err)
-	}
-	added := rw.obj.Status.Rotation.KeyID
-	rw.obj.Status.Rotation.Identity = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "deleted"}
-	rw.obj.Annotations[v1alpha1.AbortRotationAnnotation] = "1"
-	if _, err := rw.reconcile(); err != nil {
-		t.Fatal(err)
-	}
-	if rw.listed(added) || !rw.abandoned {
-		t.Fatalf("secret %s listed %v, abandoned %v (Rotating %+v); want it withdrawn with the spec's identity",
-			added, rw.listed(added), rw.abandoned, target.Condition(rw.obj, v1alpha1.ConditionRotating))
+	for _, specRotates := range []bool{true, false} {
+		rw := newRunWorld(t, v1alpha1.RotationApply)
+		if _, err := rw.reconcile(); err != nil {
+			t.Fatal(err)
+		}
+		added := rw.obj.Status.Rotation.KeyID
+		rw.obj.Status.Rotation.Identity = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "deleted"}
+		rw.obj.Annotations[v1alpha1.AbortRotationAnnotation] = "1"
+		if !specRotates {
+			rw.ops = []v1alpha1.Operation{v1alpha1.OperationReadOwners}
+		}
+		if _, err := rw.reconcile(); err != nil {
+			t.Fatal(err)
+		}
+		if withdrawn := !rw.listed(added) && rw.abandoned; withdrawn != specRotates {
+			t.Fatalf("the spec's identity allows Rotate: %v; secret %s withdrawn %v (Rotating %+v)",
+				specRotates, added, withdrawn, target.Condition(rw.obj, v1alpha1.ConditionRotating))
+		}
 	}
 }
 
