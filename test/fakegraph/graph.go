@@ -168,16 +168,16 @@ func (s *Server) denied(w http.ResponseWriter, c graphCall, tok issuedToken) boo
 // route resolves the URL to a resource. Only reads exist today; a write (addPassword, ...) would
 // be one more case here, reading its body with readBody.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok issuedToken, segs []string) {
+	if len(segs) > 0 && segs[0] == "beta" {
+		s.routeBeta(w, r, c, tok, segs[1:])
+		return
+	}
 	if len(segs) == 0 || segs[0] != "v1.0" {
 		v := ""
 		if len(segs) > 0 {
 			v = segs[0]
 		}
-		msg := "Invalid version: " + v
-		if strings.EqualFold(v, "beta") {
-			msg = "fakegraph serves only v1.0, not beta."
-		}
-		c.graphError(w, http.StatusBadRequest, "BadRequest", msg)
+		c.graphError(w, http.StatusBadRequest, "BadRequest", "Invalid version: "+v)
 		return
 	}
 	segs = segs[1:]

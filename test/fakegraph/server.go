@@ -27,6 +27,8 @@ type Server struct {
 	tokens        map[string]issuedToken
 	deniedClients map[string]bool // by lower-cased client ID
 	usersHidden   map[string]bool // by lower-cased client ID
+	reportsDenied map[string]bool // by lower-cased client ID: no AuditLog.Read.All
+	signInLag     time.Duration
 	throttleLeft  int
 	throttleAfter time.Duration
 	budget        *budget
@@ -59,6 +61,10 @@ type tenant struct {
 	federated map[string][]FederatedCredential
 	// domains are the tenant's verified domains, the first its initial one.
 	domains []string
+	// signIns are the times each credential, by lower keyId, signed in, the latest last.
+	signIns map[string][]time.Time
+	// unlicensed: no Entra ID P1 or P2, which the sign-in activity reports need.
+	unlicensed bool
 }
 
 type stored struct {
@@ -153,6 +159,7 @@ func NewOn(l net.Listener, cert *tls.Certificate) *Server {
 		closing:       make(chan struct{}),
 		deniedClients: map[string]bool{},
 		usersHidden:   map[string]bool{},
+		reportsDenied: map[string]bool{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))

@@ -187,11 +187,14 @@ func (s *Server) issueToken(r *http.Request, tenantID string, clientID *string) 
 		return nil, badRequest("invalid_tenant", 90002, tenantNotFound(tenantID))
 	}
 	if form.Get("client_assertion") == "" {
-		if err := t.checkSecret(id, secret, time.Now()); err != nil {
+		now := time.Now()
+		keyID, err := t.checkSecret(id, secret, now)
+		if err != nil {
 			var f *tokenFailure
 			errors.As(err, &f)
 			return nil, f
 		}
+		t.signedIn(keyID, now)
 	}
 	lifetime := int(s.tokenLifetime / time.Second)
 	access := newOpaqueToken()
@@ -213,7 +216,8 @@ func (f *tokenFailure) Error() string { return fmt.Sprintf("%s: AADSTS%d", f.err
 
 // checkSecret accepts a secret registered with AddClient or a current SecretText on the tenant's
 // application or service principal for that appId, which is how a rotated secret becomes usable.
-func (t *tenant) checkSecret(clientID, secret string, now time.Time) error {
+// It returns the keyId of the credential it accepted, "" for one registered with AddClient.
+func (t *tenant) checkSecret(clientID, secret string, now time.Time) (string, error) {
 	key := strings.ToLower(clientID)
 	registered := t.clients[key]
 	var objs []*stored
@@ -223,17 +227,17 @@ func (t *tenant) checkSecret(clientID, secret string, now time.Time) error {
 		}
 	}
 	if registered == nil && len(objs) == 0 {
-		return &tokenFailure{http.StatusBadRequest, "unauthorized_client", 700016, fmt.Sprintf(
+		return "", &tokenFailure{http.StatusBadRequest, "unauthorized_client", 700016, fmt.Sprintf(
 			"Application with identifier '%s' was not found in the directory '%s'. This can happen if the application has not been installed by "+
 				"the administrator of the tenant or consented to by any user in the tenant. You may have sent your authentication request to the wrong tenant.",
 			clientID, t.id)}
 	}
 	if secret == "" {
-		return &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000218,
+		return "", &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000218,
 			"The request body must contain the following parameter: 'client_assertion' or 'client_secret'."}
 	}
 	if registered[secret] {
-		return nil
+		return "", nil
 	}
 	expired := false
 	for _, st := range objs {
@@ -247,16 +251,16 @@ func (t *tenant) checkSecret(clientID, secret string, now time.Time) error {
 			case !p.UsableAt.IsZero() && now.Before(p.UsableAt):
 				// Not replicated yet: Entra says nothing more helpful than "invalid secret".
 			case p.Start.IsZero() || !now.Before(p.Start):
-				return nil
+				return p.KeyID, nil
 			}
 		}
 	}
 	if expired {
-		return &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000222, fmt.Sprintf(
+		return "", &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000222, fmt.Sprintf(
 			"The provided client secret keys for app '%s' are expired. Visit the Azure portal to create new keys for your app: "+
 				"https://aka.ms/NewClientSecret, or consider using certificate credentials for added security: https://aka.ms/certCreds.", clientID)}
 	}
-	return &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000215, fmt.Sprintf(
+	return "", &tokenFailure{http.StatusUnauthorized, "invalid_client", 7000215, fmt.Sprintf(
 		"Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, "+
 			"for a secret added to app '%s'.", clientID)}
 }

@@ -1,0 +1,272 @@
+package fakegraph
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The beta sign-in activity reports, as Graph serves them in the global cloud
+// (https://learn.microsoft.com/graph/api/reportroot-list-appcredentialsigninactivities?view=graph-rest-beta):
+// one entry per credential of an application or its service principal with its last sign-in,
+// and one per service principal with its last sign-in as a client. A secret that signs in at
+// the token endpoint shows in them once the refresh lag (SetSignInLag) has passed, as Entra's
+// reports, refreshed in the background, do.
+
+// Bounds of the reports: the page Graph returns without $top, the most $top may ask, and how
+// many sign-ins of one credential are remembered to answer with the right one for the lag.
+const (
+	reportPage     = 100
+	reportMaxTop   = 999
+	signInsKept    = 16
+	appCredentials = "appCredentialSignInActivities"
+	spActivities   = "servicePrincipalSignInActivities"
+)
+
+// SetSignInLag sets how long a sign-in takes to show in the reports (zero by default).
+func (s *Server) SetSignInLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signInLag = d
+}
+
+// SetUnlicensed makes tenantID one without Entra ID P1 or P2: the reports answer 403 with
+// Graph's licence error.
+func (s *Server) SetUnlicensed(tenantID string, unlicensed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tenantLocked(tenantID, true).unlicensed = unlicensed
+}
+
+// DenyReports takes AuditLog.Read.All from clientID: the reports answer it 403 naming it.
+func (s *Server) DenyReports(clientID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reportsDenied[strings.ToLower(clientID)] = true
+}
+
+// SignIn records that credential keyID of tenantID signed in at at, as the token endpoint does
+// when it issues a token for a secret.
+func (s *Server) SignIn(tenantID, keyID string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tenantLocked(tenantID, true).signedIn(keyID, at)
+}
+
+func (t *tenant) signedIn(keyID string, at time.Time) {
+	if keyID == "" {
+		return
+	}
+	if t.signIns == nil {
+		t.signIns = map[string][]time.Time{}
+	}
+	key := strings.ToLower(keyID)
+	times := append(t.signIns[key], at)
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	t.signIns[key] = times[max(0, len(times)-signInsKept):]
+}
+
+// lastSignIn is keyID's latest sign-in the reports show at now, zero if none.
+func (t *tenant) lastSignIn(keyID string, now time.Time, lag time.Duration) time.Time {
+	var last time.Time
+	for _, at := range t.signIns[strings.ToLower(keyID)] {
+		if !at.After(now.Add(-lag)) {
+			last = at
+		}
+	}
+	return last
+}
+
+// routeBeta serves what fakegraph knows of beta: the two sign-in activity reports.
+func (s *Server) routeBeta(w http.ResponseWriter, r *http.Request, c graphCall, tok issuedToken, segs []string) {
+	if len(segs) != 2 || segs[0] != "reports" || (segs[1] != appCredentials && segs[1] != spActivities) {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("Resource not found for the segment '%s'.", strings.Join(segs, "/")))
+		return
+	}
+	if !s.onlyGET(w, r, c) || s.denied(w, c, tok) {
+		return
+	}
+	s.mu.Lock()
+	denied := s.reportsDenied[strings.ToLower(tok.clientID)]
+	t := s.tenantLocked(tok.tenantID, false)
+	unlicensed := t != nil && t.unlicensed
+	s.mu.Unlock()
+	switch {
+	case denied:
+		c.graphError(w, http.StatusForbidden, "Authentication_MSGraphPermissionMissing", "Calling principal does not have required MSGraph permissions AuditLog.Read.All")
+		return
+	case unlicensed:
+		c.graphError(w, http.StatusForbidden, "Authentication_RequestFromNonPremiumTenantOrB2CTenant", "Neither tenant is B2C or tenant doesn't have premium license")
+		return
+	}
+	q, msg := parseReportQuery(r.URL.Query(), segs[1])
+	if msg != "" {
+		c.graphError(w, http.StatusBadRequest, "BadRequest", msg)
+		return
+	}
+	if !s.spend(w, c, tok, 1) {
+		return
+	}
+	entries := s.report(tok.tenantID, segs[1], q.filterBy, q.value)
+	end := min(len(entries), q.skip+q.top)
+	page := object{{"@odata.context", s.URL() + "/beta/$metadata#reports/" + segs[1]}, {"value", entries[min(q.skip, len(entries)):end]}}
+	if end < len(entries) {
+		next := url.Values{"$top": {strconv.Itoa(q.top)}, "$skiptoken": {strconv.Itoa(end)}}
+		if q.filterBy != "" {
+			next.Set("$filter", fmt.Sprintf("%s eq '%s'", q.filterBy, q.value))
+		}
+		page = append(page, field{"@odata.nextLink", s.URL() + "/beta/reports/" + segs[1] + "?" + next.Encode()})
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+type reportQuery struct {
+	filterBy, value string
+	top, skip       int
+}
+
+// parseReportQuery reads the options the reports take: $filter on appId (or, for credentials,
+// keyId) eq, $top and the $skiptoken of a next link.
+func parseReportQuery(v url.Values, report string) (reportQuery, string) {
+	q := reportQuery{top: reportPage}
+	for name, vals := range v {
+		val := vals[0]
+		switch name {
+		case "$filter":
+			prop, lit, ok := strings.Cut(strings.TrimSpace(val), " eq ")
+			prop = strings.TrimSpace(prop)
+			if !ok || (prop != "appId" && (prop != "keyId" || report != appCredentials)) {
+				return q, "Invalid filter clause: fakegraph filters these reports by appId eq (or keyId eq) only."
+			}
+			lit = strings.TrimSpace(lit)
+			if len(lit) < 2 || lit[0] != '\'' || lit[len(lit)-1] != '\'' {
+				return q, "Invalid filter clause: a string literal is quoted with '."
+			}
+			q.filterBy, q.value = prop, strings.ToLower(lit[1:len(lit)-1])
+		case "$top":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > reportMaxTop {
+				return q, fmt.Sprintf("Invalid page size specified: '%s'. Must be between 1 and %d inclusive.", val, reportMaxTop)
+			}
+			q.top = n
+		case "$skiptoken":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return q, "Invalid skip token."
+			}
+			q.skip = n
+		default:
+			return q, fmt.Sprintf("Query option '%s' is not allowed.", name)
+		}
+	}
+	return q, ""
+}
+
+// report lists the entries of report in the tenant, those whose filterBy property is value when
+// filterBy is set, in the order Graph lists the service principals. An application without a
+// service principal in the tenant has none: its credentials sign in nowhere here.
+func (s *Server) report(tenantID, report, filterBy, value string) []object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantLocked(tenantID, false)
+	if t == nil {
+		return []object{}
+	}
+	now, lag := time.Now(), s.signInLag
+	out := []object{}
+	for _, sp := range t.listedLocked(true) {
+		appID := strings.ToLower(sp.obj.AppID)
+		if filterBy == "appId" && appID != value {
+			continue
+		}
+		app := t.apps[appID]
+		if report == spActivities {
+			var last time.Time
+			for _, o := range []*stored{app, sp} {
+				for _, k := range credentialKeys(o) {
+					last = latest(last, t.lastSignIn(k, now, lag))
+				}
+			}
+			out = append(out, object{{"id", reportID(sp.obj.ID)}, {"appId", sp.obj.AppID},
+				{"lastSignInActivity", activity(last)}, {"applicationAuthenticationClientSignInActivity", activity(last)},
+				{"applicationAuthenticationResourceSignInActivity", nil}, {"delegatedClientSignInActivity", nil}, {"delegatedResourceSignInActivity", nil}})
+			continue
+		}
+		if app != nil {
+			out = append(out, credentialEntries(t, app, sp, app, "application", filterBy, value, now, lag)...)
+		}
+		out = append(out, credentialEntries(t, app, sp, sp, "servicePrincipal", filterBy, value, now, lag)...)
+	}
+	return out
+}
+
+// credentialEntries are the report's entries of o's credentials (o is app or sp, origin says which).
+func credentialEntries(t *tenant, app, sp, o *stored, origin, filterBy, value string, now time.Time, lag time.Duration) []object {
+	var out []object
+	add := func(keyID, keyType, usage string, start, end time.Time) {
+		if filterBy == "keyId" && strings.ToLower(keyID) != value {
+			return
+		}
+		appObjectID := ""
+		if app != nil {
+			appObjectID = app.obj.ID
+		}
+		out = append(out, object{{"id", reportID(keyID + "_" + origin)}, {"keyId", keyID}, {"keyType", keyType}, {"keyUsage", usage},
+			{"appId", sp.obj.AppID}, {"appObjectId", appObjectID}, {"servicePrincipalObjectId", sp.obj.ID}, {"resourceId", nil},
+			{"credentialOrigin", origin}, {"createdDateTime", wireTime(start)}, {"expirationDateTime", wireTime(end)},
+			{"signInActivity", activity(t.lastSignIn(keyID, now, lag))}})
+	}
+	for _, p := range o.obj.Passwords {
+		add(p.KeyID, "clientSecret", "sign", p.Start, p.End)
+	}
+	for _, k := range o.obj.Keys {
+		add(k.KeyID, "certificate", strings.ToLower(k.Usage), k.Start, k.End)
+	}
+	return out
+}
+
+func credentialKeys(o *stored) []string {
+	if o == nil {
+		return nil
+	}
+	var keys []string
+	for _, p := range o.obj.Passwords {
+		keys = append(keys, p.KeyID)
+	}
+	for _, k := range o.obj.Keys {
+		keys = append(keys, k.KeyID)
+	}
+	return keys
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// activity is a signInActivity, null when there was none.
+func activity(last time.Time) any {
+	if last.IsZero() {
+		return nil
+	}
+	return object{{"lastSignInDateTime", wireTime(last)}, {"lastSignInRequestId", reportID(last.String())[:36]}}
+}
+
+// reportID is an entry's opaque id, as Graph's are.
+func reportID(s string) string {
+	return strings.TrimRight(base64.URLEncoding.EncodeToString([]byte(s)), "=")
+}
+
+func wireTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
