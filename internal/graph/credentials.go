@@ -124,6 +124,9 @@ type AppClient interface {
 	ReadOwnerEmails(ctx context.Context) ([]string, error)
 	// VerifiedDomains reads the domains the application's tenant verified.
 	VerifiedDomains(ctx context.Context) ([]string, error)
+	// ReadSignIns reads when each credential of the application and its service principal last
+	// signed in, as Graph's beta report has it (ErrSignInsUnlicensed without Entra ID P1 or P2).
+	ReadSignIns(ctx context.Context) ([]KeyUse, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.
 	AddPassword(ctx context.Context, displayName string, end time.Time) (NewSecret, error)
 	// RemovePassword removes the application's secret keyID.
@@ -208,3 +211,16 @@ var ErrPending = errors.New("the read is planned and its answer not in yet")
 func IsGUID(s string) bool {
 	return len(s) == 36 && uuid.Validate(s) == nil
 }
+
+// KeyUse is when a credential last signed in, as Graph's sign-in activity report has it: the
+// report is refreshed in the background, hours behind, and may count sign-ins that did not
+// complete. LastSignIn is zero when the report knows of none.
+type KeyUse struct {
+	KeyID      string
+	Source     Source
+	LastSignIn time.Time
+}
+
+// ErrSignInsUnlicensed: the tenant has no Entra ID P1 or P2, which the sign-in activity reports
+// need; Graph answers 403 Authentication_RequestFromNonPremiumTenantOrB2CTenant.
+var ErrSignInsUnlicensed = errors.New("the tenant has no Entra ID P1 or P2 licence, which Graph's sign-in activity reports need")

@@ -81,6 +81,7 @@ type App struct {
 	CheckFunc           func(ctx context.Context, ask graph.Ask) (graph.Snapshot, error)
 	ReadOwnerEmailsFunc func(ctx context.Context) ([]string, error)
 	VerifiedDomainsFunc func(ctx context.Context) ([]string, error)
+	ReadSignInsFunc     func(ctx context.Context) ([]graph.KeyUse, error)
 	AddPasswordFunc     func(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePasswordFunc  func(ctx context.Context, keyID string) error
 }
@@ -109,6 +110,14 @@ func (a *App) VerifiedDomains(ctx context.Context) ([]string, error) {
 		return nil, ErrUnexpected
 	}
 	return a.VerifiedDomainsFunc(ctx)
+}
+
+// ReadSignIns calls ReadSignInsFunc.
+func (a *App) ReadSignIns(ctx context.Context) ([]graph.KeyUse, error) {
+	if a.ReadSignInsFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.ReadSignInsFunc(ctx)
 }
 
 // ReadOwnerEmails calls ReadOwnerEmailsFunc.

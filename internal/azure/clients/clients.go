@@ -33,6 +33,7 @@ type Graph interface {
 	ScanTenant(ctx context.Context, cred azcore.TokenCredential, filter string, visit func(graph.Object)) error
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
+	ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -134,6 +135,10 @@ func (a application) ReadOwnerEmails(ctx context.Context) ([]string, error) {
 
 func (a application) VerifiedDomains(ctx context.Context) ([]string, error) {
 	return a.graph.VerifiedDomains(ctx, a.cred)
+}
+
+func (a application) ReadSignIns(ctx context.Context) ([]graph.KeyUse, error) {
+	return a.graph.ReadSignIns(ctx, a.cred, a.ref.AppID)
 }
 
 func (a application) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {

@@ -15,6 +15,7 @@ type Client interface {
 	Reader
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
+	ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
