@@ -151,11 +151,12 @@ func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *
 		return nil, fmt.Errorf("reading namespace kube-system, whose UID names this cluster: %w", err)
 	}
 	r := &controllers.CredentialWatchReconciler{
-		Client:            mgr.GetClient(),
-		SecretReader:      mgr.GetAPIReader(),
-		DefaultIdentity:   o.defaultID,
-		OperatorNamespace: o.namespace,
-		OwnerDomains:      o.ownerDomains,
+		Client:             mgr.GetClient(),
+		SecretReader:       mgr.GetAPIReader(),
+		DefaultIdentity:    o.defaultID,
+		OperatorNamespace:  o.namespace,
+		OwnerDomains:       o.ownerDomains,
+		SignInsUnavailable: signInsUnavailable(o.cloudName),
 		// Read by name when a rotation may start, not cached, as ledgers.
 		Paces:     &pacing.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: o.namespace},
 		ClusterID: string(kubeSystem.UID),

@@ -314,3 +314,12 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.destinations.Deny, "alert-destinations-deny", "CIDRs, comma-separated, that the webhooks and SMTP hosts a CredentialWatch names may not reach, besides loopback, private and link-local ranges: the cluster's Service and Pod CIDRs. Wins over --alert-destinations-allow.")
 	fs.StringVar(&o.namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "The operator's own namespace: the default channels' Secrets, cluster identities' Secrets and ServiceAccounts, the issuer checks' canary and the leader's Lease live there. Empty: POD_NAMESPACE, then the namespace of the pod's service account.")
 }
+
+// signInsUnavailable says why the cloud has no sign-in activity reports: Graph serves them in
+// the global cloud only.
+func signInsUnavailable(cloud string) string {
+	if cloud == "AzurePublic" {
+		return ""
+	}
+	return "Graph's sign-in activity reports are not available in this cloud (" + cloud + "), only in the global one"
+}

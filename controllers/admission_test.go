@@ -204,6 +204,14 @@ func TestAdmission(t *testing.T) {
 		"image pulls of registries by pattern": {edit: func(s *v1alpha1.CredentialWatchSpec) {
 			s.ImagePulls = &v1alpha1.ImagePulls{Registries: []string{"*.azurecr.cn", "registry.example.com:5000"}}
 		}},
+		"sign-ins of a tenant scan": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Usage = &v1alpha1.Usage{SignIns: true}
+			},
+			wantErr: []string{"spec.usage is read for servicePrincipal targets only"},
+		},
+		"sign-ins of a service principal": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.Usage = &v1alpha1.Usage{SignIns: true, ActiveWithin: "3d"} }},
 		"image pulls without registries": {
 			edit:    func(s *v1alpha1.CredentialWatchSpec) { s.ImagePulls = &v1alpha1.ImagePulls{} },
 			wantErr: []string{"imagePulls.registries must name the registries this service principal signs in to, such as [myacr.azurecr.io]"},

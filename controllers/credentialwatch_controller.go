@@ -89,6 +89,9 @@ type CredentialWatchReconciler struct {
 	Channels ChannelSource
 	// OwnerDomains are the domains owners' mail may go to; empty, each tenant's verified domains.
 	OwnerDomains []string
+	// SignInsUnavailable says why the cloud has no sign-in activity reports; empty in the
+	// global cloud.
+	SignInsUnavailable string
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
 	Scans *tenantscan.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil

@@ -115,7 +115,7 @@ func (k spKind) read(ctx context.Context, w *watchState, g access.Grant, id azur
 }
 
 func (k spKind) evaluate(_ context.Context, w *watchState) (time.Time, error) {
-	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings.Thresholds, w.settings.Hygiene, w.now), nil
+	return serviceprincipal.Evaluate(w.obj, w.stored, k.r.Recorder, w.settings, w.now), nil
 }
 
 // clusterKind is evaluated as its service principal is.
@@ -150,7 +150,8 @@ func (c clusterFound) record(ctx context.Context, w *watchState) {
 
 // servicePrincipals and clusters are those kinds on this reconciler's edges.
 func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
-	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains}
+	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains,
+		SignInsUnavailable: r.SignInsUnavailable}
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {

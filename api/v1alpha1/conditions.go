@@ -18,6 +18,19 @@ const (
 	// ConditionImagePullsAuthorized is False while a registry of spec.imagePulls refuses pulls
 	// for want of credentials; absent without spec.imagePulls.
 	ConditionImagePullsAuthorized = "ImagePullsAuthorized"
+	// ConditionSignInsRead is True when the credentials' sign-ins were read as
+	// spec.usage.signIns asks; absent without it.
+	ConditionSignInsRead = "SignInsRead"
+)
+
+// Reasons of the SignInsRead condition besides IdentityNotAllowed, AccessDenied and the other
+// reasons of a failed read.
+const (
+	// ReasonSignInsRead: the report was read.
+	ReasonSignInsRead = "Read"
+	// ReasonSignInsUnavailable: the report cannot be had here: a tenant without Entra ID P1 or
+	// P2, or a cloud other than the global one.
+	ReasonSignInsUnavailable = "SignInsUnavailable"
 )
 
 // Reasons of the SigningKeyDrift condition. When several hold, the condition gives the first in

@@ -8,6 +8,7 @@ import (
 // CredentialWatchSpec names what to watch, with which identity, and when to raise the alarm.
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.rotation)",message="rotation needs a servicePrincipal or aksCluster target: a tenant scan watches many applications and rotates none"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || (!has(self.rotation) && !has(self.imagePulls) && !has(self.identityRef))",message="a serviceAccountIssuer target has no Azure credential: rotation, imagePulls and identityRef need a servicePrincipal or aksCluster target"
+// +kubebuilder:validation:XValidation:rule="!has(self.usage) || has(self.target.servicePrincipal)",message="spec.usage is read for servicePrincipal targets only, in this version: remove it, or watch the application with a servicePrincipal target"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.tenantScan) || !has(self.imagePulls)",message="imagePulls needs a servicePrincipal or aksCluster target: it links the cluster's image pulls to the one service principal they sign in with"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.aksFleet) || (!has(self.rotation) && !has(self.imagePulls))",message="a fleet watch rotates nothing and diagnoses no image pulls: each of its clusters signs in with its own service principal; write an aksCluster watch for the cluster to rotate or diagnose"
 // +kubebuilder:validation:XValidation:rule="!has(self.target.serviceAccountIssuer) || !has(self.hygiene)",message="hygiene needs a target with Azure credentials: a serviceAccountIssuer target has signing keys, which it checks for drift instead"
@@ -62,6 +63,25 @@ type CredentialWatchSpec struct {
 	// status.findings and the credwatch_credential_policy_findings metric. Absent, its defaults.
 	// +optional
 	Hygiene *Hygiene `json:"hygiene,omitempty"`
+
+	// Usage reads which credentials are in use, from Graph's sign-in activity report. Absent, it
+	// is not read.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a watch reads of its credentials' use.
+type Usage struct {
+	// SignIns reads when each credential last signed in, at most once an hour, from Graph's
+	// beta report (the identity needs ReadSignIns and AuditLog.Read.All; the tenant, Entra ID P1
+	// or P2; global cloud only). Status shows each credential's lastSignIn and inUse.
+	// +optional
+	SignIns bool `json:"signIns,omitempty"`
+
+	// ActiveWithin is how recent a sign-in makes a credential in use.
+	// +kubebuilder:default="7d"
+	// +optional
+	ActiveWithin Duration `json:"activeWithin,omitempty"`
 }
 
 // Thresholds are the times before expiry at which a credential turns Warning and Critical.
@@ -158,6 +178,16 @@ type Credential struct {
 	// its owners; set on tenant scans, when the tenant holds the registration.
 	// +optional
 	AppObjectID string `json:"appObjectID,omitempty"`
+
+	// LastSignIn is the credential's last sign-in as Graph's sign-in activity report has it, with
+	// spec.usage.signIns: hours behind, and during the report's preview it may count sign-ins
+	// that did not complete.
+	// +optional
+	LastSignIn *metav1.Time `json:"lastSignIn,omitempty"`
+
+	// InUse says the credential signed in within spec.usage.activeWithin.
+	// +optional
+	InUse bool `json:"inUse,omitempty"`
 }
 
 // ServicePrincipalStatus describes the objects found for the target's appId.
@@ -267,6 +297,10 @@ type CredentialWatchStatus struct {
 	// OwnerDigests is how the owner digests of a tenantScan target stand.
 	// +optional
 	OwnerDigests *DigestsStatus `json:"ownerDigests,omitempty"`
+
+	// SignInsReadTime is when the credentials' sign-ins were last read (spec.usage.signIns).
+	// +optional
+	SignInsReadTime *metav1.Time `json:"signInsReadTime,omitempty"`
 
 	// Fleet is what the last check of an aksFleet target found.
 	// +optional

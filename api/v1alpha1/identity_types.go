@@ -111,7 +111,7 @@ type LocalRef struct {
 }
 
 // Operation is something a watch does with an identity.
-// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan
+// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns
 type Operation string
 
 const (
@@ -131,6 +131,9 @@ const (
 	// OperationFleetScan lists the AKS clusters of the allowed subscriptions (or resource
 	// groups): every cluster's resource ID, and the service principal each signs in with.
 	OperationFleetScan Operation = "FleetScan"
+	// OperationReadSignIns reads when each credential of the allowed applications last signed
+	// in, from Graph's sign-in activity report (AuditLog.Read.All).
+	OperationReadSignIns Operation = "ReadSignIns"
 )
 
 // AllApplications in allow.applications allows every application of the allowed tenants.

@@ -38,6 +38,9 @@ type Kind struct {
 	MailsOwners func(*v1alpha1.CredentialWatch, access.Identity) bool
 	// OwnerDomains are the domains owners' mail may go to; empty, the tenant's verified domains.
 	OwnerDomains []string
+	// SignInsUnavailable says why this cloud has no sign-in activity reports; empty in the
+	// global cloud, which has them.
+	SignInsUnavailable string
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the
@@ -86,7 +89,9 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 		SingleSignOnMode:         snap.SingleSignOnMode,
 		OwnerEmails:              k.ownerEmails(ctx, obj, f, owners),
 	}
+	before := obj.Status.Credentials
 	obj.Status.Credentials = target.Credentials(snap)
+	k.signIns(ctx, obj, f, before, now)
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
 }
@@ -157,11 +162,15 @@ func checkedMessage(snap graph.Snapshot) string {
 // Evaluate holds the credentials status lists to the clock and to the hygiene policy h: their
 // states, the summary, Expiring and Expired, an event for each that got worse since before (the
 // watch as stored), and status.findings. It returns when the clock alone next changes any of it.
-func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, t policy.Thresholds, h policy.Hygiene, now time.Time) time.Time {
+func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s target.Settings, now time.Time) time.Time {
 	st := &obj.Status
+	t, h := s.Thresholds, s.Hygiene
 	summary := policy.Evaluate(st.Credentials, now, t)
 	target.ShowExpiry(obj, before, target.Expiry{Summary: summary, Groups: policy.GroupsOf(st.Credentials), Total: len(st.Credentials)}, events, t, now)
 	next := policy.Earliest(summary.NextTransition, summary.NextDisplayChange)
+	if s.ActiveWithin > 0 {
+		next = policy.Earliest(next, policy.MarkInUse(st.Credentials, s.ActiveWithin, now))
+	}
 	if st.LastCheckTime == nil {
 		return next
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
-	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/policy/policytest"
 	"github.com/credwatch/credwatch/internal/target"
 	"github.com/credwatch/credwatch/internal/target/targettest"
@@ -25,11 +24,13 @@ type app struct {
 	CheckFunc   func(graph.Ask) (graph.Snapshot, error)
 	OwnersFunc  func() ([]string, error)
 	DomainsFunc func() ([]string, error)
+	SignInsFunc func() ([]graph.KeyUse, error)
 }
 
 func (a app) Check(_ context.Context, ask graph.Ask) (graph.Snapshot, error) { return a.CheckFunc(ask) }
 func (a app) ReadOwnerEmails(context.Context) ([]string, error)              { return a.OwnersFunc() }
 func (a app) VerifiedDomains(context.Context) ([]string, error)              { return a.DomainsFunc() }
+func (a app) ReadSignIns(context.Context) ([]graph.KeyUse, error)            { return a.SignInsFunc() }
 
 type fakeAzure struct{ app app }
 
@@ -141,7 +142,7 @@ func TestEvaluate(t *testing.T) {
 	before.Status.Credentials[0].State = v1alpha1.StateWarning
 	obj := before.DeepCopy()
 	events := &targettest.Events{}
-	next := Evaluate(obj, before, events, policytest.Std, policy.Hygiene{}, policytest.Now)
+	next := Evaluate(obj, before, events, target.Settings{Thresholds: policytest.Std}, policytest.Now)
 
 	st := obj.Status
 	if st.State != v1alpha1.StateCritical || st.ExpiresIn != "5d" || st.EarliestExpiry == nil || next.IsZero() || !next.After(policytest.Now) {
@@ -155,7 +156,7 @@ func TestEvaluate(t *testing.T) {
 	}
 
 	never := &v1alpha1.CredentialWatch{Status: v1alpha1.CredentialWatchStatus{Credentials: []v1alpha1.Credential{cred}}}
-	Evaluate(never, never.DeepCopy(), events, policytest.Std, policy.Hygiene{}, policytest.Now)
+	Evaluate(never, never.DeepCopy(), events, target.Settings{Thresholds: policytest.Std}, policytest.Now)
 	if never.Status.State != "" || len(never.Status.Conditions) != 0 || len(events.Take()) != 0 {
 		t.Errorf("a watch never checked shows %+v; want nothing", never.Status)
 	}

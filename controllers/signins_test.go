@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+// A watch that asks for its credentials' sign-ins reads them from Graph's beta report: the secret
+// that signed in is in use, the others are not; a tenant that loses its licence says so on
+// SignInsRead, keeps what it knew, and the watch is checked as before.
+func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	t.Cleanup(func() { fake.SetUnlicensed(tenantID, false) })
+	fake.SignIn(tenantID, s.spSecretKey, time.Now().Add(-time.Hour))
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.CheckInterval = "1h"
+		spec.Usage = &v1alpha1.Usage{SignIns: true}
+	})
+
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead)
+	inUse := map[string]bool{}
+	for _, c := range w.Status.Credentials {
+		inUse[c.KeyID] = c.InUse
+		if (c.LastSignIn != nil) != (c.KeyID == s.spSecretKey) {
+			t.Errorf("credential %s: last sign-in %v; want one for the service principal's secret only", c.KeyID, c.LastSignIn)
+		}
+	}
+	if !inUse[s.spSecretKey] || inUse[s.appSecretKey] || inUse[s.certKey] {
+		t.Fatalf("in use %v; want the service principal's secret only", inUse)
+	}
+
+	fake.SetUnlicensed(tenantID, true)
+	h.step(61 * time.Minute)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionFalse, v1alpha1.ReasonSignInsUnavailable)
+	if c := target.Condition(w, v1alpha1.ConditionSignInsRead); !strings.Contains(c.Message, "P1 or P2") {
+		t.Errorf("SignInsRead says %q; want the licence named", c.Message)
+	}
+	for _, c := range w.Status.Credentials {
+		if c.KeyID == s.spSecretKey && (c.LastSignIn == nil || !c.InUse) {
+			t.Errorf("what was known of %s is lost: %+v", c.KeyID, c)
+		}
+	}
+}

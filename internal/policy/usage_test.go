@@ -1,0 +1,33 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+)
+
+func TestMarkInUse(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-ago)); return &t }
+	for _, tc := range []struct {
+		name     string
+		signedIn *metav1.Time
+		inUse    bool
+		next     time.Time
+	}{
+		{"never signed in", nil, false, time.Time{}},
+		{"an hour ago", at(time.Hour), true, now.Add(DefaultActiveWithin - time.Hour)},
+		{"just within", at(DefaultActiveWithin - time.Second), true, now.Add(time.Second)},
+		{"exactly the window ago", at(DefaultActiveWithin), false, time.Time{}},
+		{"a month ago", at(30 * 24 * time.Hour), false, time.Time{}},
+	} {
+		creds := []v1alpha1.Credential{{KeyID: "k", LastSignIn: tc.signedIn, InUse: !tc.inUse}}
+		next := MarkInUse(creds, DefaultActiveWithin, now)
+		if creds[0].InUse != tc.inUse || !next.Equal(tc.next) {
+			t.Errorf("%s: in use %v, next %v; want %v, %v", tc.name, creds[0].InUse, next, tc.inUse, tc.next)
+		}
+	}
+}

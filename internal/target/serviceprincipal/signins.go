@@ -1,0 +1,106 @@
+package serviceprincipal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+// SignInsEvery is how often a watch asks for its credentials' sign-ins. Microsoft refreshes the
+// report in the background, hours behind, so reading it more often learns nothing, and the
+// reports service's budget per tenant is small (5 requests in 10 seconds, Graph's throttling
+// limits): an hour between asks, read or refused, leaves it to the others.
+const SignInsEvery = time.Hour
+
+const eventSignInsUnread = "SignInsUnread"
+
+// signIns reads, as spec.usage.signIns asks, when each credential last signed in, into the
+// credentials status now lists; before is what it listed, whose sign-ins are kept between reads.
+func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, now time.Time) {
+	if u := obj.Spec.Usage; u == nil || !u.SignIns {
+		obj.Status.SignInsReadTime = nil
+		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
+		return
+	}
+	keepSignIns(obj.Status.Credentials, before)
+	unread := func(reason, msg string) {
+		if c := target.Condition(obj, v1alpha1.ConditionSignInsRead); c.Reason != reason {
+			k.Events.Event(obj, corev1.EventTypeWarning, eventSignInsUnread, msg)
+		}
+		target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionFalse, reason, msg, now)
+	}
+	if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadSignIns, TenantID: f.ID.TenantID, AppID: f.AppID}); err != nil {
+		unread(v1alpha1.ReasonIdentityNotAllowed, "Sign-ins are not read: "+err.Error())
+		return
+	}
+	if k.SignInsUnavailable != "" {
+		unread(v1alpha1.ReasonSignInsUnavailable, "Sign-ins are not read: "+k.SignInsUnavailable)
+		return
+	}
+	if t := obj.Status.SignInsReadTime; t != nil && now.Before(t.Add(SignInsEvery)) {
+		return
+	}
+	asked := metav1.NewTime(now)
+	obj.Status.SignInsReadTime = &asked
+	app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: f.AppID, ObjectID: f.Snap.ApplicationObjectID})
+	var uses []graph.KeyUse
+	if err == nil {
+		uses, err = app.ReadSignIns(ctx)
+	}
+	switch {
+	case errors.Is(err, graph.ErrSignInsUnlicensed):
+		unread(v1alpha1.ReasonSignInsUnavailable, "Sign-ins are not read: "+err.Error())
+	case err != nil:
+		unread(target.ReasonFor(err), target.OneLine("Reading sign-ins failed, and is tried again in an hour: "+err.Error()))
+	default:
+		n := applySignIns(obj.Status.Credentials, uses)
+		target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead,
+			fmt.Sprintf("Read the sign-ins of %d credentials, %d of which signed in; Graph's report is hours behind", len(obj.Status.Credentials), n), now)
+	}
+}
+
+// keepSignIns carries the sign-ins read before over to the credentials now listed.
+func keepSignIns(creds, before []v1alpha1.Credential) {
+	known := map[string]*metav1.Time{}
+	for _, c := range before {
+		if c.LastSignIn != nil {
+			known[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn
+		}
+	}
+	for i := range creds {
+		creds[i].LastSignIn = known[signInKey(string(creds[i].Source), creds[i].KeyID)]
+	}
+}
+
+// applySignIns sets each credential's last sign-in from the report's uses, and returns how many
+// signed in.
+func applySignIns(creds []v1alpha1.Credential, uses []graph.KeyUse) int {
+	last := map[string]time.Time{}
+	for _, u := range uses {
+		last[signInKey(string(u.Source), u.KeyID)] = u.LastSignIn
+	}
+	n := 0
+	for i := range creds {
+		c := &creds[i]
+		c.LastSignIn = nil
+		if at := last[signInKey(string(c.Source), c.KeyID)]; !at.IsZero() {
+			t := metav1.NewTime(at)
+			c.LastSignIn = &t
+			n++
+		}
+	}
+	return n
+}
+
+func signInKey(source, keyID string) string { return source + "/" + strings.ToLower(keyID) }
