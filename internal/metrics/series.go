@@ -18,6 +18,7 @@ import (
 func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	t := &textWriter{w: bw}
 	w.writeCredentials(t, list)
+	writeSignIns(t, list)
 
 	writeWatches(t, list)
 	writeFindings(t, list)
@@ -163,6 +164,25 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 	for _, r := range renewed {
 		for _, i := range replaced[r.from:r.to] {
 			credentialSample(t, 1, r.cw, r.creds[i])
+		}
+	}
+}
+
+// writeSignIns writes when each credential last signed in, as the watches that read sign-ins
+// (spec.usage.signIns) have it; nothing for those that do not, or do not know.
+func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch) {
+	started := false
+	for _, cw := range list {
+		for _, cr := range cw.Status.Credentials {
+			if cr.LastSignIn == nil {
+				continue
+			}
+			if !started {
+				t.family("credwatch_credential_last_sign_in_timestamp_seconds",
+					"When the credential last signed in, as Graph's sign-in activity report has it (spec.usage.signIns; hours behind), as a Unix timestamp; absent when unknown. Same labels as credwatch_credential_expiration_timestamp_seconds.")
+				started = true
+			}
+			credentialSample(t, cr.LastSignIn.Unix(), cw, cr)
 		}
 	}
 }

@@ -190,6 +190,28 @@ credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespac
 	}
 }
 
+// TestWatchesTellSignIns: a credential whose last sign-in is known has its series; the family is
+// absent when no watch knows one.
+func TestWatchesTellSignIns(t *testing.T) {
+	at := metav1.NewTime(time.Unix(1_799_000_000, 0))
+	creds := []v1alpha1.Credential{
+		{KeyID: "used", Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceServicePrincipal, EndTime: metav1.NewTime(time.Unix(1_800_000_000, 0)), LastSignIn: &at, InUse: true},
+		{KeyID: "idle", Type: v1alpha1.CredentialTypePassword, Source: v1alpha1.SourceApplication, EndTime: metav1.NewTime(time.Unix(1_800_000_000, 0))},
+	}
+	want := `
+# HELP credwatch_credential_last_sign_in_timestamp_seconds When the credential last signed in, as Graph's sign-in activity report has it (spec.usage.signIns; hours behind), as a Unix timestamp; absent when unknown. Same labels as credwatch_credential_expiration_timestamp_seconds.
+# TYPE credwatch_credential_last_sign_in_timestamp_seconds gauge
+credwatch_credential_last_sign_in_timestamp_seconds{client_id="c-sp",key_id="used",name="sp",namespace="platform",source="ServicePrincipal",type="Password"} 1.799e+09
+`
+	got := scrape(t, NewWatches(listOf(watch("sp", creds, metav1.ConditionTrue, 0)), tenantscan.NewStore(), nil, testClock), emptyRegistry())
+	if normalize(t, got, "credwatch_credential_last_sign_in_timestamp_seconds") != normalize(t, want) {
+		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
+	}
+	if got := scrape(t, NewWatches(listOf(watch("none", creds[1:], metav1.ConditionTrue, 0)), tenantscan.NewStore(), nil, testClock), emptyRegistry()); strings.Contains(got, "last_sign_in") {
+		t.Errorf("no sign-in known, yet the family shows:\n%s", got)
+	}
+}
+
 // TestWatchesTellBlockedRotations: a rotation that waits for a person shows, with the reason; one
 // that merely waits (a window, a grace period) does not.
 func TestWatchesTellBlockedRotations(t *testing.T) {
