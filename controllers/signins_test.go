@@ -34,8 +34,8 @@ func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
 			t.Errorf("credential %s: last sign-in %v; want one for the service principal's secret only", c.KeyID, c.LastSignIn)
 		}
 	}
-	if !inUse[s.spSecretKey] || inUse[s.appSecretKey] || inUse[s.certKey] {
-		t.Fatalf("in use %v; want the service principal's secret only", inUse)
+	if !inUse[s.spSecretKey] || inUse[s.appSecretKey] || inUse[s.certKey] || w.Status.InUse != s.spSecretKey[:8] {
+		t.Fatalf("in use %v, shown as %q; want the service principal's secret only", inUse, w.Status.InUse)
 	}
 
 	fake.SetUnlicensed(tenantID, true)

@@ -326,6 +326,12 @@ type CredentialWatchStatus struct {
 	// +optional
 	ExpiresIn string `json:"expiresIn,omitempty"`
 
+	// InUse names the credentials in use (spec.usage.signIns), for people: the first eight
+	// characters of each keyId, the latest to sign in first, at most three and a count of the
+	// rest; empty when none is, or sign-ins are not read.
+	// +optional
+	InUse string `json:"inUse,omitempty"`
+
 	// LastCheckTime is when the target was last read successfully: Microsoft Graph, or the API
 	// servers of a serviceAccountIssuer target.
 	// +optional
@@ -390,6 +396,7 @@ type CredentialWatchStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Client ID",type=string,JSONPath=`.status.servicePrincipal.appID`,priority=1
+// +kubebuilder:printcolumn:name="In Use",type=string,JSONPath=`.status.inUse`,priority=1
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.rotation) || self.spec.rotation.secretRef.name != 'credwatch-rotation-' + self.metadata.name",message="spec.rotation.secretRef.name must not be credwatch-rotation-<the watch's name>: that is the Secret a rotation keeps its new secret in until it is in use; name another, such as <the watch's name>-sp"
 type CredentialWatch struct {
 	metav1.TypeMeta   `json:",inline"`

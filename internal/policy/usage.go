@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -25,4 +28,25 @@ func MarkInUse(creds []v1alpha1.Credential, within time.Duration, now time.Time)
 		}
 	}
 	return next
+}
+
+// InUseSummary names the credentials marked in use, for a printer column: the first eight
+// characters of each keyId, the latest to sign in first, at most three and a count of the rest.
+func InUseSummary(creds []v1alpha1.Credential) string {
+	var used []v1alpha1.Credential
+	for _, c := range creds {
+		if c.InUse && c.LastSignIn != nil {
+			used = append(used, c)
+		}
+	}
+	slices.SortStableFunc(used, func(a, b v1alpha1.Credential) int { return b.LastSignIn.Compare(a.LastSignIn.Time) })
+	var names []string
+	for i, c := range used {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("+%d", len(used)-3))
+			break
+		}
+		names = append(names, c.KeyID[:min(8, len(c.KeyID))])
+	}
+	return strings.Join(names, ",")
 }

@@ -31,3 +31,24 @@ func TestMarkInUse(t *testing.T) {
 		}
 	}
 }
+
+func TestInUseSummary(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	cred := func(key string, ago time.Duration, inUse bool) v1alpha1.Credential {
+		at := metav1.NewTime(now.Add(-ago))
+		return v1alpha1.Credential{KeyID: key, LastSignIn: &at, InUse: inUse}
+	}
+	for _, tc := range []struct {
+		creds []v1alpha1.Credential
+		want  string
+	}{
+		{nil, ""},
+		{[]v1alpha1.Credential{cred("0a1b2c3d-0000", time.Hour, false)}, ""},
+		{[]v1alpha1.Credential{cred("old00000-0000", 3*time.Hour, true), cred("new00000-0000", time.Hour, true)}, "new00000,old00000"},
+		{[]v1alpha1.Credential{cred("a", 1, true), cred("b", 2, true), cred("c", 3, true), cred("d", 4, true), cred("e", 5, true)}, "a,b,c,+2"},
+	} {
+		if got := InUseSummary(tc.creds); got != tc.want {
+			t.Errorf("InUseSummary = %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -168,8 +168,10 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	summary := policy.Evaluate(st.Credentials, now, t)
 	target.ShowExpiry(obj, before, target.Expiry{Summary: summary, Groups: policy.GroupsOf(st.Credentials), Total: len(st.Credentials)}, events, t, now)
 	next := policy.Earliest(summary.NextTransition, summary.NextDisplayChange)
+	st.InUse = ""
 	if s.ActiveWithin > 0 {
 		next = policy.Earliest(next, policy.MarkInUse(st.Credentials, s.ActiveWithin, now))
+		st.InUse = policy.InUseSummary(st.Credentials)
 	}
 	if st.LastCheckTime == nil {
 		return next
