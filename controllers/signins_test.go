@@ -12,8 +12,9 @@ import (
 )
 
 // A watch that asks for its credentials' sign-ins reads them from Graph's beta report: the secret
-// that signed in is in use, the others are not; a tenant that loses its licence says so on
-// SignInsRead, keeps what it knew, and the watch is checked as before.
+// that signed in is in use, the others are not, and those never used are hygiene findings; a
+// tenant that loses its licence says so on SignInsRead, keeps what it knew, and the watch is
+// checked as before.
 func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
@@ -37,6 +38,10 @@ func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
 	if !inUse[s.spSecretKey] || inUse[s.appSecretKey] || inUse[s.certKey] || w.Status.InUse != s.spSecretKey[:8] {
 		t.Fatalf("in use %v, shown as %q; want the service principal's secret only", inUse, w.Status.InUse)
 	}
+	// The application's secret and certificate, 300 days old, never signed in.
+	if f := w.Status.Findings; f == nil || f.NeverUsed != 2 || f.Unused != 0 {
+		t.Errorf("findings %+v; want the two credentials that never signed in", f)
+	}
 
 	fake.SetUnlicensed(tenantID, true)
 	h.step(61 * time.Minute)
@@ -50,5 +55,9 @@ func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
 		if c.KeyID == s.spSecretKey && (c.LastSignIn == nil || !c.InUse) {
 			t.Errorf("what was known of %s is lost: %+v", c.KeyID, c)
 		}
+	}
+	// Sign-ins not read any more: no credential is called unused on what may be old news.
+	if f := w.Status.Findings; f != nil && f.NeverUsed != 0 {
+		t.Errorf("findings %+v; want no NeverUsed while sign-ins are not read", f)
 	}
 }

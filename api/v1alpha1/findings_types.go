@@ -18,10 +18,16 @@ type Hygiene struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxLiveSecrets *int32 `json:"maxLiveSecrets,omitempty"`
+
+	// UnusedAfter is how long a credential may go without signing in, when the watch reads
+	// sign-ins (spec.usage.signIns): one older than that which has not signed in for as long is
+	// reported Unused, or NeverUsed when the report knows no sign-in of it. Absent, 90d.
+	// +optional
+	UnusedAfter Duration `json:"unusedAfter,omitempty"`
 }
 
 // FindingKind names what is wrong with a credential, or with an application's credentials.
-// +kubebuilder:validation:Enum=StartAfterEnd;NeverExpires;ServicePrincipalSecret;ManySecrets;LongLived;NotYetValid
+// +kubebuilder:validation:Enum=StartAfterEnd;NeverExpires;ServicePrincipalSecret;ManySecrets;LongLived;NeverUsed;Unused;NotYetValid
 type FindingKind string
 
 const (
@@ -36,13 +42,19 @@ const (
 	FindingManySecrets FindingKind = "ManySecrets"
 	// FindingLongLived is a credential valid for longer than the policy allows.
 	FindingLongLived FindingKind = "LongLived"
+	// FindingNeverUsed is a credential older than hygiene.unusedAfter that Graph's sign-in
+	// activity report knows no sign-in of.
+	FindingNeverUsed FindingKind = "NeverUsed"
+	// FindingUnused is a credential older than hygiene.unusedAfter that has not signed in for as
+	// long.
+	FindingUnused FindingKind = "Unused"
 	// FindingNotYetValid is a credential whose start is still to come.
 	FindingNotYetValid FindingKind = "NotYetValid"
 )
 
 // FindingKinds are the kinds, most serious first.
 var FindingKinds = []FindingKind{FindingStartAfterEnd, FindingNeverExpires, FindingServicePrincipalSecret,
-	FindingManySecrets, FindingLongLived, FindingNotYetValid}
+	FindingManySecrets, FindingLongLived, FindingNeverUsed, FindingUnused, FindingNotYetValid}
 
 // Finding is one credential, or one application, that breaks the watch's hygiene policy.
 type Finding struct {
@@ -75,8 +87,8 @@ type Finding struct {
 
 // FindingsStatus counts the findings of each kind, and lists the most serious.
 type FindingsStatus struct {
-	// StartAfterEnd, NeverExpires, ServicePrincipalSecret, ManySecrets, LongLived and
-	// NotYetValid count the findings of each kind.
+	// StartAfterEnd, NeverExpires, ServicePrincipalSecret, ManySecrets, LongLived, NeverUsed,
+	// Unused and NotYetValid count the findings of each kind.
 	// +optional
 	StartAfterEnd int32 `json:"startAfterEnd,omitempty"`
 	// +optional
@@ -87,6 +99,10 @@ type FindingsStatus struct {
 	ManySecrets int32 `json:"manySecrets,omitempty"`
 	// +optional
 	LongLived int32 `json:"longLived,omitempty"`
+	// +optional
+	NeverUsed int32 `json:"neverUsed,omitempty"`
+	// +optional
+	Unused int32 `json:"unused,omitempty"`
 	// +optional
 	NotYetValid int32 `json:"notYetValid,omitempty"`
 
@@ -128,6 +144,10 @@ func (s *FindingsStatus) count(kind FindingKind) *int32 {
 		return &s.ManySecrets
 	case FindingLongLived:
 		return &s.LongLived
+	case FindingNeverUsed:
+		return &s.NeverUsed
+	case FindingUnused:
+		return &s.Unused
 	case FindingNotYetValid:
 		return &s.NotYetValid
 	}

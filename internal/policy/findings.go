@@ -13,6 +13,10 @@ import (
 type Hygiene struct {
 	MaxLifetime    time.Duration
 	MaxLiveSecrets int
+	UnusedAfter    time.Duration
+	// SignInsKnown: the credentials' last sign-ins were read (spec.usage.signIns), so that no
+	// lastSignIn means none in the report's memory; without it nothing is Unused or NeverUsed.
+	SignInsKnown bool
 }
 
 // The policy of a watch that sets none: Graph gives a new secret two years, and an application
@@ -20,6 +24,8 @@ type Hygiene struct {
 const (
 	DefaultMaxLifetime    = 730 * 24 * time.Hour
 	DefaultMaxLiveSecrets = 2
+	// DefaultUnusedAfter is a quarter: long enough for a job run quarterly to sign in.
+	DefaultUnusedAfter = 90 * 24 * time.Hour
 )
 
 // lifetimeSlack lets a credential of two calendar years, Graph's default, through a policy of
@@ -35,9 +41,16 @@ const MaxListedFindings = 50
 
 // HygieneOf parses a spec's policy; nil is the default one.
 func HygieneOf(h *v1alpha1.Hygiene) (Hygiene, error) {
-	out := Hygiene{MaxLifetime: DefaultMaxLifetime, MaxLiveSecrets: DefaultMaxLiveSecrets}
+	out := Hygiene{MaxLifetime: DefaultMaxLifetime, MaxLiveSecrets: DefaultMaxLiveSecrets, UnusedAfter: DefaultUnusedAfter}
 	if h == nil {
 		return out, nil
+	}
+	if h.UnusedAfter != "" {
+		d, err := h.UnusedAfter.Parse()
+		if err != nil {
+			return Hygiene{}, fmt.Errorf("hygiene.unusedAfter: %w", err)
+		}
+		out.UnusedAfter = d
 	}
 	if h.MaxLifetime != "" {
 		d, err := h.MaxLifetime.Parse()
@@ -109,22 +122,12 @@ func FindingsOf(all []v1alpha1.Credential, saml func(appID string) bool, now tim
 		if !end.After(now) {
 			continue
 		}
-		f.NextChange = Earliest(f.NextChange, end)
 		exempt := c.Source == v1alpha1.SourceServicePrincipal && saml(c.AppID)
-		switch {
-		case exempt:
-		case !end.Before(neverEnds):
-			add(v1alpha1.FindingNeverExpires, c)
-		case !start.IsZero() && end.Sub(start) > h.MaxLifetime+lifetimeSlack:
-			add(v1alpha1.FindingLongLived, c)
+		kinds, next := ofCredential(c, start, end, exempt, now, h)
+		for _, kind := range kinds {
+			add(kind, c)
 		}
-		if !exempt && c.Type == v1alpha1.CredentialTypePassword && c.Source == v1alpha1.SourceServicePrincipal {
-			add(v1alpha1.FindingServicePrincipalSecret, c)
-		}
-		if start.After(now) {
-			add(v1alpha1.FindingNotYetValid, c)
-			f.NextChange = Earliest(f.NextChange, start)
-		}
+		f.NextChange = Earliest(f.NextChange, end, next)
 		if !exempt && c.Type == v1alpha1.CredentialTypePassword {
 			a := apps[c.AppID]
 			if a == nil {
@@ -160,4 +163,50 @@ func compareFindings(a, b Finding) int {
 		return c
 	}
 	return strings.Compare(a.Credential.KeyID, b.Credential.KeyID)
+}
+
+// ofCredential is what a live credential c, from start to end, breaks of h at now, and when the
+// clock alone next changes that besides its end; exempt: a SAML service principal's, by design.
+func ofCredential(c v1alpha1.Credential, start, end time.Time, exempt bool, now time.Time, h Hygiene) ([]v1alpha1.FindingKind, time.Time) {
+	var kinds []v1alpha1.FindingKind
+	var next time.Time
+	switch {
+	case exempt:
+	case !end.Before(neverEnds):
+		kinds = append(kinds, v1alpha1.FindingNeverExpires)
+	case !start.IsZero() && end.Sub(start) > h.MaxLifetime+lifetimeSlack:
+		kinds = append(kinds, v1alpha1.FindingLongLived)
+	}
+	if !exempt && c.Type == v1alpha1.CredentialTypePassword && c.Source == v1alpha1.SourceServicePrincipal {
+		kinds = append(kinds, v1alpha1.FindingServicePrincipalSecret)
+	}
+	if start.After(now) {
+		kinds = append(kinds, v1alpha1.FindingNotYetValid)
+		next = start
+	}
+	if h.SignInsKnown && !exempt {
+		kind, at := unused(c, start, now, h.UnusedAfter)
+		if kind != "" {
+			kinds = append(kinds, kind)
+		}
+		next = Earliest(next, at)
+	}
+	return kinds, next
+}
+
+// unused is NeverUsed or Unused for a credential c that started at start, when it is older than
+// after and has not signed in for as long (or ever, as far as the report knows); otherwise "" and
+// when it would become so.
+func unused(c v1alpha1.Credential, start, now time.Time, after time.Duration) (v1alpha1.FindingKind, time.Time) {
+	if start.IsZero() {
+		return "", time.Time{} // no start: its age is unknown
+	}
+	since, kind := start, v1alpha1.FindingNeverUsed
+	if c.LastSignIn != nil {
+		since, kind = Latest(start, c.LastSignIn.Time), v1alpha1.FindingUnused
+	}
+	if at := since.Add(after); now.Before(at) {
+		return "", at
+	}
+	return kind, time.Time{}
 }

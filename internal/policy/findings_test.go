@@ -59,6 +59,11 @@ func TestFindingsOf(t *testing.T) {
 			scanned("a", "1", pw, -day, 300*day), scanned("a", "2", pw, -day, 300*day), onSP(scanned("a", "3", pw, -day, 300*day)),
 			scanned("a", "expired", pw, -400*day, -day), scanned("a", "cert", cert, -day, 300*day), scanned("b", "1", pw, -day, 300*day)},
 			want: []string{"ServicePrincipalSecret/a/3", "ManySecrets/a/"}},
+		{name: "sign-ins read: unused, never used, in use, too young to tell", h: usage,
+			creds: []v1alpha1.Credential{signedIn(scanned("a", "idle", pw, -200*day, 300*day), -100*day), scanned("a", "never", pw, -200*day, 300*day),
+				signedIn(scanned("b", "used", pw, -200*day, 300*day), -day), scanned("b", "young", pw, -10*day, 300*day)},
+			want: []string{"NeverUsed/a/never", "Unused/a/idle"}},
+		{name: "sign-ins not read: nothing is unused", creds: []v1alpha1.Credential{scanned("a", "never", pw, -200*day, 300*day)}},
 		{name: "findings of every kind in their order", creds: []v1alpha1.Credential{
 			scanned("z", "later", pw, 2*day, 300*day), scanned("z", "long", pw, -day, 900*day), onSP(scanned("y", "sp", pw, -day, 30*day)),
 			endingAt(scanned("x", "never", cert, -day, 0), never), scanned("w", "backwards", cert, 5*day, 4*day)},
@@ -84,6 +89,24 @@ func TestFindingsOf(t *testing.T) {
 				t.Errorf("counts %v (total %d), want %v", f.Counts, f.Total(), counts)
 			}
 		})
+	}
+}
+
+// usage is the default policy of a watch that reads sign-ins.
+var usage = Hygiene{MaxLifetime: DefaultMaxLifetime, MaxLiveSecrets: 3, UnusedAfter: DefaultUnusedAfter, SignInsKnown: true}
+
+func signedIn(c v1alpha1.Credential, at time.Duration) v1alpha1.Credential {
+	t := metav1.NewTime(now.Add(at))
+	c.LastSignIn = &t
+	return c
+}
+
+// An unused credential is found once it and its last sign-in are older than unusedAfter.
+func TestFindingsNextChangeOfUse(t *testing.T) {
+	c := []v1alpha1.Credential{signedIn(scanned("a", "k", v1alpha1.CredentialTypePassword, -200*day, 300*day), -80*day)}
+	f := FindingsOf(c, func(string) bool { return false }, now, usage, 50)
+	if want := now.Add(10 * day); f.Total() != 0 || !f.NextChange.Equal(want) {
+		t.Errorf("findings %v, next change %v; want none until %v", f.Counts, f.NextChange, want)
 	}
 }
 
@@ -126,6 +149,12 @@ func TestHygieneOf(t *testing.T) {
 	h, err = HygieneOf(&v1alpha1.Hygiene{MaxLifetime: "1w", MaxLiveSecrets: &five})
 	if err != nil || h.MaxLifetime != 7*day || h.MaxLiveSecrets != 5 {
 		t.Errorf("set %+v, %v", h, err)
+	}
+	if h, err := HygieneOf(&v1alpha1.Hygiene{UnusedAfter: "30d"}); err != nil || h.UnusedAfter != 30*day || h.MaxLifetime != 730*day {
+		t.Errorf("unusedAfter set %+v, %v", h, err)
+	}
+	if h, _ := HygieneOf(nil); h.UnusedAfter != DefaultUnusedAfter {
+		t.Errorf("default unusedAfter %v", h.UnusedAfter)
 	}
 	if _, err := HygieneOf(&v1alpha1.Hygiene{MaxLifetime: "2y"}); err == nil {
 		t.Error("2y parsed; want an error")

@@ -42,6 +42,12 @@ func Finding(w *v1alpha1.CredentialWatch, f policy.Finding, h policy.Hygiene) st
 	case v1alpha1.FindingManySecrets:
 		return fmt.Sprintf("%s holds %d client secrets that have not expired, more than the %d the policy allows: remove those nothing signs in with (az ad app credential list --id %s and az ad sp credential list --id %s show them)",
 			capitalise(app), f.LiveSecrets, h.MaxLiveSecrets, appID, appID)
+	case v1alpha1.FindingNeverUsed:
+		return fmt.Sprintf("%s has not signed in since it was created at %s, as far as Graph's sign-in report knows, longer than the %s the policy allows: if nothing needs it, remove it (%s)",
+			subject, at(start), days(h.UnusedAfter), deleteCommand(appID, c))
+	case v1alpha1.FindingUnused:
+		return fmt.Sprintf("%s last signed in at %s, longer ago than the %s the policy allows: if nothing needs it any more, let it expire or remove it (%s)",
+			subject, at(c.LastSignIn.Time), days(h.UnusedAfter), deleteCommand(appID, c))
 	case v1alpha1.FindingNotYetValid:
 		return fmt.Sprintf("%s is not valid before %s: nothing can sign in with it until then", subject, at(start))
 	}
