@@ -30,6 +30,7 @@ import (
 	"github.com/credwatch/credwatch/internal/target/akscluster"
 	"github.com/credwatch/credwatch/internal/target/aksfleet"
 	"github.com/credwatch/credwatch/internal/target/issuer"
+	"github.com/credwatch/credwatch/internal/target/serviceprincipal"
 	"github.com/credwatch/credwatch/internal/target/tenantscan"
 )
 
@@ -125,6 +126,8 @@ type CredentialWatchReconciler struct {
 
 	// early is each namespace's allowance of checks before their schedule.
 	early target.EarlyChecks
+	// reports shares the watches' reads of Graph's sign-in report, within its small budget.
+	reports serviceprincipal.Reports
 	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
 	queue atomic.Pointer[wakeQueue]
 	// heldClusters are the cluster reads of pending checks, by watch.

@@ -151,7 +151,7 @@ func (c clusterFound) record(ctx context.Context, w *watchState) {
 // servicePrincipals and clusters are those kinds on this reconciler's edges.
 func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains,
-		SignInsUnavailable: r.SignInsUnavailable}
+		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports}
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {

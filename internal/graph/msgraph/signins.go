@@ -75,8 +75,11 @@ func (c *Client) ReadSignIns(ctx context.Context, cred azcore.TokenCredential, a
 			if strings.EqualFold(v.CredentialOrigin, "servicePrincipal") {
 				use.Source = graph.ServicePrincipal
 			}
-			if a := v.SignInActivity; a != nil {
-				use.LastSignIn = reportTime(a.LastSignInDateTime)
+			if a := v.SignInActivity; a != nil && a.LastSignInDateTime != "" {
+				if use.LastSignIn = reportTime(a.LastSignInDateTime); use.LastSignIn.IsZero() {
+					// Unread, it would look like no sign-in, and the credential unused.
+					return nil, fmt.Errorf("reading the sign-in activity of %s: Graph's report has a time credwatch cannot read, %q", appID, a.LastSignInDateTime)
+				}
 			}
 			out = append(out, use)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -41,6 +42,8 @@ type Kind struct {
 	// SignInsUnavailable says why this cloud has no sign-in activity reports; empty in the
 	// global cloud, which has them.
 	SignInsUnavailable string
+	// Reports shares the sign-in reads of every watch; nil, each watch reads for itself (tests).
+	Reports *Reports
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the
@@ -78,8 +81,9 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 	obj.Status.TenantScan, obj.Status.Fleet = nil, nil // a watch that scanned a tenant or a fleet before its spec changed
 	snap := f.Snap
 	var owners []string
+	readFor := ""
 	if obj.Status.ServicePrincipal != nil {
-		owners = obj.Status.ServicePrincipal.OwnerEmails
+		owners, readFor = obj.Status.ServicePrincipal.OwnerEmails, obj.Status.ServicePrincipal.AppID
 	}
 	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{
 		AppID:                    f.AppID,
@@ -91,6 +95,11 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 	}
 	before := obj.Status.Credentials
 	obj.Status.Credentials = target.Credentials(snap)
+	if readFor != "" && !strings.EqualFold(readFor, f.AppID) {
+		// Sign-ins read of another application say nothing of this one's credentials.
+		obj.Status.SignInsReadTime, before = nil, nil
+		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
+	}
 	k.signIns(ctx, obj, f, before, now)
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))

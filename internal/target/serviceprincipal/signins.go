@@ -51,13 +51,25 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 	if t := obj.Status.SignInsReadTime; t != nil && now.Before(t.Add(SignInsEvery)) {
 		return
 	}
+	read := func() ([]graph.KeyUse, error) {
+		app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: f.AppID, ObjectID: f.Snap.ApplicationObjectID})
+		if err != nil {
+			return nil, err
+		}
+		return app.ReadSignIns(ctx)
+	}
+	var uses []graph.KeyUse
+	var err error
+	if k.Reports != nil {
+		var ok bool
+		if uses, err, ok = k.Reports.Read(f.ID.TenantID+"/"+f.ID.ClientID+"/"+f.Grant.Identity.String(), strings.ToLower(f.AppID), now, read); !ok {
+			return // the identity's share of the reports service is spent: the next check reads
+		}
+	} else {
+		uses, err = read()
+	}
 	asked := metav1.NewTime(now)
 	obj.Status.SignInsReadTime = &asked
-	app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: f.AppID, ObjectID: f.Snap.ApplicationObjectID})
-	var uses []graph.KeyUse
-	if err == nil {
-		uses, err = app.ReadSignIns(ctx)
-	}
 	switch {
 	case errors.Is(err, graph.ErrSignInsUnlicensed):
 		unread(v1alpha1.ReasonSignInsUnavailable, "Sign-ins are not read: "+err.Error())

@@ -78,6 +78,22 @@ func TestRecordSignIns(t *testing.T) {
 		})
 	}
 
+	// A watch moved to another application reads its sign-ins at once: what was read of the
+	// first says nothing of the second's credentials.
+	moved := &v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Usage: &v1alpha1.Usage{SignIns: true}}}
+	recently := metav1.NewTime(policytest.Now.Add(-10 * time.Minute))
+	moved.Status.SignInsReadTime = &recently
+	moved.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: "before"}
+	moved.Status.Credentials = []v1alpha1.Credential{{KeyID: "k", Source: v1alpha1.SourceApplication, LastSignIn: &known}}
+	moved.Status.NextCheckTime = &metav1.Time{Time: policytest.Now.Add(time.Hour)}
+	asked := false
+	k := Kind{Events: &targettest.Events{}, MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return false },
+		Azure: fakeAzure{app{SignInsFunc: func() ([]graph.KeyUse, error) { asked = true; return nil, nil }}}}
+	k.Record(context.Background(), moved, Found{AppID: "a", Snap: snap, Grant: grant(v1alpha1.OperationReadSignIns), ID: azure.Identity{TenantID: "t"}}, policytest.Now)
+	if !asked || moved.Status.Credentials[0].LastSignIn != nil {
+		t.Errorf("moved to another application: asked %v, lastSignIn %v; want read at once, nothing carried over", asked, moved.Status.Credentials[0].LastSignIn)
+	}
+
 	// Without spec.usage.signIns nothing is read, and what was is gone.
 	obj := &v1alpha1.CredentialWatch{}
 	obj.Status.Credentials = []v1alpha1.Credential{{KeyID: "k", LastSignIn: &known}}

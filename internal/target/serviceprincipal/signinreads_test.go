@@ -1,0 +1,42 @@
+package serviceprincipal
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/policy/policytest"
+)
+
+// However many watches ask, an application's sign-ins are read once an hour, and an identity asks
+// the reports service at most ReportsPer10s times in ten seconds.
+func TestReportsAreShared(t *testing.T) {
+	var r Reports
+	reads := 0
+	read := func() ([]graph.KeyUse, error) { reads++; return []graph.KeyUse{{KeyID: "k"}}, nil }
+	now := policytest.Now
+	for range 50 {
+		if uses, err, ok := r.Read("id", "app", now, read); !ok || err != nil || len(uses) != 1 {
+			t.Fatalf("Read = %v, %v, %v", uses, err, ok)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("50 watches of one application read %d times, want once", reads)
+	}
+	for i := range 10 {
+		r.Read("id", fmt.Sprintf("other-%d", i), now, read)
+	}
+	if reads != ReportsPer10s {
+		t.Fatalf("%d reads of ten applications at once, want %d", reads, ReportsPer10s)
+	}
+	if _, _, ok := r.Read("another identity", "app", now, read); !ok || reads != ReportsPer10s+1 {
+		t.Fatalf("another identity's allowance is spent by the first's (%d reads)", reads)
+	}
+	if _, _, ok := r.Read("id", "other-9", now.Add(10*time.Second), read); !ok {
+		t.Fatal("the allowance does not refill")
+	}
+	if r.Read("id", "app", now.Add(SignInsEvery), read); reads != ReportsPer10s+3 {
+		t.Fatalf("an hour later the application is not read again (%d reads)", reads)
+	}
+}
