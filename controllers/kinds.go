@@ -156,7 +156,7 @@ func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {
 	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, HeldFor: heldClusterTTL, MailsOwners: r.Channels.NotifiesOwners,
-		OwnerDomains: r.OwnerDomains}
+		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports}
 }
 
 // ask is how the read planner knows the watch, and wakes it once its answer is in.

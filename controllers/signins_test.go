@@ -61,3 +61,38 @@ func TestSignInsShowWhichCredentialIsInUse(t *testing.T) {
 		t.Errorf("findings %+v; want no NeverUsed while sign-ins are not read", f)
 	}
 }
+
+// An AKS cluster's service principal shows which of its secrets is in use as any application's
+// does; moved to another service principal, the watch reads that one's sign-ins afresh rather
+// than showing the first one's.
+func TestSignInsOfAnAKSClustersServicePrincipal(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	arm := h.withCluster(s.appID)
+	fake.SignIn(tenantID, s.spSecretKey, time.Now().Add(-time.Hour))
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.Target = v1alpha1.Target{AKSCluster: &v1alpha1.AKSClusterTarget{
+			TenantID: tenantID, SubscriptionID: testSubscription, ResourceGroup: "rg-prod", Name: "aks-prod"}}
+		spec.Usage = &v1alpha1.Usage{SignIns: true}
+	})
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead)
+	if w.Status.InUse != s.spSecretKey[:8] {
+		t.Fatalf("in use %q, want the service principal's secret %s", w.Status.InUse, s.spSecretKey)
+	}
+
+	other := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	arm.put("rg-prod", "aks-prod", other.appID)
+	h.step(6 * time.Hour)
+	w, _ = h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead)
+	for _, c := range w.Status.Credentials {
+		if c.LastSignIn != nil || c.InUse {
+			t.Errorf("after the move, credential %s shows a sign-in %v: the first service principal's", c.KeyID, c.LastSignIn)
+		}
+	}
+	if w.Status.InUse != "" {
+		t.Errorf("in use %q after the move, want none", w.Status.InUse)
+	}
+}
