@@ -62,10 +62,11 @@ func (r *CredentialWatchReconciler) finalizeRotation(ctx context.Context, w *wat
 // rotationEdges are the watch's rotation's edges: its identity, Azure, its namespace's Secrets,
 // its status, finalizer and events.
 func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges {
+	named := r.identities().RefOf(w.obj)
 	return rotation.Edges{
-		Identity: r.identities().RefOf(w.obj),
+		Identity: named,
 		Grant: func(ctx context.Context, ref *v1alpha1.IdentityRef) (access.Grant, error) {
-			if equality.Semantic.DeepEqual(ref, r.identities().RefOf(w.obj)) {
+			if equality.Semantic.DeepEqual(ref, named) {
 				return r.grantOnce(ctx, w)
 			}
 			return r.identities().GrantOf(ctx, w.obj, ref)

@@ -374,18 +374,11 @@ func (r secretReader) keys(name, label, field string, keys ...string) ([]string,
 
 // key returns one key of a Secret; field names the spec field that points at it, for the message.
 func (r secretReader) key(ref v1alpha1.SecretKeyRef, field string) (string, error) {
-	var s corev1.Secret
-	if err := r.reader.Get(r.ctx, types.NamespacedName{Namespace: r.namespace, Name: ref.Name}, &s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s does not exist", field, r.namespace, ref.Name)}
-		}
-		return "", fmt.Errorf("%s: reading Secret %s/%s: %w", field, r.namespace, ref.Name, err)
+	v, err := r.keys(ref.Name, "", field, ref.Key)
+	if err != nil {
+		return "", err
 	}
-	v := value(s, ref.Key)
-	if v == "" {
-		return "", &ConfigError{fmt.Sprintf("%s: Secret %s/%s has no key %q, or it is empty", field, r.namespace, ref.Name, ref.Key)}
-	}
-	return v, nil
+	return v[0], nil
 }
 
 // value is key of s, without the trailing newline `kubectl create secret --from-file` keeps from
