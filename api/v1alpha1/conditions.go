@@ -197,6 +197,9 @@ const (
 	// ReasonResetNeedsConfirmation: AKS resets reported failure three times; the rotation keeps
 	// the old secret and waits for credwatch.dev/confirm-reset.
 	ReasonResetNeedsConfirmation = "ResetNeedsConfirmation"
+	// ReasonRotationOldSecretInUse: an old secret still signed in usage.retireWait after the new
+	// one was put in use; the rotation retires nothing until it stops.
+	ReasonRotationOldSecretInUse = "RotationOldSecretInUse"
 	// ReasonRotationPaced: a rotation is due, but the application was rotated less than a day
 	// ago, or the grace period of a rotation let go of by a deleted watch has not ended: rotations
 	// of an application are paced whatever happens to the watches.

@@ -249,6 +249,19 @@ type RotationStatus struct {
 	// was refused: only another value asks this rotation to abort.
 	// +optional
 	AbortRequest string `json:"abortRequest,omitempty"`
+	// NewSecretSignIn is when the new secret was first seen signing in after it was put in use
+	// (spec.usage.signIns): its consumers, an AKS cluster among them, moved onto it.
+	// +optional
+	NewSecretSignIn *metav1.Time `json:"newSecretSignIn,omitempty"`
+	// OldSecretsInUse are the old secrets that signed in after the new one was put in use
+	// (spec.usage.signIns): none is retired until they stop.
+	// +listType=atomic
+	// +optional
+	OldSecretsInUse []KeySignIn `json:"oldSecretsInUse,omitempty"`
+	// HeldTime is when waiting for old secrets to stop signing in outlasted usage.retireWait:
+	// the rotation is held, and alerted, until they stop.
+	// +optional
+	HeldTime *metav1.Time `json:"heldTime,omitempty"`
 	// DeletionSeenTime is when credwatch first found the watch being deleted: it lets the watch
 	// go an hour later at the latest, whatever the rotation's state.
 	// +optional
@@ -284,4 +297,8 @@ type LastRotation struct {
 	// Request is the rotate annotation's value it answered, if any.
 	// +optional
 	Request string `json:"request,omitempty"`
+	// NewSecretSignIn is when the new secret was first seen signing in after it was put in use
+	// (spec.usage.signIns).
+	// +optional
+	NewSecretSignIn *metav1.Time `json:"newSecretSignIn,omitempty"`
 }

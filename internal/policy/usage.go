@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 )
 
@@ -49,4 +52,58 @@ func InUseSummary(creds []v1alpha1.Credential) string {
 		names = append(names, c.KeyID[:min(8, len(c.KeyID))])
 	}
 	return strings.Join(names, ",")
+}
+
+// DefaultRetireWait is how long a rotation waits for old secrets to stop signing in before it
+// holds, when the spec says not.
+const DefaultRetireWait = 7 * 24 * time.Hour
+
+// Usage is spec.usage, parsed; the zero value reads no sign-ins.
+type Usage struct {
+	ActiveWithin, UnusedAfter, RetireWait time.Duration
+}
+
+// On reports whether the watch reads its credentials' sign-ins.
+func (u Usage) On() bool { return u.ActiveWithin > 0 }
+
+// UsageOf parses spec.usage; an error names the field that does not parse.
+func UsageOf(u *v1alpha1.Usage) (Usage, error) {
+	if u == nil || !u.SignIns {
+		return Usage{}, nil
+	}
+	out := Usage{ActiveWithin: DefaultActiveWithin, UnusedAfter: DefaultUnusedAfter, RetireWait: DefaultRetireWait}
+	for _, f := range []struct {
+		name string
+		d    v1alpha1.Duration
+		to   *time.Duration
+	}{{"activeWithin", u.ActiveWithin, &out.ActiveWithin}, {"unusedAfter", u.UnusedAfter, &out.UnusedAfter}, {"retireWait", u.RetireWait, &out.RetireWait}} {
+		if f.d == "" {
+			continue
+		}
+		d, err := f.d.Parse()
+		if err != nil {
+			return Usage{}, fmt.Errorf("usage.%s: %w", f.name, err)
+		}
+		*f.to = d
+	}
+	return out, nil
+}
+
+// WatchSignInsKnown reports whether w reads its credentials' sign-ins and what its status lists of
+// them is evidence (SignInsKnown).
+func WatchSignInsKnown(w *v1alpha1.CredentialWatch) bool {
+	u := w.Spec.Usage
+	return u != nil && u.SignIns && SignInsKnown(w.Status.SignInsReadTime, meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSignInsRead))
+}
+
+// SignInsKnown reports whether the sign-ins status lists are evidence of use: read (readTime),
+// and not since refused for good (the report unavailable here, or the identity refusing it),
+// as cond, the SignInsRead condition, says. A read that failed for a while keeps what the last
+// one found, which stays evidence.
+func SignInsKnown(readTime *metav1.Time, cond *metav1.Condition) bool {
+	if readTime == nil || cond == nil {
+		return false
+	}
+	return cond.Status == metav1.ConditionTrue ||
+		cond.Reason != v1alpha1.ReasonSignInsUnavailable && cond.Reason != v1alpha1.ReasonIdentityNotAllowed
 }

@@ -137,6 +137,8 @@ type world struct {
 	finished      *v1alpha1.LastRotation
 	events        []string
 	confirmed     string
+	// signIns is what the watch read of the secrets' sign-ins; nil: it reads none.
+	signIns *SignIns
 }
 
 const testApp = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
@@ -230,7 +232,7 @@ func (w *world) machine(withCluster bool) *Machine {
 		Settings: Settings{Validity: 365 * 24 * time.Hour, GracePeriod: 7 * 24 * time.Hour, RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch,
 			Prefix: "credwatch-2b9c0c1e-", Target: "application payments", Watch: "payments", SecretNamespace: "team-a", SecretName: "payments-sp",
 			StagingName:  "credwatch-rotation-payments",
-			ConfirmReset: w.confirmed},
+			ConfirmReset: w.confirmed, SignIns: w.signIns},
 		Now: w.now,
 	}
 	if withCluster {

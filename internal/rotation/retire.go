@@ -69,14 +69,19 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	if m.st.Expiry != nil {
 		expiry = m.st.Expiry.Time
 	}
+	old := policy.Retirable(credentials(secrets), append([]string{m.Settings.Prefix}, m.Settings.Prefixes...), m.st.KeyID, expiry, m.Settings.RemoveOld)
+	if next, quiet := m.quiet(old); !quiet {
+		return next, nil
+	}
 	var removed []string
-	for _, c := range policy.Retirable(credentials(secrets), append([]string{m.Settings.Prefix}, m.Settings.Prefixes...), m.st.KeyID, expiry, m.Settings.RemoveOld) {
+	for _, c := range old {
 		if err := m.App.Remove(ctx, c.KeyID); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
 		}
 		removed = append(removed, c.KeyID)
 	}
-	if err := m.Ledger.Finish(ctx, v1alpha1.LastRotation{Time: metav1.NewTime(m.Now), KeyID: m.st.KeyID, Request: m.st.Request}); err != nil {
+	if err := m.Ledger.Finish(ctx, v1alpha1.LastRotation{Time: metav1.NewTime(m.Now), KeyID: m.st.KeyID, Request: m.st.Request,
+		NewSecretSignIn: m.st.NewSecretSignIn}); err != nil {
 		return time.Time{}, err
 	}
 	m.done = fmt.Sprintf("Rotated the client secret of %s: secret %s is in use until %s", m.Settings.Target, m.st.KeyID, expiry.UTC().Format(time.RFC3339))

@@ -119,6 +119,8 @@ const (
 	EventResetConfirmed = "RotationResetConfirmed"
 	EventRotated        = "Rotated"
 	EventAborted        = "RotationAborted"
+	EventOldSecretInUse = "RotationOldSecretInUse"
+	EventNewSecretUsed  = "NewSecretSignedIn"
 )
 
 // Settings are what the watch's spec says of its rotations, and where its secrets live.
@@ -139,6 +141,9 @@ type Settings struct {
 	SecretNamespace, SecretName, StagingName string
 	// ConfirmReset is the value of the credwatch.dev/confirm-reset annotation, if any.
 	ConfirmReset string
+	// SignIns is what the watch knows of its secrets' use (spec.usage.signIns), which old
+	// secrets wait on besides the grace period; nil when it reads none, or cannot here.
+	SignIns *SignIns
 }
 
 // Pin is what a rotation is about, fixed when it starts.
@@ -171,6 +176,8 @@ type Machine struct {
 	stuck bool
 	// held: the rotation waits for a person to confirm a reset.
 	held bool
+	// oldInUse: an old secret signed in for longer than the retire wait after the move.
+	oldInUse bool
 	// done says what the completed rotation did; empty while it goes on.
 	done string
 }
@@ -270,6 +277,8 @@ func (m *Machine) result(next time.Time) Result {
 	switch {
 	case m.held:
 		res.Condition = Condition{metav1.ConditionFalse, v1alpha1.ReasonResetNeedsConfirmation, st.Message}
+	case m.oldInUse:
+		res.Condition = Condition{metav1.ConditionFalse, v1alpha1.ReasonRotationOldSecretInUse, st.Message}
 	case m.stuck:
 		res.Condition = Condition{metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked,
 			fmt.Sprintf("The rotation is blocked at step %s until this is fixed (tried again at %s): %s", st.Step, st.NextAttemptTime.UTC().Format(time.RFC3339), st.Message)}

@@ -373,6 +373,7 @@ func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
 			Prefix: prefixes[0], Prefixes: prefixes[1:], Target: compose.TargetName(ro.obj), Watch: ro.obj.Name,
 			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name, StagingName: StagingName(ro.obj.Name),
 			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
+			SignIns:      SignInsOf(ro.obj, ro.pin.AppID),
 		},
 	}
 	c, err := ro.e.Clients(ctx, g, ro.pin)

@@ -16,8 +16,8 @@ type Settings struct {
 	RemindBefore      []time.Duration
 	CheckFailureAfter time.Duration
 	Hygiene           policy.Hygiene
-	// ActiveWithin is how recent a sign-in makes a credential in use; 0 without spec.usage.signIns.
-	ActiveWithin time.Duration
+	// Usage is spec.usage; zero without spec.usage.signIns.
+	Usage policy.Usage
 }
 
 // SettingsOf parses spec; an error names the field that does not parse (the API server
@@ -35,13 +35,8 @@ func SettingsOf(spec v1alpha1.CredentialWatchSpec) (Settings, error) {
 	if s.Hygiene, err = policy.HygieneOf(spec.Hygiene); err != nil {
 		return Settings{}, err
 	}
-	if u := spec.Usage; u != nil && u.SignIns {
-		s.ActiveWithin = policy.DefaultActiveWithin
-		if u.ActiveWithin != "" {
-			if s.ActiveWithin, err = u.ActiveWithin.Parse(); err != nil {
-				return Settings{}, fmt.Errorf("usage.activeWithin: %w", err)
-			}
-		}
+	if s.Usage, err = policy.UsageOf(spec.Usage); err != nil {
+		return Settings{}, err
 	}
 	var remind []v1alpha1.Duration
 	if a := spec.Alerts; a != nil {

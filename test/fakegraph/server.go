@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // DefaultTokenLifetime matches what Entra grants app-only tokens (one second under an hour).
@@ -29,6 +31,7 @@ type Server struct {
 	usersHidden   map[string]bool // by lower-cased client ID
 	reportsDenied map[string]bool // by lower-cased client ID: no AuditLog.Read.All
 	signInLag     time.Duration
+	signInClock   clock.PassiveClock
 	throttleLeft  int
 	throttleAfter time.Duration
 	budget        *budget

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // The beta sign-in activity reports, as Graph serves them in the global cloud
@@ -33,6 +35,22 @@ func (s *Server) SetSignInLag(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.signInLag = d
+}
+
+// SetSignInClock sets the clock sign-ins are recorded and reported by (the wall clock by default,
+// and again with nil), so that a test on a fake clock sees them when its operator does.
+func (s *Server) SetSignInClock(c clock.PassiveClock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signInClock = c
+}
+
+// signInNow is the sign-in clock's time; s.mu is held.
+func (s *Server) signInNow() time.Time {
+	if s.signInClock == nil {
+		return time.Now()
+	}
+	return s.signInClock.Now()
 }
 
 // SetUnlicensed makes tenantID one without Entra ID P1 or P2: the reports answer 403 with
@@ -177,7 +195,7 @@ func (s *Server) report(tenantID, report, filterBy, value string) []object {
 	if t == nil {
 		return []object{}
 	}
-	now, lag := time.Now(), s.signInLag
+	now, lag := s.signInNow(), s.signInLag
 	out := []object{}
 	for _, sp := range t.listedLocked(true) {
 		appID := strings.ToLower(sp.obj.AppID)

@@ -194,7 +194,7 @@ func (s *Server) issueToken(r *http.Request, tenantID string, clientID *string) 
 			errors.As(err, &f)
 			return nil, f
 		}
-		t.signedIn(keyID, now)
+		t.signedIn(keyID, s.signInNow())
 	}
 	lifetime := int(s.tokenLifetime / time.Second)
 	access := newOpaqueToken()

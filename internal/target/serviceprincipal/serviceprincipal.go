@@ -178,8 +178,8 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	target.ShowExpiry(obj, before, target.Expiry{Summary: summary, Groups: policy.GroupsOf(st.Credentials), Total: len(st.Credentials)}, events, t, now)
 	next := policy.Earliest(summary.NextTransition, summary.NextDisplayChange)
 	st.InUse = ""
-	if s.ActiveWithin > 0 {
-		next = policy.Earliest(next, policy.MarkInUse(st.Credentials, s.ActiveWithin, now))
+	if s.Usage.On() {
+		next = policy.Earliest(next, policy.MarkInUse(st.Credentials, s.Usage.ActiveWithin, now))
 		st.InUse = policy.InUseSummary(st.Credentials)
 	}
 	if st.LastCheckTime == nil {
@@ -187,7 +187,7 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	}
 	saml := st.ServicePrincipal != nil && strings.EqualFold(st.ServicePrincipal.SingleSignOnMode, target.SAML)
 	// Only sign-ins read tell an unused credential from one whose use nobody asked about.
-	h.SignInsKnown = s.ActiveWithin > 0 && st.SignInsReadTime != nil && target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
+	h.SignInsKnown = s.Usage.On() && st.SignInsReadTime != nil && target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
 	f := policy.FindingsOf(st.Credentials, func(string) bool { return saml }, now, h, policy.MaxListedFindings)
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)
