@@ -33,7 +33,7 @@ func (r *CredentialWatchReconciler) reconcileAlerts(ctx context.Context, w *watc
 	// An identity that cannot be found now mails no owner through the default channels.
 	g, _ := r.grantOnce(ctx, w)
 	set, cfgErr := r.Channels.For(ctx, w.obj, g.Identity)
-	return r.sender(w).Watch(ctx, set, cfgErr, w.settings.RemindBefore, w.settings.CheckFailureAfter)
+	return r.sender(w).Watch(ctx, set, cfgErr, w.settings)
 }
 
 // sender sends the watch's alerts, claiming each in its status first.

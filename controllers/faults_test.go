@@ -335,16 +335,7 @@ func annotateWatch(t *testing.T, h *harness, key, value string) {
 
 // clusterUses reports whether the cluster was last reset onto the application's secret keyID.
 func (h *harness) clusterUses(arm *armClusters, appID, keyID string) bool {
-	app, _ := fake.Application(tenantID, appID)
-	arm.mu.Lock()
-	onCluster := arm.secret["rg-prod/aks-prod"]
-	arm.mu.Unlock()
-	for _, p := range app.Passwords {
-		if p.KeyID == keyID {
-			return p.SecretText == onCluster
-		}
-	}
-	return false
+	return keyID != "" && h.clusterKey(arm, appID) == keyID
 }
 
 // moveByHand runs az aks update-credentials onto the application's secret keyID, if it exists.

@@ -48,6 +48,9 @@ type Inputs struct {
 	Drift *metav1.Condition
 	// IssuerChanged is when the issuer URL last changed, nil when it has not.
 	IssuerChanged *metav1.Time
+	// Usage is spec.usage when the credentials' sign-ins are known (their InUse and LastSignIn
+	// are evidence), nil when they are not.
+	Usage *policy.Usage
 }
 
 // Plan is the alerts due now, and when the next one falls due.
@@ -97,7 +100,7 @@ func newPlanner(in Inputs, now time.Time) *planner {
 		p.sent[[2]string{s.Channel, s.Subject}] = s
 	}
 	for _, c := range in.Credentials {
-		if !p.replacedByRotation(c) {
+		if !p.replacedByRotation(c) && !p.movedOff(c) {
 			p.live[SubjectOf(c)] = true
 		}
 	}
@@ -165,6 +168,9 @@ func (p *planner) credentials(ch string) {
 			continue
 		}
 		end := c.EndTime.Time
+		if p.unused(ch, c) {
+			continue
+		}
 		newer := policy.Newer(*c, p.in.Credentials)
 		step, ok := CurrentStep(end, p.now, p.in.RemindBefore)
 		if newer != nil && step.Expired {
@@ -185,8 +191,9 @@ func (p *planner) credentials(ch string) {
 	}
 	for _, s := range p.in.Sent {
 		if s.Channel == ch && credentialSubject(s.Subject) && !p.live[s.Subject] {
+			// Still listed: its consumers moved off it (Credential says which).
 			p.due(Planned{Channel: ch, Kind: alertkind.Resolved, Subject: s.Subject,
-				Step: Step{Name: "resolved", Due: s.DueTime.Time}, Forget: true})
+				Step: Step{Name: "resolved", Due: s.DueTime.Time}, Credential: p.listed(s.Subject), Forget: true})
 		}
 	}
 }
@@ -196,6 +203,14 @@ func (p *planner) rotation(ch string) {
 	last := p.last(ch, RotationSubject)
 	if r := p.in.LastRotation; r != nil && (last == nil || last.Step != r.KeyID) {
 		p.due(Planned{Channel: ch, Kind: alertkind.Rotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
+	}
+	if r := p.in.Rotation; r != nil && r.HeldTime != nil {
+		// Held for days by a consumer that never moved: that is the news, not a step's failures.
+		step := Step{Name: "held/" + r.KeyID, Due: r.HeldTime.Time}
+		if last == nil || last.Step != step.Name {
+			p.due(Planned{Channel: ch, Kind: alertkind.RotationHeld, Subject: RotationSubject, Step: step})
+		}
+		return
 	}
 	// The first refusals of a new secret are replication; a cluster that fails is news at once.
 	if r := p.in.Rotation; r != nil && (r.Failures >= rotationFailuresToAlert ||

@@ -22,6 +22,12 @@ const (
 	Rotated Kind = "Rotated"
 	// RotationFailing: a rotation step keeps failing.
 	RotationFailing Kind = "RotationFailing"
+	// RotationHeld: an old secret still signs in usage.retireWait after the rotation's new one
+	// was put in use; nothing is retired until it stops.
+	RotationHeld Kind = "RotationHeld"
+	// Unused: an expiring credential nothing signed in with for usage.unusedAfter, while another
+	// credential of the application is in use; told once instead of reminders.
+	Unused Kind = "Unused"
 	// PullsRefused: a registry refuses the cluster's image pulls for want of credentials.
 	PullsRefused Kind = "PullsRefused"
 	// PullsRecovered: the registry of a PullsRefused alert refuses no pull any more.

@@ -168,8 +168,9 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 	}
 }
 
-// writeSignIns writes when each credential last signed in, as the watches that read sign-ins
-// (spec.usage.signIns) have it; nothing for those that do not, or do not know.
+// writeSignIns writes when each credential last signed in, and whether it is in use, as the
+// watches that read sign-ins (spec.usage.signIns) have it; nothing for those that do not, or do
+// not know.
 func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	started := false
 	for _, cw := range list {
@@ -183,6 +184,24 @@ func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch) {
 				started = true
 			}
 			credentialSample(t, cr.LastSignIn.Unix(), cw, cr)
+		}
+	}
+	started = false
+	for _, cw := range list {
+		if !policy.WatchSignInsKnown(cw) {
+			continue
+		}
+		for _, cr := range cw.Status.Credentials {
+			if !started {
+				t.family("credwatch_credential_in_use",
+					"1 for a credential that signed in within the watch's usage.activeWithin, 0 for one that did not (spec.usage.signIns); absent when the watch's sign-ins are not known. Same labels as credwatch_credential_expiration_timestamp_seconds.")
+				started = true
+			}
+			var inUse int64
+			if cr.InUse {
+				inUse = 1
+			}
+			credentialSample(t, inUse, cw, cr)
 		}
 	}
 }

@@ -191,7 +191,8 @@ credwatch_credential_superseded{client_id="c-sp",key_id="old",name="sp",namespac
 }
 
 // TestWatchesTellSignIns: a credential whose last sign-in is known has its series; the family is
-// absent when no watch knows one.
+// absent when no watch knows one. Whether each is in use shows for a watch whose sign-ins are
+// known, not for one that does not read them.
 func TestWatchesTellSignIns(t *testing.T) {
 	at := metav1.NewTime(time.Unix(1_799_000_000, 0))
 	creds := []v1alpha1.Credential{
@@ -205,6 +206,23 @@ credwatch_credential_last_sign_in_timestamp_seconds{client_id="c-sp",key_id="use
 `
 	got := scrape(t, NewWatches(listOf(watch("sp", creds, metav1.ConditionTrue, 0)), tenantscan.NewStore(), nil, testClock), emptyRegistry())
 	if normalize(t, got, "credwatch_credential_last_sign_in_timestamp_seconds") != normalize(t, want) {
+		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Contains(got, "credwatch_credential_in_use") {
+		t.Errorf("a watch that does not read sign-ins tells what is in use:\n%s", got)
+	}
+	reading := watch("sp", creds, metav1.ConditionTrue, 0)
+	reading.Spec.Usage = &v1alpha1.Usage{SignIns: true}
+	reading.Status.SignInsReadTime = &at
+	reading.Status.Conditions = append(reading.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSignInsRead, Status: metav1.ConditionTrue})
+	want = `
+# HELP credwatch_credential_in_use 1 for a credential that signed in within the watch's usage.activeWithin, 0 for one that did not (spec.usage.signIns); absent when the watch's sign-ins are not known. Same labels as credwatch_credential_expiration_timestamp_seconds.
+# TYPE credwatch_credential_in_use gauge
+credwatch_credential_in_use{client_id="c-sp",key_id="used",name="sp",namespace="platform",source="ServicePrincipal",type="Password"} 1
+credwatch_credential_in_use{client_id="c-sp",key_id="idle",name="sp",namespace="platform",source="Application",type="Password"} 0
+`
+	got = scrape(t, NewWatches(listOf(reading), tenantscan.NewStore(), nil, testClock), emptyRegistry())
+	if normalize(t, got, "credwatch_credential_in_use") != normalize(t, want) {
 		t.Errorf("scrape:\n%s\nwant:\n%s", got, want)
 	}
 	if got := scrape(t, NewWatches(listOf(watch("none", creds[1:], metav1.ConditionTrue, 0)), tenantscan.NewStore(), nil, testClock), emptyRegistry()); strings.Contains(got, "last_sign_in") {

@@ -30,7 +30,18 @@ type Credential struct {
 	DisplayName string
 	Hint        string
 	End         time.Time
+	// LastSignIn is when it last signed in, zero when it never did or sign-ins are not read
+	// (Usage says which).
+	LastSignIn time.Time
+	// Usage is what sign-ins say of it: UsageInUse, UsageNotInUse, or empty when they are not read.
+	Usage string
 }
+
+// What sign-ins say of a credential.
+const (
+	UsageInUse    = "in use"
+	UsageNotInUse = "not in use"
+)
 
 // Pulls are a registry's refusals of image pulls. There are only names and counts in it.
 type Pulls struct {
@@ -100,12 +111,8 @@ func (a Alert) GoodNews() bool {
 func (a Alert) Title() string {
 	sp := a.spName()
 	switch a.Kind {
-	case alertkind.Reminder:
-		return fmt.Sprintf("%s of %s expires %s", a.credentialNoun(), sp, a.When())
-	case alertkind.Expired:
-		return fmt.Sprintf("%s of %s expired %s", a.credentialNoun(), sp, a.When())
-	case alertkind.Resolved:
-		return fmt.Sprintf("Resolved: the expiring %s of %s is gone", strings.ToLower(a.credentialNoun()), sp)
+	case alertkind.Reminder, alertkind.Expired, alertkind.Resolved, alertkind.Unused:
+		return a.credentialTitle(sp)
 	case alertkind.CheckFailing:
 		return fmt.Sprintf("credwatch cannot check the credentials of %s", sp)
 	case alertkind.CheckRecovered:
@@ -114,6 +121,8 @@ func (a Alert) Title() string {
 		return fmt.Sprintf("credwatch rotated the client secret of %s", sp)
 	case alertkind.RotationFailing:
 		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
+	case alertkind.RotationHeld:
+		return fmt.Sprintf("Rotating the client secret of %s is held: an old secret is still in use", sp)
 	case alertkind.PullsRefused:
 		if p := a.Pulls; p != nil && p.Scope == "NodeLocal" {
 			return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
@@ -174,6 +183,13 @@ func (a Alert) Lines() [][2]string {
 		if !c.End.IsZero() {
 			add("Expires", c.End.UTC().Format("2006-01-02 15:04 UTC")+" ("+a.When()+")")
 		}
+		if c.Usage != "" {
+			last := "never, as far as Graph's sign-in report knows"
+			if !c.LastSignIn.IsZero() {
+				last = c.LastSignIn.UTC().Format("2006-01-02 15:04 UTC")
+			}
+			add("Last sign-in", last+" ("+c.Usage+")")
+		}
 	}
 	if p := a.Pulls; p != nil {
 		add("Registry", p.Registry)
@@ -189,6 +205,30 @@ func (a Alert) Lines() [][2]string {
 	add("Watch", a.Namespace+"/"+a.Name)
 	add("Severity", string(a.Severity))
 	return out
+}
+
+// credentialTitle is the title of an alert about one credential of sp.
+func (a Alert) credentialTitle(sp string) string {
+	switch a.Kind {
+	case alertkind.Reminder:
+		return fmt.Sprintf("%s of %s expires %s%s", a.credentialNoun(), sp, a.When(), a.inUse())
+	case alertkind.Expired:
+		return fmt.Sprintf("%s of %s expired %s%s", a.credentialNoun(), sp, a.When(), a.inUse())
+	case alertkind.Unused:
+		return fmt.Sprintf("%s of %s expires %s, and nothing uses it", a.credentialNoun(), sp, a.When())
+	}
+	if c := a.Credential; c != nil && c.Usage == UsageNotInUse {
+		return fmt.Sprintf("Resolved: nothing uses the expiring %s of %s any more", strings.ToLower(a.credentialNoun()), sp)
+	}
+	return fmt.Sprintf("Resolved: the expiring %s of %s is gone", strings.ToLower(a.credentialNoun()), sp)
+}
+
+// inUse says, for a title, that the credential is in use, when sign-ins say so.
+func (a Alert) inUse() string {
+	if c := a.Credential; c != nil && c.Usage == UsageInUse {
+		return ", and is in use"
+	}
+	return ""
 }
 
 // clusterName is the last part of the cluster's name or resource ID.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"sigs.k8s.io/yaml"
 
 	"github.com/credwatch/credwatch/test/controlplane"
@@ -78,7 +79,7 @@ func TestScrapesPassPromtoolAndFeedTheDashboard(t *testing.T) {
 	azure.AddToFleet(subscriptionID, "rg-prod", "aks-mi")
 	now := time.Now()
 	secret := func(name string, start, end time.Duration) fakegraph.PasswordCredential {
-		return fakegraph.PasswordCredential{DisplayName: name, SecretText: "e2e~" + name + "-0123456789", Start: now.Add(start), End: now.Add(end)}
+		return fakegraph.PasswordCredential{KeyID: uuid.NewString(), DisplayName: name, SecretText: "e2e~" + name + "-0123456789", Start: now.Add(start), End: now.Add(end)}
 	}
 	// Watched applications, by the watch's name; "missing" names one Graph does not have.
 	apps := map[string][]fakegraph.PasswordCredential{
@@ -102,7 +103,11 @@ func TestScrapesPassPromtoolAndFeedTheDashboard(t *testing.T) {
 		extra := ""
 		switch name {
 		case "critical":
-			extra = "  imagePulls: {registries: [\"*.azurecr.io\"]}\n"
+			// In use, as its sign-in says; "warning" never signed in.
+			azure.Graph.SignIn(tenantID, secrets[0].KeyID, now.Add(-time.Hour))
+			extra = "  imagePulls: {registries: [\"*.azurecr.io\"]}\n  usage: {signIns: true}\n"
+		case "warning":
+			extra = "  usage: {signIns: true}\n"
 		case "rotating":
 			extra = "  rotation: {enabled: true, secretRef: {name: rotating-sp}}\n"
 		}
@@ -170,7 +175,7 @@ spec:
     tenants: [%s]
     applications: ["*"]
     subscriptions: [{subscriptionID: %s}]
-    operations: [TenantScan, FleetScan, Rotate]
+    operations: [TenantScan, FleetScan, Rotate, ReadSignIns]
   conditions:
   - namespaces: [platform]
 `, tenantID, subscriptionID))

@@ -50,7 +50,7 @@ type Sender struct {
 // an issuer) that have fallen due on its channels, set, and says in AlertsDelivered whether they
 // arrive; cfgErr is why a channel could not be built. It returns when alerts next need
 // attention, zero for never; an error is a claim that could not be written.
-func (d Sender) Watch(ctx context.Context, set channels.Set, cfgErr error, remindBefore []time.Duration, checkFailureAfter time.Duration) (time.Time, error) {
+func (d Sender) Watch(ctx context.Context, set channels.Set, cfgErr error, s target.Settings) (time.Time, error) {
 	obj, now := d.Obj, d.Now
 	ledger, keep := LedgerOf(obj, set)
 	defer keep()
@@ -59,7 +59,7 @@ func (d Sender) Watch(ctx context.Context, set channels.Set, cfgErr error, remin
 			"No alert channel: set spec.alerts, or the operator's default channels", now)
 		return time.Time{}, nil
 	}
-	plan := alerting.Decide(inputsOf(obj, ledger, set, remindBefore, checkFailureAfter), now)
+	plan := alerting.Decide(inputsOf(obj, ledger, set, s), now)
 	for _, stale := range plan.Stale {
 		alerting.Forget(ledger, stale.Channel, stale.Subject)
 	}
@@ -105,22 +105,26 @@ func (d Sender) Delivered(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgEr
 }
 
 // inputsOf is what deciding a watch's due alerts takes, from its spec and status: the ledger
-// and channels as LedgerOf and the channels give them, its reminders and patience parsed.
-func inputsOf(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set channels.Set, remindBefore []time.Duration, checkFailureAfter time.Duration) alerting.Inputs {
-	return alerting.Inputs{
+// and channels as LedgerOf and the channels give them, its settings parsed.
+func inputsOf(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set channels.Set, s target.Settings) alerting.Inputs {
+	in := alerting.Inputs{
 		Credentials:       obj.Status.Credentials,
 		Checked:           obj.Status.LastCheckTime != nil,
 		Ready:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady),
 		Sent:              ledger.Sent,
 		Channels:          set.IDs(),
-		RemindBefore:      remindBefore,
-		CheckFailureAfter: checkFailureAfter,
+		RemindBefore:      s.RemindBefore,
+		CheckFailureAfter: s.CheckFailureAfter,
 		Rotation:          obj.Status.Rotation,
 		LastRotation:      obj.Status.LastRotation,
 		Pulls:             obj.Status.ImagePulls,
 		Drift:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift),
 		IssuerChanged:     issuerChanged(obj),
 	}
+	if s.Usage.On() && policy.WatchSignInsKnown(obj) {
+		in.Usage = &s.Usage
+	}
+	return in
 }
 
 // due sends each channel its due alerts in order, skipping a channel whose backoff runs,

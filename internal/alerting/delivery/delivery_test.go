@@ -76,7 +76,7 @@ func TestWatchDelivers(t *testing.T) {
 			obj, events, claims := expiring(), &targettest.Events{}, 0
 			ch := &notifier{err: tc.sendErr}
 			set := channels.Set{{ID: "slack/abc", Notifier: ch}}
-			_, err := sender(obj, events, &claims, tc.claimErr).Watch(context.Background(), set, nil, alerting.DefaultRemindBefore, alerting.DefaultCheckFailureAfter)
+			_, err := sender(obj, events, &claims, tc.claimErr).Watch(context.Background(), set, nil, settings(time.Hour))
 			if (err != nil) != tc.wantErr || len(ch.sent) != tc.wantSent || claims != 1 {
 				t.Fatalf("Watch = %v after %d claims and sends %v; want error %v and %d sends after one claim", err, claims, ch.sent, tc.wantErr, tc.wantSent)
 			}
@@ -101,7 +101,7 @@ func TestWatchDelivers(t *testing.T) {
 				t.Fatalf("failure %+v, next attempt in %s; want one failure, retried in a minute or, permanent, an hour", f, wait)
 			}
 			// Within its backoff, the channel is not tried again.
-			if _, err := sender(obj, events, &claims, nil).Watch(context.Background(), set, nil, alerting.DefaultRemindBefore, alerting.DefaultCheckFailureAfter); err != nil || len(ch.sent) != 1 {
+			if _, err := sender(obj, events, &claims, nil).Watch(context.Background(), set, nil, settings(time.Hour)); err != nil || len(ch.sent) != 1 {
 				t.Fatalf("a second reconcile within the backoff sent %v, %v", ch.sent, err)
 			}
 		})
@@ -110,7 +110,7 @@ func TestWatchDelivers(t *testing.T) {
 
 func TestWatchWithoutChannels(t *testing.T) {
 	obj, claims := expiring(), 0
-	if next, err := sender(obj, &targettest.Events{}, &claims, nil).Watch(context.Background(), nil, nil, alerting.DefaultRemindBefore, time.Hour); err != nil || !next.IsZero() || claims != 0 {
+	if next, err := sender(obj, &targettest.Events{}, &claims, nil).Watch(context.Background(), nil, nil, settings(time.Hour)); err != nil || !next.IsZero() || claims != 0 {
 		t.Fatalf("Watch = %v, %v after %d claims", next, err, claims)
 	}
 	if c := target.Condition(obj, v1alpha1.ConditionAlertsDelivered); c.Reason != v1alpha1.ReasonNoChannels {
@@ -123,7 +123,7 @@ func TestWatchWithoutChannels(t *testing.T) {
 func TestChannelNotBuilt(t *testing.T) {
 	obj, events, claims := expiring(), &targettest.Events{}, 0
 	set := channels.Set{{ID: "email/x"}}
-	next, err := sender(obj, events, &claims, nil).Watch(context.Background(), set, errors.New("reading Secret smtp: timeout"), alerting.DefaultRemindBefore, time.Hour)
+	next, err := sender(obj, events, &claims, nil).Watch(context.Background(), set, errors.New("reading Secret smtp: timeout"), settings(time.Hour))
 	if err != nil || next.After(now.Add(target.MisconfiguredRecheck)) {
 		t.Fatalf("Watch = %v, %v; want a look again within %s", next, err, target.MisconfiguredRecheck)
 	}
@@ -133,4 +133,9 @@ func TestChannelNotBuilt(t *testing.T) {
 	if got := events.Take(); len(got) != 0 || claims != 0 {
 		t.Fatalf("events %q, %d claims; want none for a channel that was not built", got, claims)
 	}
+}
+
+// settings are a watch's with the default reminders, telling failing checks after checkFailureAfter.
+func settings(checkFailureAfter time.Duration) target.Settings {
+	return target.Settings{RemindBefore: alerting.DefaultRemindBefore, CheckFailureAfter: checkFailureAfter}
 }

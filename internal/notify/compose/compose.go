@@ -34,7 +34,13 @@ func Alert(w *v1alpha1.CredentialWatch, p alerting.Planned, now time.Time) notif
 	switch p.Kind {
 	case alertkind.Reminder, alertkind.Expired:
 		credentialAlert(&a, w, *p.Credential, p.Newer)
+	case alertkind.Unused:
+		unusedAlert(&a, w, *p.Credential)
 	case alertkind.Resolved:
+		if p.Credential != nil {
+			movedOffAlert(&a, w, *p.Credential)
+			break
+		}
 		source, keyID, _ := alerting.SubjectCredential(p.Subject)
 		a.Credential = &notify.Credential{KeyID: keyID, Source: string(source)}
 		a.Fix = "Nothing: the credential no longer exists on the " + string(source) + " object."
@@ -48,6 +54,8 @@ func Alert(w *v1alpha1.CredentialWatch, p alerting.Planned, now time.Time) notif
 		a.Fix = "Nothing: checks work again."
 	case alertkind.Rotated, alertkind.RotationFailing:
 		rotationAlert(&a, w)
+	case alertkind.RotationHeld:
+		heldAlert(&a, w)
 	case alertkind.PullsRefused, alertkind.PullsRecovered:
 		pullsAlert(&a, w, p, now)
 	case alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged:
@@ -67,11 +75,13 @@ var severities = map[v1alpha1.CredentialState]notify.Severity{
 func SeverityOf(s v1alpha1.CredentialState) notify.Severity { return severities[s] }
 
 func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential, newer *v1alpha1.Credential) {
-	a.Credential = &notify.Credential{KeyID: c.KeyID, Type: string(c.Type), Source: string(c.Source),
-		DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
+	credentialFacts(a, c)
+	withUse(a, w, c)
 	a.Severity = severities[c.State]
 	ownNew := newer != nil && w.Status.Rotation != nil && newer.KeyID == w.Status.Rotation.KeyID
 	switch {
+	case newer != nil && c.InUse && policy.WatchSignInsKnown(w):
+		a.Fix = stillUsedFix(w, c, *newer)
 	case newer != nil && !ownNew:
 		// Renewed by hand or a pipeline: whether or not credwatch rotates, this one may be in use.
 		// The seed incident's trap: a new secret exists, and the cluster still runs on the old one.

@@ -27,7 +27,7 @@ func TestAlertWordsGolden(t *testing.T) {
 		})
 	}
 	for _, k := range []alertkind.Kind{alertkind.Reminder, alertkind.Expired, alertkind.Resolved, alertkind.CheckFailing,
-		alertkind.CheckRecovered, alertkind.Rotated, alertkind.RotationFailing, alertkind.PullsRefused, alertkind.PullsRecovered,
+		alertkind.CheckRecovered, alertkind.Rotated, alertkind.RotationFailing, alertkind.RotationHeld, alertkind.Unused, alertkind.PullsRefused, alertkind.PullsRecovered,
 		alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged} {
 		if !kinds[k] {
 			t.Errorf("no golden alert of kind %s", k)

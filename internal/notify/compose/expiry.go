@@ -19,8 +19,15 @@ type Condition struct {
 }
 
 // ExpiryConditions are the Expiring and Expired conditions of credentials grouped as g, total of
-// them in all, under thresholds t.
-func ExpiryConditions(g policy.Groups, total int, t policy.Thresholds, now time.Time) (expiring, expired Condition) {
+// them in all, under thresholds t; with signIns, each names whether its credential is in use.
+func ExpiryConditions(g policy.Groups, total int, t policy.Thresholds, signIns bool, now time.Time) (expiring, expired Condition) {
+	expiryPhrase := func(subject string, c v1alpha1.Credential, now time.Time) string {
+		p := expiryPhrase(subject, c, now)
+		if signIns {
+			p += "; " + usePhrase(c)
+		}
+		return p
+	}
 	switch {
 	case g.FirstCritical != nil:
 		expiring = Condition{metav1.ConditionTrue, v1alpha1.ReasonWithinCritical,
@@ -72,6 +79,14 @@ func AppName(displayName, appID string) string {
 		return appID
 	}
 	return fmt.Sprintf("%q (appId %s)", notify.Shown(displayName), appID)
+}
+
+// usePhrase says whether c is in use, and when it last signed in.
+func usePhrase(c v1alpha1.Credential) string {
+	if c.InUse {
+		return "in use, " + lastSignIn(c)
+	}
+	return "not in use, " + lastSignIn(c)
 }
 
 // expiryPhrase says when c expires or expired, with subject naming it.

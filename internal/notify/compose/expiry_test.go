@@ -23,6 +23,7 @@ func TestExpiryConditions(t *testing.T) {
 	tests := map[string]struct {
 		groups                    policy.Groups
 		total                     int
+		signIns                   bool
 		wantExpiring, wantExpired compose.Condition
 	}{
 		"nothing near": {total: 2,
@@ -39,9 +40,21 @@ func TestExpiryConditions(t *testing.T) {
 			wantExpired: compose.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCredentialExpired,
 				Message: `1 of 4 credentials expired; the latest: secret "old" (keyId k3, on the Application object) expired at 2026-11-29T09:00:00Z, 3d ago`}},
 	}
+	used := cred("k4", "cluster", 5*day)
+	used.InUse, used.LastSignIn = true, &metav1.Time{Time: now.Add(-2 * time.Hour)}
+	tests["in use, with sign-ins read"] = struct {
+		groups                    policy.Groups
+		total                     int
+		signIns                   bool
+		wantExpiring, wantExpired compose.Condition
+	}{total: 2, signIns: true, groups: policy.Groups{Critical: 1, FirstCritical: used, Expired: 1, LastExpired: cred("k5", "old", -day)},
+		wantExpiring: compose.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWithinCritical,
+			Message: `1 credential expires within 30d (1 within 7d); the first: secret "cluster" (keyId k4, on the Application object) expires at 2026-12-07T09:00:00Z, in 5d; in use, last signed in at 2026-12-02T07:00:00Z`},
+		wantExpired: compose.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCredentialExpired,
+			Message: `1 of 2 credentials expired; the latest: secret "old" (keyId k5, on the Application object) expired at 2026-12-01T09:00:00Z, 24h ago; not in use, never signed in`}}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			expiring, expired := compose.ExpiryConditions(tc.groups, tc.total, thresholds, now)
+			expiring, expired := compose.ExpiryConditions(tc.groups, tc.total, thresholds, tc.signIns, now)
 			if expiring != tc.wantExpiring {
 				t.Errorf("Expiring = %+v\nwant       %+v", expiring, tc.wantExpiring)
 			}

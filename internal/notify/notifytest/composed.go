@@ -123,6 +123,7 @@ func composedCases() map[string]composed {
 		},
 	}
 	maps.Copy(cases, pullAndIssuerCases())
+	maps.Copy(cases, usageCases())
 	return cases
 }
 

@@ -63,6 +63,11 @@ type Credential struct {
 	DisplayName string    `json:"displayName"`
 	Hint        string    `json:"hint"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	// LastSignIn is when it last signed in, null when it never did or sign-ins are not read.
+	LastSignIn *time.Time `json:"lastSignIn"`
+	// Usage is "in use" or "not in use" when the watch reads sign-ins (spec.usage.signIns), empty
+	// when it does not.
+	Usage string `json:"usage"`
 }
 
 // NewPayload renders an alert in the webhook schema. Title and Text are notify's renderings, so a
@@ -85,7 +90,11 @@ func NewPayload(a notify.Alert) Payload {
 	if c := a.Credential; c != nil {
 		p.Credential = &Credential{
 			KeyID: c.KeyID, Type: c.Type, Source: c.Source, DisplayName: c.DisplayName, Hint: c.Hint,
-			ExpiresAt: c.End.UTC(),
+			ExpiresAt: c.End.UTC(), Usage: c.Usage,
+		}
+		if !c.LastSignIn.IsZero() {
+			t := c.LastSignIn.UTC()
+			p.Credential.LastSignIn = &t
 		}
 	}
 	if pl := a.Pulls; pl != nil {
