@@ -209,7 +209,19 @@ func TestAdmission(t *testing.T) {
 				s.Target = v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
 				s.Usage = &v1alpha1.Usage{SignIns: true}
 			},
-			wantErr: []string{"spec.usage is read for servicePrincipal and aksCluster targets only"},
+		},
+		"sign-ins of a fleet": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"}}
+				s.Usage = &v1alpha1.Usage{SignIns: true}
+			},
+		},
+		"sign-ins of an issuer": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Target = v1alpha1.Target{ServiceAccountIssuer: &v1alpha1.ServiceAccountIssuerTarget{}}
+				s.Usage = &v1alpha1.Usage{SignIns: true}
+			},
+			wantErr: []string{"spec.usage reads the sign-ins of Entra ID credentials, which a serviceAccountIssuer target has none of"},
 		},
 		"sign-ins of a service principal": {edit: func(s *v1alpha1.CredentialWatchSpec) { s.Usage = &v1alpha1.Usage{SignIns: true, ActiveWithin: "3d"} }},
 		"image pulls without registries": {

@@ -41,7 +41,15 @@ func (k fleetKind) read(ctx context.Context, w *watchState, g access.Grant, id a
 		return nil, err
 	}
 	got, err := f.Read(ctx, g, id, w.obj.Spec.Target.AKSFleet)
-	return recordFunc(func(_ context.Context, w *watchState) { f.Record(w.obj, got, w.now) }), err
+	if err != nil {
+		return nil, err
+	}
+	tc, err := k.r.Azure.Tenant(id)
+	if err != nil {
+		return nil, err
+	}
+	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable)
+	return recordFunc(func(_ context.Context, w *watchState) { f.Record(w.obj, got, signIns, w.now) }), nil
 }
 
 func (fleetKind) timeout() time.Duration { return scanTimeout }

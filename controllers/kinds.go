@@ -195,7 +195,7 @@ func (scanKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 	return watchRequest(obj, v1alpha1.OperationTenantScan)
 }
 
-func (k scanKind) read(ctx context.Context, w *watchState, _ access.Grant, id azure.Identity) (found, error) {
+func (k scanKind) read(ctx context.Context, w *watchState, g access.Grant, id azure.Identity) (found, error) {
 	if err := tenantscan.Allowed(ctx, watchClient{k.r.Client}, w.obj); err != nil {
 		return nil, err
 	}
@@ -204,7 +204,11 @@ func (k scanKind) read(ctx context.Context, w *watchState, _ access.Grant, id az
 		return nil, err
 	}
 	f, err := tenantscan.Read(ctx, tc, w.obj.Spec.Target.TenantScan)
-	return recordFunc(func(_ context.Context, w *watchState) { k.r.scan().Record(w.obj, f, w.now) }), err
+	if err != nil {
+		return nil, err
+	}
+	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable)
+	return recordFunc(func(_ context.Context, w *watchState) { k.r.scan().Record(w.obj, f, signIns, w.now) }), nil
 }
 
 func (scanKind) timeout() time.Duration { return scanTimeout }

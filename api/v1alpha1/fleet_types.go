@@ -125,10 +125,15 @@ type FleetCluster struct {
 	SubscriptionID string `json:"subscriptionID"`
 	// AppID is the appId of the service principal the cluster signs in with.
 	AppID string `json:"appID"`
-	// EarliestExpiry is when the service principal's first secret or certificate ends; absent
-	// when its credentials could not be read.
+	// EarliestExpiry is when the service principal's first secret or certificate ends, or, when
+	// KeyInUse is known, when that one ends; absent when its credentials could not be read.
 	// +optional
 	EarliestExpiry *metav1.Time `json:"earliestExpiry,omitempty"`
+	// KeyInUse is the keyId of the credential the cluster signs in with, as Graph's sign-in
+	// report shows (spec.usage.signIns): the one in use that signed in last, when the service
+	// principal serves this cluster alone; absent otherwise.
+	// +optional
+	KeyInUse string `json:"keyInUse,omitempty"`
 	// State is that credential's state; empty when the credentials could not be read.
 	// +optional
 	State CredentialState `json:"state,omitempty"`

@@ -170,6 +170,10 @@ type TenantClient interface {
 	// requests of MaxBatchOwners, one result each in their order. It stops early when ctx ends:
 	// the reads not sent fail with its error.
 	ReadOwners(ctx context.Context, applicationIDs []string) []OwnersRead
+	// ReadSignIns reads when each credential of the tenant last signed in, the whole report page
+	// by page, and hands each to visit; on error what visit was given is incomplete. A tenant
+	// without Entra ID P1 or P2 fails with ErrSignInsUnlicensed.
+	ReadSignIns(ctx context.Context, visit func(KeyUse)) error
 }
 
 // MaxBatchOwners is how many applications' owners one $batch reads: Graph takes 20 requests.

@@ -272,14 +272,14 @@ func (w *Watches) writeFleets(t *textWriter, list []*v1alpha1.CredentialWatch) {
 			continue
 		}
 		for _, c := range found.Clusters {
-			byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, aksfleet.EarliestEnd(c.Credentials)})
+			byWatch[cw] = append(byWatch[cw], cluster{c.ID, c.SubscriptionID, c.AppID, aksfleet.EarliestEnd(c.Counted())})
 		}
 	}
 	if len(byWatch) == 0 {
 		return
 	}
 	t.family("credwatch_aks_cluster_credential_expiration_timestamp_seconds",
-		"When the first secret or certificate of the service principal an AKS cluster of a fleet signs in with ends, as a Unix timestamp.")
+		"When the first secret or certificate of the service principal an AKS cluster of a fleet signs in with ends, or, when the fleet's sign-ins show which one the cluster uses (spec.usage.signIns), when that one ends, as a Unix timestamp.")
 	for _, cw := range list {
 		for _, c := range byWatch[cw] {
 			if c.end != nil {

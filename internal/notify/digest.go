@@ -17,8 +17,11 @@ type Digest struct {
 	Period time.Time
 	// Lines are the credentials, soonest end first.
 	Lines []DigestLine
-	// Findings are the hygiene findings, most serious first.
+	// Findings are the hygiene findings, most serious first, but for those of Unused.
 	Findings []DigestFinding
+	// Unused are the findings of credentials nothing signs in with (NeverUsed, Unused), which
+	// the owner can let expire or remove.
+	Unused []DigestFinding
 	// Omitted counts the lines and findings left out for length; the watch's status and metrics
 	// hold them all.
 	Omitted int
@@ -52,9 +55,10 @@ func (d Digest) Subject() string {
 		return "credwatch: " + plural(len(d.Lines), "credential of your applications expired", "credentials of your applications expired")
 	}
 	creds := plural(len(d.Lines), "credential of your applications needs", "credentials of your applications need") + " attention"
-	findings := plural(len(d.Findings), "hygiene finding", "hygiene findings")
+	n := len(d.Findings) + len(d.Unused)
+	findings := plural(n, "hygiene finding", "hygiene findings")
 	switch {
-	case len(d.Lines) > 0 && len(d.Findings) > 0:
+	case len(d.Lines) > 0 && n > 0:
 		return "credwatch: " + creds + ", and " + findings
 	case len(d.Lines) > 0:
 		return "credwatch: " + creds

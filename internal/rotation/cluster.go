@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/policy"
 )
@@ -306,4 +307,9 @@ func (m *Machine) recovery() string {
 
 func terminalProvisioningState(s string) bool {
 	return s == "Succeeded" || s == "Failed" || s == "Canceled"
+}
+
+// ClusterRef names the cluster c a rotation pinned.
+func ClusterRef(c *v1alpha1.RotationCluster) aks.ClusterRef {
+	return aks.ClusterRef{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
 }

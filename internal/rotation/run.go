@@ -15,7 +15,6 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
-	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation/pacing"
@@ -382,11 +381,6 @@ func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
 	}
 	m.App, m.Cluster, m.SignIn = c.App, c.Cluster, c.SignIn
 	return m, nil
-}
-
-// ClusterRef names the cluster c a rotation pinned.
-func ClusterRef(c *v1alpha1.RotationCluster) aks.ClusterRef {
-	return aks.ClusterRef{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup, Name: c.Name}
 }
 
 // StagingName names the staging Secret of the watch called watch.

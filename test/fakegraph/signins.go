@@ -130,10 +130,10 @@ func (s *Server) routeBeta(w http.ResponseWriter, r *http.Request, c graphCall, 
 	if !s.spend(w, c, tok, 1) {
 		return
 	}
-	entries := s.report(tok.tenantID, segs[1], q.filterBy, q.value)
-	end := min(len(entries), q.skip+q.top)
-	page := object{{"@odata.context", s.URL() + "/beta/$metadata#reports/" + segs[1]}, {"value", entries[min(q.skip, len(entries)):end]}}
-	if end < len(entries) {
+	entries, total := s.report(tok.tenantID, segs[1], q)
+	end := min(total, q.skip+q.top)
+	page := object{{"@odata.context", s.URL() + "/beta/$metadata#reports/" + segs[1]}, {"value", entries}}
+	if end < total {
 		next := url.Values{"$top": {strconv.Itoa(q.top)}, "$skiptoken": {strconv.Itoa(end)}}
 		if q.filterBy != "" {
 			next.Set("$filter", fmt.Sprintf("%s eq '%s'", q.filterBy, q.value))
@@ -185,59 +185,83 @@ func parseReportQuery(v url.Values, report string) (reportQuery, string) {
 	return q, ""
 }
 
-// report lists the entries of report in the tenant, those whose filterBy property is value when
-// filterBy is set, in the order Graph lists the service principals. An application without a
-// service principal in the tenant has none: its credentials sign in nowhere here.
-func (s *Server) report(tenantID, report, filterBy, value string) []object {
+// report is the page q asks of report in the tenant, and how many entries it has in all: those
+// whose q.filterBy property is q.value when it is set, in the order Graph lists the service
+// principals. An application without a service principal in the tenant has none: its
+// credentials sign in nowhere here. Only the page's entries are built, so that paging through a
+// tenant of 100,000 applications costs each request its page.
+func (s *Server) report(tenantID, report string, q reportQuery) ([]object, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	out := []object{}
 	t := s.tenantLocked(tenantID, false)
 	if t == nil {
-		return []object{}
+		return out, 0
 	}
 	now, lag := s.signInNow(), s.signInLag
-	out := []object{}
+	n := 0
+	emit := func(entry func() object) {
+		if n >= q.skip && n < q.skip+q.top {
+			out = append(out, entry())
+		}
+		n++
+	}
 	for _, sp := range t.listedLocked(true) {
 		appID := strings.ToLower(sp.obj.AppID)
-		if filterBy == "appId" && appID != value {
+		if q.filterBy == "appId" && appID != q.value {
 			continue
 		}
 		app := t.apps[appID]
 		if report == spActivities {
-			var last time.Time
-			for _, o := range []*stored{app, sp} {
-				for _, k := range credentialKeys(o) {
-					last = latest(last, t.lastSignIn(k, now, lag))
+			emit(func() object {
+				var last time.Time
+				for _, o := range []*stored{app, sp} {
+					for _, k := range credentialKeys(o) {
+						last = latest(last, t.lastSignIn(k, now, lag))
+					}
 				}
-			}
-			out = append(out, object{{"id", reportID(sp.obj.ID)}, {"appId", sp.obj.AppID},
-				{"lastSignInActivity", activity(last)}, {"applicationAuthenticationClientSignInActivity", activity(last)},
-				{"applicationAuthenticationResourceSignInActivity", nil}, {"delegatedClientSignInActivity", nil}, {"delegatedResourceSignInActivity", nil}})
+				return object{{"id", reportID(sp.obj.ID)}, {"appId", sp.obj.AppID},
+					{"lastSignInActivity", activity(last)}, {"applicationAuthenticationClientSignInActivity", activity(last)},
+					{"applicationAuthenticationResourceSignInActivity", nil}, {"delegatedClientSignInActivity", nil}, {"delegatedResourceSignInActivity", nil}}
+			})
 			continue
 		}
+		e := entries{t: t, app: app, sp: sp, q: q, now: now, lag: lag, emit: emit}
 		if app != nil {
-			out = append(out, credentialEntries(t, app, sp, app, "application", filterBy, value, now, lag)...)
+			e.of(app, "application")
 		}
-		out = append(out, credentialEntries(t, app, sp, sp, "servicePrincipal", filterBy, value, now, lag)...)
+		e.of(sp, "servicePrincipal")
 	}
-	return out
+	return out, n
 }
 
-// credentialEntries are the report's entries of o's credentials (o is app or sp, origin says which).
-func credentialEntries(t *tenant, app, sp, o *stored, origin, filterBy, value string, now time.Time, lag time.Duration) []object {
-	var out []object
+// entries emits the report's entries of the credentials of an application and its service
+// principal, as q filters them.
+type entries struct {
+	t       *tenant
+	app, sp *stored
+	q       reportQuery
+	now     time.Time
+	lag     time.Duration
+	emit    func(func() object)
+}
+
+// of emits the entries of o's credentials (o is app or sp, origin says which).
+func (e entries) of(o *stored, origin string) {
 	add := func(keyID, keyType, usage string, start, end time.Time) {
-		if filterBy == "keyId" && strings.ToLower(keyID) != value {
+		if e.q.filterBy == "keyId" && strings.ToLower(keyID) != e.q.value {
 			return
 		}
-		appObjectID := ""
-		if app != nil {
-			appObjectID = app.obj.ID
-		}
-		out = append(out, object{{"id", reportID(keyID + "_" + origin)}, {"keyId", keyID}, {"keyType", keyType}, {"keyUsage", usage},
-			{"appId", sp.obj.AppID}, {"appObjectId", appObjectID}, {"servicePrincipalObjectId", sp.obj.ID}, {"resourceId", nil},
-			{"credentialOrigin", origin}, {"createdDateTime", wireTime(start)}, {"expirationDateTime", wireTime(end)},
-			{"signInActivity", activity(t.lastSignIn(keyID, now, lag))}})
+		e.emit(func() object {
+			appObjectID := ""
+			if e.app != nil {
+				appObjectID = e.app.obj.ID
+			}
+			return object{{"id", reportID(keyID + "_" + origin)}, {"keyId", keyID}, {"keyType", keyType}, {"keyUsage", usage},
+				{"appId", e.sp.obj.AppID}, {"appObjectId", appObjectID}, {"servicePrincipalObjectId", e.sp.obj.ID}, {"resourceId", nil},
+				{"credentialOrigin", origin}, {"createdDateTime", wireTime(start)}, {"expirationDateTime", wireTime(end)},
+				{"signInActivity", activity(e.t.lastSignIn(keyID, e.now, e.lag))}}
+		})
 	}
 	for _, p := range o.obj.Passwords {
 		add(p.KeyID, "clientSecret", "sign", p.Start, p.End)
@@ -245,7 +269,6 @@ func credentialEntries(t *tenant, app, sp, o *stored, origin, filterBy, value st
 	for _, k := range o.obj.Keys {
 		add(k.KeyID, "certificate", strings.ToLower(k.Usage), k.Start, k.End)
 	}
-	return out
 }
 
 func credentialKeys(o *stored) []string {

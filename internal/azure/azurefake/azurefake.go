@@ -146,8 +146,17 @@ func (a *App) RemovePassword(ctx context.Context, keyID string) error {
 
 // Tenant is one tenant's applications.
 type Tenant struct {
-	ScanFunc       func(ctx context.Context, filter string, visit func(graph.Object)) error
-	ReadOwnersFunc func(ctx context.Context, applicationIDs []string) []graph.OwnersRead
+	ScanFunc        func(ctx context.Context, filter string, visit func(graph.Object)) error
+	ReadOwnersFunc  func(ctx context.Context, applicationIDs []string) []graph.OwnersRead
+	ReadSignInsFunc func(ctx context.Context, visit func(graph.KeyUse)) error
+}
+
+// ReadSignIns calls ReadSignInsFunc.
+func (t *Tenant) ReadSignIns(ctx context.Context, visit func(graph.KeyUse)) error {
+	if t.ReadSignInsFunc == nil {
+		return ErrUnexpected
+	}
+	return t.ReadSignInsFunc(ctx, visit)
 }
 
 var _ graph.TenantClient = &Tenant{}

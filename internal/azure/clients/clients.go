@@ -34,6 +34,7 @@ type Graph interface {
 	ReadOwnerEmails(ctx context.Context, cred azcore.TokenCredential, applicationID string) ([]string, error)
 	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
 	ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error)
+	ReadTenantSignIns(ctx context.Context, cred azcore.TokenCredential, visit func(graph.KeyUse)) error
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -179,6 +180,10 @@ type tenant struct {
 
 func (t tenant) Scan(ctx context.Context, filter string, visit func(graph.Object)) error {
 	return t.graph.ScanTenant(ctx, t.cred, filter, visit)
+}
+
+func (t tenant) ReadSignIns(ctx context.Context, visit func(graph.KeyUse)) error {
+	return t.graph.ReadTenantSignIns(ctx, t.cred, visit)
 }
 
 func (t tenant) ReadOwners(ctx context.Context, applicationIDs []string) []graph.OwnersRead {

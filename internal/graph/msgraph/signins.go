@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	abstractions "github.com/microsoft/kiota-abstractions-go"
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
+	"golang.org/x/time/rate"
 
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/graph"
@@ -27,6 +28,16 @@ const (
 	codeUnlicensed = "Authentication_RequestFromNonPremiumTenantOrB2CTenant"
 	// maxSignInPages bounds the pages of one application's report, a few credentials each.
 	maxSignInPages = 10
+	// maxSignInsPage is the most entries Graph gives in a page of the report.
+	maxSignInsPage = 999
+	// maxTenantSignInPages bounds the pages of a tenant's report: a million credentials.
+	maxTenantSignInPages = 1000
+	// The reports service takes five requests in ten seconds per application and tenant (Graph's
+	// throttling limits); a whole tenant's read keeps one below, for the watches' own reads.
+	reportsPerWindow = 4
+	reportsWindow    = 10 * time.Second
+	// reportRetries is how often a page the reports service throttled is asked again.
+	reportRetries = 3
 )
 
 // signInPage is a page of the report. Fields are decoded leniently: Microsoft's own examples
@@ -45,31 +56,59 @@ type signInPage struct {
 // ReadSignIns returns when each credential of the application appID and of its service principal
 // last signed in, in the tenant cred signs in to, from Graph's beta report.
 func (c *Client) ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error) {
+	var out []graph.KeyUse
+	query := "$filter=" + url.QueryEscape(fmt.Sprintf("appId eq '%s'", appID))
+	err := c.readReport(ctx, cred, query, maxSignInPages, nil, func(u graph.KeyUse) { out = append(out, u) })
+	if err != nil {
+		return nil, fmt.Errorf("reading the sign-in activity of %s: %w", appID, err)
+	}
+	return out, nil
+}
+
+// ReadTenantSignIns hands visit when each credential of the tenant cred signs in to last signed
+// in, the whole report in pages of the most Graph gives, one entry at a time: a tenant of
+// 100,000 applications is never held at once.
+func (c *Client) ReadTenantSignIns(ctx context.Context, cred azcore.TokenCredential, visit func(graph.KeyUse)) error {
+	// Paced under the reports service's own limit, which the budget of Graph's resource units
+	// does not know: a tenant of 100,000 applications takes 111 pages.
+	pace := rate.NewLimiter(rate.Every(reportsWindow/reportsPerWindow), reportsPerWindow)
+	if err := c.readReport(ctx, cred, fmt.Sprintf("$top=%d", maxSignInsPage), maxTenantSignInPages, pace, visit); err != nil {
+		return fmt.Errorf("reading the sign-in activity of the tenant: %w", err)
+	}
+	return nil
+}
+
+// readReport reads the report with query, following Graph's next links on the report for at most
+// pages pages, and hands visit each entry. A page that cannot be read whole fails the read: an
+// entry left out would look like a credential that never signed in. With pace, each page waits
+// its turn, and one the reports service refused (429) is asked again after its Retry-After, a
+// few times.
+func (c *Client) readReport(ctx context.Context, cred azcore.TokenCredential, query string, pages int, pace *rate.Limiter, visit func(graph.KeyUse)) error {
 	ctx = scoped(ctx, cred)
 	svc, err := c.service(cred)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	beta := strings.TrimSuffix(c.baseURL, "/v1.0") + "/beta"
-	link := beta + signInsReport + "?$filter=" + url.QueryEscape(fmt.Sprintf("appId eq '%s'", appID))
-	var out []graph.KeyUse
-	for range maxSignInPages {
+	link := beta + signInsReport + "?" + query
+	for range pages {
 		ri := abstractions.NewRequestInformation()
 		ri.Method = abstractions.GET
 		u, err := url.Parse(link)
 		if err != nil || u.Hostname() != c.host || u.Path != strings.TrimPrefix(beta, u.Scheme+"://"+u.Host)+signInsReport {
-			return nil, fmt.Errorf("reading the sign-in activity of %s: Graph's next link %q leaves the report", appID, link)
+			return fmt.Errorf("the next link %q Graph gave leaves the report", link)
 		}
 		ri.SetUri(*u)
 		ri.Headers.Add("Accept", "application/json")
-		body, err := svc.GetAdapter().SendPrimitive(ctx, ri, "[]byte", abstractions.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDiscriminatorValue})
+		body, err := sendReport(ctx, svc.GetAdapter(), ri, pace)
 		if err != nil {
-			return nil, fmt.Errorf("reading the sign-in activity of %s: %w", appID, signInsError(err))
+			return err
 		}
 		var page signInPage
 		if b, _ := body.([]byte); b == nil || json.Unmarshal(b, &page) != nil {
-			return nil, fmt.Errorf("reading the sign-in activity of %s: Graph's answer is not the report's", appID)
+			return errors.New("the answer is not the report's")
 		}
+		uses := make([]graph.KeyUse, 0, len(page.Value))
 		for _, v := range page.Value {
 			use := graph.KeyUse{KeyID: strings.ToLower(v.KeyID), Source: graph.Application}
 			if strings.EqualFold(v.CredentialOrigin, "servicePrincipal") {
@@ -78,17 +117,47 @@ func (c *Client) ReadSignIns(ctx context.Context, cred azcore.TokenCredential, a
 			if a := v.SignInActivity; a != nil && a.LastSignInDateTime != "" {
 				if use.LastSignIn = reportTime(a.LastSignInDateTime); use.LastSignIn.IsZero() {
 					// Unread, it would look like no sign-in, and the credential unused.
-					return nil, fmt.Errorf("reading the sign-in activity of %s: Graph's report has a time credwatch cannot read, %q", appID, a.LastSignInDateTime)
+					return fmt.Errorf("the report has a time credwatch cannot read, %q", a.LastSignInDateTime)
 				}
 			}
-			out = append(out, use)
+			uses = append(uses, use)
+		}
+		for _, u := range uses {
+			visit(u)
 		}
 		if page.NextLink == "" {
-			return out, nil
+			return nil
 		}
 		link = page.NextLink
 	}
-	return nil, fmt.Errorf("reading the sign-in activity of %s: more than %d pages", appID, maxSignInPages)
+	return fmt.Errorf("more than %d pages", pages)
+}
+
+// sendReport sends one request for a page of the report, paced by pace when set.
+func sendReport(ctx context.Context, adapter abstractions.RequestAdapter, ri *abstractions.RequestInformation, pace *rate.Limiter) (any, error) {
+	for attempt := 0; ; attempt++ {
+		if pace != nil {
+			if err := pace.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		body, err := adapter.SendPrimitive(ctx, ri, "[]byte", abstractions.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDiscriminatorValue})
+		if err == nil {
+			return body, nil
+		}
+		err = signInsError(err)
+		wait := azerr.RetryAfterOf(err)
+		if pace == nil || wait <= 0 || attempt == reportRetries {
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // signInsError classifies a failure of the report, telling the missing licence from a missing

@@ -73,3 +73,40 @@ func TestReportTime(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's whole report is read in pages of 999, paced, and a page the reports service throttled
+// is asked again after its Retry-After; an application's own read is not retried (its check
+// reads again later).
+func TestReadTenantSignIns(t *testing.T) {
+	fake, c, cred := setup(t)
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	for i := range 1200 {
+		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		key := fmt.Sprintf("%08d-1111-4111-8111-111111111111", i)
+		fake.PutApplication(tenant, fakegraph.Object{AppID: id, Passwords: []fakegraph.PasswordCredential{{KeyID: key, Start: end1.AddDate(-1, 0, 0), End: end1}}})
+		fake.PutServicePrincipal(tenant, fakegraph.Object{AppID: id})
+		if i%100 == 0 {
+			fake.SignIn(tenant, key, at)
+		}
+	}
+	fake.Throttle(1, time.Second)
+	fake.ResetRequests()
+	began := time.Now()
+	var entries, used int
+	err := c.ReadTenantSignIns(context.Background(), cred, func(u graph.KeyUse) {
+		entries++
+		if u.LastSignIn.Equal(at) {
+			used++
+		}
+	})
+	if err != nil || entries != 1200 || used != 12 {
+		t.Fatalf("%d entries, %d signed in, %v; want 1200 and 12", entries, used, err)
+	}
+	if n := len(fake.Requests()); n != 3 || time.Since(began) < time.Second {
+		t.Errorf("%d requests in %v; want the throttled first page asked again after a second, then the second page", n, time.Since(began))
+	}
+	fake.Throttle(1, time.Second)
+	if _, err := c.ReadSignIns(context.Background(), cred, "00000001-0000-4000-8000-000000000000"); azerr.KindOf(err) != azerr.KindThrottled {
+		t.Errorf("an application's read when throttled: %v; want the throttling returned", err)
+	}
+}

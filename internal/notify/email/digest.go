@@ -60,6 +60,13 @@ func digestText(d notify.Digest) string {
 		}
 		b.WriteString("\n")
 	}
+	if len(d.Unused) > 0 {
+		b.WriteString("Credentials nothing signs in with, as Graph's sign-in report knows (let them expire, or remove them):\n\n")
+		for _, f := range d.Unused {
+			fmt.Fprintf(&b, "- %s: %s\n", f.Kind, f.Message)
+		}
+		b.WriteString("\n")
+	}
 	if d.Omitted > 0 {
 		fmt.Fprintf(&b, "%d more left out of this message for length.\n\n", d.Omitted)
 	}

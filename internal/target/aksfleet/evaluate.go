@@ -2,6 +2,7 @@ package aksfleet
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -22,9 +23,11 @@ const (
 	eventSubscriptionsRead    = "SubscriptionsRead"
 )
 
-// Record keeps what a fleet's check found for its next reconciles and the metrics, and says in
-// status and events which subscriptions could not be read.
-func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time) {
+// Record keeps what a fleet's check found for its next reconciles and the metrics, with the
+// sign-ins read beside it and the credential each cluster signs in with, and says in status and
+// events which subscriptions could not be read.
+func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target.TenantSignIns, now time.Time) {
+	f.recordSignIns(obj, found, signIns, now)
 	f.Store.Put(target.KeyOf(obj), found)
 	prev := obj.Status.Fleet
 	var before []v1alpha1.UnreadSubscription
@@ -53,6 +56,27 @@ func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time)
 	case len(unread) == 0 && len(before) > 0:
 		f.Events.Event(obj, corev1.EventTypeNormal, eventSubscriptionsRead, "Every subscription of the fleet could be read again")
 	}
+}
+
+// recordSignIns puts the sign-ins read on the credentials of found's clusters, or, when none
+// could be read, those the last check knew, and marks the credential each cluster signs in with.
+func (f Fleet) recordSignIns(obj *v1alpha1.CredentialWatch, found Found, signIns target.TenantSignIns, now time.Time) {
+	var known target.LastSignIns
+	if prev, ok := f.Store.Get(target.KeyOf(obj)); ok {
+		known = target.LastSignIns{}
+		for _, c := range prev.Clusters {
+			maps.Copy(known, target.LastSignInsOf(c.Credentials))
+		}
+	}
+	last := signIns.Show(obj, f.Events, known, now)
+	if last == nil {
+		return
+	}
+	for _, c := range found.Clusters {
+		last.Apply(c.Credentials)
+	}
+	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
+	markKeysInUse(found.Clusters, u.ActiveWithin, now)
 }
 
 // unreadSet names the subscriptions unread and why, to tell a change from a repeat.

@@ -22,7 +22,7 @@ func TestUnitRecordSaysWhatWasSearchedAndTellsUnreadSubscriptionsOnce(t *testing
 	obj := fleetWatch()
 	found := Found{Subscriptions: 2, Clusters: []Cluster{{ID: clusterID("s1", "rg", "a")}}, Uncounted: 4,
 		Unread: []v1alpha1.UnreadSubscription{{SubscriptionID: "s2", Reason: "Forbidden", Message: "AuthorizationFailed"}}}
-	f.Record(obj, found, now)
+	f.Record(obj, found, target.TenantSignIns{}, now)
 	ready := target.Condition(obj, v1alpha1.ConditionReady)
 	if want := "Searched 2 subscriptions: 1 clusters, and 4 more beyond the 1 a fleet holds (narrow it with subscriptions, resourceGroups or tags); " +
 		"1 subscriptions could not be read (status.fleet.unread)"; ready.Message != want || ready.Reason != v1alpha1.ReasonChecked {
@@ -34,10 +34,10 @@ func TestUnitRecordSaysWhatWasSearchedAndTellsUnreadSubscriptionsOnce(t *testing
 	if _, ok := f.Store.Get(target.KeyOf(obj)); !ok {
 		t.Error("the store does not hold what was found")
 	}
-	f.Record(obj, found, now)
+	f.Record(obj, found, target.TenantSignIns{}, now)
 	assertEvents(t, ev.Take())
 	found.Unread, found.Uncounted = nil, 0
-	f.Record(obj, found, now)
+	f.Record(obj, found, target.TenantSignIns{}, now)
 	assertEvents(t, ev.Take(), "Normal SubscriptionsRead Every subscription of the fleet could be read again")
 }
 

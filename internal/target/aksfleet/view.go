@@ -23,6 +23,53 @@ type Cluster struct {
 	// Credentials are the service principal's, nil when they were not read; Reason says why.
 	Credentials []v1alpha1.Credential
 	Reason      string
+	// KeyInUse is the keyId of the credential the cluster signs in with, as the sign-ins read
+	// with the check showed it (spec.usage.signIns), when its service principal serves it alone;
+	// empty otherwise.
+	KeyInUse string
+}
+
+// Counted are the credentials whose end matters to the cluster: the one it signs in with, when
+// that is known, or else every credential of its service principal.
+func (c Cluster) Counted() []v1alpha1.Credential {
+	if c.KeyInUse == "" {
+		return c.Credentials
+	}
+	for i := range c.Credentials {
+		if cr := &c.Credentials[i]; cr.KeyID == c.KeyInUse {
+			return c.Credentials[i : i+1]
+		}
+	}
+	return c.Credentials
+}
+
+// markKeysInUse sets KeyInUse on each cluster whose service principal serves it alone and one of
+// whose credentials signed in within activeWithin of now: the latest to sign in. A service
+// principal that several clusters share says nothing of which one uses which secret.
+func markKeysInUse(clusters []Cluster, activeWithin time.Duration, now time.Time) {
+	serves := map[string]int{}
+	for _, c := range clusters {
+		if c.AppID != "" {
+			serves[c.AppID]++
+		}
+	}
+	for i := range clusters {
+		c := &clusters[i]
+		c.KeyInUse = ""
+		if activeWithin <= 0 || c.AppID == "" || serves[c.AppID] != 1 {
+			continue
+		}
+		var latest *v1alpha1.Credential
+		for j := range c.Credentials {
+			cr := &c.Credentials[j]
+			if cr.LastSignIn != nil && now.Sub(cr.LastSignIn.Time) < activeWithin && (latest == nil || cr.LastSignIn.After(latest.LastSignIn.Time)) {
+				latest = cr
+			}
+		}
+		if latest != nil {
+			c.KeyInUse = latest.KeyID
+		}
+	}
 }
 
 // ClusterView is a cluster on a service principal at one instant: when its first credential
@@ -52,7 +99,8 @@ type View struct {
 // ViewAt evaluates every cluster of a fleet at now, leaving clusters unchanged: they are shared
 // with the metrics. Every credential of a cluster's service principal counts, as on an aksCluster
 // watch: Resource Manager does not say which secret a cluster signs in with, and one renewed
-// with --append may be the one it still uses.
+// with --append may be the one it still uses; only the sign-ins of a service principal serving
+// the cluster alone say it (KeyInUse), and then that credential's end is the one that matters.
 func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) View {
 	v := View{State: v1alpha1.StateValid}
 	for i := range clusters {
@@ -65,7 +113,7 @@ func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) V
 		v.Status.ServicePrincipal++
 		cv := ClusterView{Cluster: c}
 		if c.Reason == "" {
-			s := policy.Evaluate(slices.Clone(c.Credentials), now, t)
+			s := policy.Evaluate(slices.Clone(c.Counted()), now, t)
 			cv.State = s.State
 			if s.Earliest != nil {
 				end := s.Earliest.EndTime
@@ -98,7 +146,7 @@ func ViewAt(clusters []Cluster, now time.Time, t policy.Thresholds, limit int) V
 			break
 		}
 		v.Status.Attention = append(v.Status.Attention, v1alpha1.FleetCluster{ID: cv.ID, SubscriptionID: cv.SubscriptionID,
-			AppID: cv.AppID, EarliestExpiry: cv.Earliest, State: cv.State, Reason: cv.Reason})
+			AppID: cv.AppID, EarliestExpiry: cv.Earliest, State: cv.State, Reason: cv.Reason, KeyInUse: cv.KeyInUse})
 	}
 	return v
 }

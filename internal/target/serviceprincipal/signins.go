@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,8 +22,6 @@ import (
 // limits): an hour between asks, read or refused, leaves it to the others.
 const SignInsEvery = time.Hour
 
-const eventSignInsUnread = "SignInsUnread"
-
 // signIns reads, as spec.usage.signIns asks, when each credential last signed in, into the
 // credentials status now lists; before is what it listed, whose sign-ins are kept between reads.
 func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, now time.Time) {
@@ -33,13 +30,8 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
 		return
 	}
-	keepSignIns(obj.Status.Credentials, before)
-	unread := func(reason, msg string) {
-		if c := target.Condition(obj, v1alpha1.ConditionSignInsRead); c.Reason != reason {
-			k.Events.Event(obj, corev1.EventTypeWarning, eventSignInsUnread, msg)
-		}
-		target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionFalse, reason, msg, now)
-	}
+	target.KeepSignIns(obj.Status.Credentials, before)
+	unread := func(reason, msg string) { target.SignInsUnread(obj, k.Events, reason, msg, now) }
 	if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadSignIns, TenantID: f.ID.TenantID, AppID: f.AppID}); err != nil {
 		unread(v1alpha1.ReasonIdentityNotAllowed, "Sign-ins are not read: "+err.Error())
 		return
@@ -76,43 +68,12 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 	case err != nil:
 		unread(target.ReasonFor(err), target.OneLine("Reading sign-ins failed, and is tried again in an hour: "+err.Error()))
 	default:
-		n := applySignIns(obj.Status.Credentials, uses)
+		last := target.LastSignIns{}
+		for _, u := range uses {
+			last.Add(u)
+		}
+		n := last.Apply(obj.Status.Credentials)
 		target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead,
 			fmt.Sprintf("Read the sign-ins of %d credentials, %d of which signed in; Graph's report is hours behind", len(obj.Status.Credentials), n), now)
 	}
 }
-
-// keepSignIns carries the sign-ins read before over to the credentials now listed.
-func keepSignIns(creds, before []v1alpha1.Credential) {
-	known := map[string]*metav1.Time{}
-	for _, c := range before {
-		if c.LastSignIn != nil {
-			known[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn
-		}
-	}
-	for i := range creds {
-		creds[i].LastSignIn = known[signInKey(string(creds[i].Source), creds[i].KeyID)]
-	}
-}
-
-// applySignIns sets each credential's last sign-in from the report's uses, and returns how many
-// signed in.
-func applySignIns(creds []v1alpha1.Credential, uses []graph.KeyUse) int {
-	last := map[string]time.Time{}
-	for _, u := range uses {
-		last[signInKey(string(u.Source), u.KeyID)] = u.LastSignIn
-	}
-	n := 0
-	for i := range creds {
-		c := &creds[i]
-		c.LastSignIn = nil
-		if at := last[signInKey(string(c.Source), c.KeyID)]; !at.IsZero() {
-			t := metav1.NewTime(at)
-			c.LastSignIn = &t
-			n++
-		}
-	}
-	return n
-}
-
-func signInKey(source, keyID string) string { return source + "/" + strings.ToLower(keyID) }

@@ -26,7 +26,7 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, per
 	sum := sha256.Sum256([]byte(string(w.UID) + "/" + recipient + "/" + period.Start.UTC().String()))
 	d := notify.Digest{ID: "digest-" + hex.EncodeToString(sum[:8]), Tenant: w.Spec.Target.TenantID(), Period: period.Start}
 	var lines []notify.DigestLine
-	var findings []notify.DigestFinding
+	var findings, unused []notify.DigestFinding
 	for _, a := range apps {
 		name := compose.AppName(a.DisplayName, a.AppID)
 		for _, c := range a.Credentials {
@@ -34,7 +34,12 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, per
 				KeyID: c.KeyID, Hint: c.Hint, DisplayName: c.DisplayName, State: string(c.State), End: c.EndTime.Time, Command: digestCommand(a.AppID, c)})
 		}
 		for _, f := range a.Findings {
-			findings = append(findings, notify.DigestFinding{Application: name, AppID: a.AppID, Kind: string(f.Kind), Message: compose.Finding(w, f, h)})
+			df := notify.DigestFinding{Application: name, AppID: a.AppID, Kind: string(f.Kind), Message: compose.Finding(w, f, h)}
+			if f.Kind == v1alpha1.FindingNeverUsed || f.Kind == v1alpha1.FindingUnused {
+				unused = append(unused, df)
+			} else {
+				findings = append(findings, df)
+			}
 		}
 	}
 	sortLines(lines)
@@ -46,7 +51,11 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, per
 		d.Omitted += len(findings) - room
 		findings = findings[:room]
 	}
-	d.Lines, d.Findings = lines, findings
+	if room := MaxDigestEntries - len(lines) - len(findings); len(unused) > room {
+		d.Omitted += len(unused) - room
+		unused = unused[:room]
+	}
+	d.Lines, d.Findings, d.Unused = lines, findings, unused
 	d.Why = whyDigest(w, recipient, period)
 	return d
 }

@@ -25,7 +25,8 @@ func TestDigest(t *testing.T) {
 		{AppID: "app-a", DisplayName: "accounts", Credentials: []v1alpha1.Credential{
 			cred("app-a", "k1", v1alpha1.SourceApplication, v1alpha1.CredentialTypeCertificate, 20*day, v1alpha1.StateWarning),
 			cred("app-a", "k0", v1alpha1.SourceApplication, v1alpha1.CredentialTypePassword, -day, v1alpha1.StateExpired)},
-			Findings: []policy.Finding{{Kind: v1alpha1.FindingManySecrets, LiveSecrets: 3, Credential: v1alpha1.Credential{AppID: "app-a", AppDisplayName: "accounts"}}}},
+			Findings: []policy.Finding{{Kind: v1alpha1.FindingManySecrets, LiveSecrets: 3, Credential: v1alpha1.Credential{AppID: "app-a", AppDisplayName: "accounts"}},
+				{Kind: v1alpha1.FindingNeverUsed, Credential: cred("app-a", "k1", v1alpha1.SourceApplication, v1alpha1.CredentialTypeCertificate, 20*day, v1alpha1.StateWarning)}}},
 	}
 	period := Period{Start: now, Schedule: v1alpha1.DigestSchedule{Weekday: "Friday", Time: "17:30", TimeZone: "Europe/Berlin"}, OptOutTag: "no-digest"}
 	d := Digest(w, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2})
@@ -44,6 +45,9 @@ func TestDigest(t *testing.T) {
 	}
 	if len(d.Findings) != 1 || !strings.Contains(d.Findings[0].Message, "holds 3 client secrets") {
 		t.Errorf("findings %+v", d.Findings)
+	}
+	if len(d.Unused) != 1 || d.Unused[0].Kind != string(v1alpha1.FindingNeverUsed) || !strings.Contains(d.Unused[0].Message, "--key-id k1") {
+		t.Errorf("credentials nothing uses %+v; want the one that never signed in, under its own heading", d.Unused)
 	}
 	if !strings.Contains(d.Why, "every Friday at 17:30 Europe/Berlin") || !strings.Contains(d.Why, "tagged no-digest") || !strings.Contains(d.Why, "platform/tenant") {
 		t.Errorf("why: %s", d.Why)

@@ -3,6 +3,8 @@ package tenantscan
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
@@ -19,8 +21,13 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 	key := target.KeyOf(obj)
 	found, scanned := s.Store.Get(key)
 	var e target.Expiry
+	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
+	var inUseChanges time.Time
 	if scanned {
 		all := found.Credentials
+		if u.On() {
+			inUseChanges = policy.MarkInUse(all, u.ActiveWithin, now)
+		}
 		if since := s.Store.Viewed(key, now); !since.IsZero() {
 			e.Worse, e.Compared = policy.WorsenedSince(all, since, now, t), true
 		}
@@ -41,10 +48,11 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 		}
 	}
 	target.ShowExpiry(obj, before, e, s.Events, t, now)
-	next := policy.Earliest(e.Summary.NextTransition, e.Summary.NextDisplayChange)
+	next := policy.Earliest(e.Summary.NextTransition, e.Summary.NextDisplayChange, inUseChanges)
 	if st.LastCheckTime == nil || !scanned {
 		return next
 	}
+	h.SignInsKnown = u.On() && st.SignInsReadTime != nil && target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
 	f := policy.FindingsOf(found.Credentials, func(appID string) bool { return found.SAML[appID] }, now, h, policy.MaxListedFindings)
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)

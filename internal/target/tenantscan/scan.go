@@ -61,8 +61,17 @@ func (e *filterError) Unwrap() error { return e.err }
 // Reason is ReasonFilterRejected.
 func (e *filterError) Reason() string { return v1alpha1.ReasonFilterRejected }
 
-// Record keeps what a tenant scan found for status and metrics, and counts it in status.
-func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, now time.Time) {
+// Record keeps what a tenant scan found for status and metrics, with the sign-ins read beside
+// it, and counts it in status.
+func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target.TenantSignIns, now time.Time) {
+	var before []v1alpha1.Credential
+	if prev, ok := s.Store.Get(target.KeyOf(obj)); ok {
+		before = prev.Credentials
+	}
+	// Sign-ins not read now are those the last scan knew.
+	if last := signIns.Show(obj, s.Events, target.LastSignInsOf(before), now); last != nil {
+		last.Apply(found.Credentials)
+	}
 	counts := &v1alpha1.TenantScanStatus{}
 	if prev := obj.Status.TenantScan; prev != nil {
 		*counts = *prev // the states are counted at every reconcile, by the evaluation of expiry

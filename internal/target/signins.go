@@ -1,0 +1,144 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+const eventSignInsUnread = "SignInsUnread"
+
+// LastSignIns is what Graph's sign-in report says of credentials: when each last signed in, by
+// object and keyId; those that never did are absent.
+type LastSignIns map[string]time.Time
+
+// Add notes one entry of the report.
+func (l LastSignIns) Add(u graph.KeyUse) {
+	if !u.LastSignIn.IsZero() {
+		l[signInKey(string(u.Source), u.KeyID)] = u.LastSignIn
+	}
+}
+
+// Apply sets each credential's last sign-in from l, and returns how many signed in.
+func (l LastSignIns) Apply(creds []v1alpha1.Credential) int {
+	n := 0
+	for i := range creds {
+		c := &creds[i]
+		c.LastSignIn = nil
+		if at, ok := l[signInKey(string(c.Source), c.KeyID)]; ok {
+			t := metav1.NewTime(at)
+			c.LastSignIn = &t
+			n++
+		}
+	}
+	return n
+}
+
+// KeepSignIns carries the sign-ins read before over to the credentials now listed.
+func KeepSignIns(creds, before []v1alpha1.Credential) {
+	known := map[string]*metav1.Time{}
+	for _, c := range before {
+		if c.LastSignIn != nil {
+			known[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn
+		}
+	}
+	for i := range creds {
+		creds[i].LastSignIn = known[signInKey(string(creds[i].Source), creds[i].KeyID)]
+	}
+}
+
+func signInKey(source, keyID string) string { return source + "/" + strings.ToLower(keyID) }
+
+// SignInsUnread says on SignInsRead why sign-ins were not read, and by event when the reason is
+// new.
+func SignInsUnread(obj *v1alpha1.CredentialWatch, events Events, reason, msg string, now time.Time) {
+	if c := Condition(obj, v1alpha1.ConditionSignInsRead); c.Reason != reason {
+		events.Event(obj, corev1.EventTypeWarning, eventSignInsUnread, msg)
+	}
+	SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionFalse, reason, msg, now)
+}
+
+// TenantSignIns is what reading a tenant's sign-in report came to: the last sign-ins, or why there are
+// none (Reason and Message, for SignInsRead).
+type TenantSignIns struct {
+	// Asked is false when the watch does not read sign-ins.
+	Asked bool
+	Last  LastSignIns
+	// Read is false when no request was sent (refused by the identity, or no report here).
+	Read            bool
+	Reason, Message string
+}
+
+// ReadTenantSignIns reads, as spec.usage.signIns asks, when each credential of the tenant last
+// signed in: the whole report, page by page, with each check of a tenant scan or a fleet. g must allow ReadSignIns; unavailable, when
+// set, says why this cloud has no report, and nothing is asked.
+func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1.CredentialWatch, g access.Grant, unavailable string) TenantSignIns {
+	if u := obj.Spec.Usage; u == nil || !u.SignIns {
+		return TenantSignIns{}
+	}
+	out := TenantSignIns{Asked: true}
+	if err := g.Allow(access.Request{Operation: v1alpha1.OperationReadSignIns, TenantID: obj.Spec.Target.TenantID()}); err != nil {
+		out.Reason, out.Message = v1alpha1.ReasonIdentityNotAllowed, "Sign-ins are not read: "+err.Error()
+		return out
+	}
+	if unavailable != "" {
+		out.Reason, out.Message = v1alpha1.ReasonSignInsUnavailable, "Sign-ins are not read: "+unavailable
+		return out
+	}
+	out.Read = true
+	last := LastSignIns{}
+	err := tc.ReadSignIns(ctx, last.Add)
+	switch {
+	case errors.Is(err, graph.ErrSignInsUnlicensed):
+		out.Reason, out.Message = v1alpha1.ReasonSignInsUnavailable, "Sign-ins are not read: "+err.Error()
+	case err != nil:
+		out.Reason, out.Message = ReasonFor(err), OneLine("Reading sign-ins failed, and is tried again with the next check: "+err.Error())
+	default:
+		out.Last = last
+	}
+	return out
+}
+
+// LastSignInsOf is what creds say of their last sign-ins.
+func LastSignInsOf(creds []v1alpha1.Credential) LastSignIns {
+	l := LastSignIns{}
+	for _, c := range creds {
+		if c.LastSignIn != nil {
+			l[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn.Time
+		}
+	}
+	return l
+}
+
+// Show records on obj what reading the tenant's report came to, and returns the last sign-ins to
+// put on the credentials found: those read, or, when none could be, before, what was known; nil
+// when the watch does not read sign-ins.
+func (in TenantSignIns) Show(obj *v1alpha1.CredentialWatch, events Events, before LastSignIns, now time.Time) LastSignIns {
+	st := &obj.Status
+	if !in.Asked {
+		st.SignInsReadTime = nil
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSignInsRead)
+		return nil
+	}
+	if in.Read {
+		t := metav1.NewTime(now)
+		st.SignInsReadTime = &t
+	}
+	if in.Last == nil {
+		SignInsUnread(obj, events, in.Reason, in.Message, now)
+		return before
+	}
+	SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead,
+		fmt.Sprintf("Read the tenant's sign-in report: credentials that signed in, %d; Graph's report is hours behind", len(in.Last)), now)
+	return in.Last
+}
