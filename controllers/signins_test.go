@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,42 @@ func TestSignInsOfAnAKSClustersServicePrincipal(t *testing.T) {
 	}
 	if w.Status.InUse != "" {
 		t.Errorf("in use %q after the move, want none", w.Status.InUse)
+	}
+}
+
+// An identity whose allow.operations lacks ReadSignIns is refused the report before anything is
+// asked of Graph: SignInsRead says what to add, once by event, and the watch is checked as ever.
+func TestSignInsOfAnIdentityWithoutReadSignIns(t *testing.T) {
+	needsAPIServer(t)
+	ctx := context.Background()
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	id := operatorIdentity()
+	id.Name = "no-sign-ins"
+	id.Spec.Allow.Operations = []v1alpha1.Operation{v1alpha1.OperationRotate}
+	if err := createSignedIn(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, id) })
+	h.create(s.appID, func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name}
+		spec.Usage = &v1alpha1.Usage{SignIns: true}
+	})
+	fake.ResetRequests()
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+	if c := target.Condition(w, v1alpha1.ConditionSignInsRead); !strings.Contains(c.Message, "ReadSignIns") {
+		t.Errorf("SignInsRead says %q; want the operation to allow named", c.Message)
+	}
+	for _, r := range fake.Requests() {
+		if strings.HasPrefix(r.Path, "/beta/") {
+			t.Errorf("the report was asked (%s) for an identity that does not allow it", r.Path)
+		}
+	}
+	h.step(2 * time.Hour)
+	_, _ = h.reconcile()
+	if n := strings.Count(strings.Join(h.all, "\n"), "SignInsUnread"); n != 1 {
+		t.Errorf("%d SignInsUnread events; want the refusal told once", n)
 	}
 }

@@ -137,6 +137,9 @@ const digestTenant = "8c1d2e3f-4a5b-4c6d-9e7f-8a9b0c1d2e3f"
 // lateTenant is the tenant TestOwnerDigestsLate fills.
 const lateTenant = "9d2e3f40-5b6c-4d7e-8f90-a1b2c3d4e5f6"
 
+// usageTenant is the tenant whose sign-in report a tenant scan reads.
+const usageTenant = "ae3f4051-6c7d-4e8f-90a1-b2c3d4e5f607"
+
 // testSubscription is the subscription of the suite's AKS clusters.
 const testSubscription = "8f7e6d5c-4b3a-4291-8f7e-6d5c4b3a2918"
 
@@ -149,7 +152,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 			IdentitySpec: v1alpha1.IdentitySpec{
 				Operator: &v1alpha1.OperatorSignIn{},
 				Allow: v1alpha1.IdentityAllow{
-					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant},
+					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant},
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,

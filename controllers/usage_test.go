@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
 // The seed's cluster rotated with its sign-ins read: the reset moves the cluster onto the new
@@ -121,4 +123,42 @@ func (h *harness) clusterKey(arm *armClusters, appID string) string {
 		}
 	}
 	return ""
+}
+
+// A tenant scan that asks for sign-ins reads the tenant's whole report with its scan: the old
+// credentials nothing signed in with are findings, counted and listed; the one in use is not.
+func TestATenantScanCountsWhatNothingUses(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	fake.AddClient(usageTenant, operatorClientID, operatorSecret)
+	fake.SetSignInClock(h.clock)
+	t.Cleanup(func() { fake.SetSignInClock(nil) })
+	secret := func(key string) fakegraph.PasswordCredential {
+		return fakegraph.PasswordCredential{KeyID: key, SecretText: "uSe~" + strings.ReplaceAll(uuid.NewString(), "-", ""),
+			Start: t0.Add(-200 * day), End: t0.Add(165 * day)}
+	}
+	used, idle, stale := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	for name, key := range map[string]string{"used": used, "idle": idle, "stale": stale} {
+		app := fakegraph.Object{AppID: uuid.NewString(), DisplayName: name, Passwords: []fakegraph.PasswordCredential{secret(key)}}
+		fake.PutApplication(usageTenant, app)
+		fake.PutServicePrincipal(usageTenant, fakegraph.Object{AppID: app.AppID, DisplayName: name})
+	}
+	fake.SignIn(usageTenant, used, t0.Add(-time.Hour))
+	fake.SignIn(usageTenant, stale, t0.Add(-120*day))
+	h.create("", func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target.TenantScan = &v1alpha1.TenantScanTarget{TenantID: usageTenant}
+		s.Usage = &v1alpha1.Usage{SignIns: true}
+	})
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead)
+	f := w.Status.Findings
+	if f == nil || f.NeverUsed != 1 || f.Unused != 1 {
+		t.Fatalf("findings %+v; want the secret never used and the one unused for 120 days", f)
+	}
+	for _, item := range f.Items {
+		if item.KeyID == used {
+			t.Errorf("the secret in use is a finding: %s", item.Message)
+		}
+	}
 }

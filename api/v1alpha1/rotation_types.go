@@ -253,6 +253,11 @@ type RotationStatus struct {
 	// (spec.usage.signIns): its consumers, an AKS cluster among them, moved onto it.
 	// +optional
 	NewSecretSignIn *metav1.Time `json:"newSecretSignIn,omitempty"`
+	// SignInsGated is true once retiring waited on sign-ins (spec.usage.signIns): from then on
+	// old secrets go only on evidence nothing uses them, or when removed by hand, whatever
+	// becomes of spec.usage, the identity or the licence.
+	// +optional
+	SignInsGated bool `json:"signInsGated,omitempty"`
 	// OldSecretsInUse are the old secrets that signed in after the new one was put in use
 	// (spec.usage.signIns): none is retired until they stop.
 	// +listType=atomic

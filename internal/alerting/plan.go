@@ -201,7 +201,9 @@ func (p *planner) credentials(ch string) {
 // rotation plans the news of a rotation done, and of one whose step keeps failing.
 func (p *planner) rotation(ch string) {
 	last := p.last(ch, RotationSubject)
-	if r := p.in.LastRotation; r != nil && (last == nil || last.Step != r.KeyID) {
+	// The news of the last rotation is told before the next begins, or not at all: the in-progress
+	// rotation's news shares its ledger entry, and telling both would alternate them for ever.
+	if r := p.in.LastRotation; r != nil && p.in.Rotation == nil && (last == nil || last.Step != r.KeyID) {
 		p.due(Planned{Channel: ch, Kind: alertkind.Rotated, Subject: RotationSubject, Step: Step{Name: r.KeyID, Due: r.Time.Time}})
 	}
 	if r := p.in.Rotation; r != nil && r.HeldTime != nil {

@@ -32,6 +32,7 @@ func TestPlanWithSignIns(t *testing.T) {
 		unknown  bool
 		sent     []v1alpha1.SentAlert
 		rotation *v1alpha1.RotationStatus
+		last     *v1alpha1.LastRotation
 		want     []string
 		wantNext time.Duration
 	}{
@@ -58,13 +59,17 @@ func TestPlanWithSignIns(t *testing.T) {
 		"a rotation held by an old secret in use: told": {creds: []v1alpha1.Credential{other},
 			rotation: &v1alpha1.RotationStatus{KeyID: "new", Step: v1alpha1.StepRetiring, HeldTime: ts(-time.Hour), Failures: 5},
 			want:     []string{"RotationHeld rotation held/new"}, wantNext: 270 * day},
+		"a rotation held, told already, after an earlier one completed": {creds: []v1alpha1.Credential{other},
+			rotation: &v1alpha1.RotationStatus{KeyID: "new", Step: v1alpha1.StepRetiring, HeldTime: ts(-time.Hour)},
+			last:     &v1alpha1.LastRotation{KeyID: "previous", Time: *ts(-200 * day)},
+			sent:     []v1alpha1.SentAlert{sentAlert("slack", RotationSubject, "held/new", now.Add(-time.Hour))}, wantNext: 270 * day},
 		"a rotation held, told already": {creds: []v1alpha1.Credential{other},
 			rotation: &v1alpha1.RotationStatus{KeyID: "new", Step: v1alpha1.StepRetiring, HeldTime: ts(-time.Hour)},
 			sent:     []v1alpha1.SentAlert{sentAlert("slack", RotationSubject, "held/new", now.Add(-time.Hour))}, wantNext: 270 * day},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := Inputs{Credentials: tc.creds, Checked: true, Channels: []string{"slack"}, RemindBefore: DefaultRemindBefore,
-				CheckFailureAfter: time.Hour, Sent: tc.sent, Rotation: tc.rotation, Usage: usage}
+				CheckFailureAfter: time.Hour, Sent: tc.sent, Rotation: tc.rotation, LastRotation: tc.last, Usage: usage}
 			if tc.unknown {
 				in.Usage = nil
 			}

@@ -218,8 +218,11 @@ func IsGUID(s string) bool {
 
 // KeyUse is when a credential last signed in, as Graph's sign-in activity report has it: the
 // report is refreshed in the background, hours behind, and may count sign-ins that did not
-// complete. LastSignIn is zero when the report knows of none.
+// complete. LastSignIn is zero when the report knows of none. AppID, in lower case, is the
+// application whose credential it is: keyIds are chosen by whoever adds a certificate, so a keyId
+// alone does not name one credential of a tenant.
 type KeyUse struct {
+	AppID      string
 	KeyID      string
 	Source     Source
 	LastSignIn time.Time

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bufio"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,7 @@ import (
 func (w *Watches) write(bw *bufio.Writer, list []*v1alpha1.CredentialWatch) {
 	t := &textWriter{w: bw}
 	w.writeCredentials(t, list)
-	writeSignIns(t, list)
+	writeSignIns(t, list, w.clock.Now())
 
 	writeWatches(t, list)
 	writeFindings(t, list)
@@ -171,7 +172,7 @@ func (w *Watches) writeCredentials(t *textWriter, list []*v1alpha1.CredentialWat
 // writeSignIns writes when each credential last signed in, and whether it is in use, as the
 // watches that read sign-ins (spec.usage.signIns) have it; nothing for those that do not, or do
 // not know.
-func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch) {
+func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch, now time.Time) {
 	started := false
 	for _, cw := range list {
 		for _, cr := range cw.Status.Credentials {
@@ -188,7 +189,7 @@ func writeSignIns(t *textWriter, list []*v1alpha1.CredentialWatch) {
 	}
 	started = false
 	for _, cw := range list {
-		if !policy.WatchSignInsKnown(cw) {
+		if !policy.WatchSignInsKnown(cw, now) {
 			continue
 		}
 		for _, cr := range cw.Status.Credentials {

@@ -122,7 +122,7 @@ func (a Alert) Title() string {
 	case alertkind.RotationFailing:
 		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
 	case alertkind.RotationHeld:
-		return fmt.Sprintf("Rotating the client secret of %s is held: an old secret is still in use", sp)
+		return fmt.Sprintf("Rotating the client secret of %s is held: its old secrets may still be in use", sp)
 	case alertkind.PullsRefused:
 		if p := a.Pulls; p != nil && p.Scope == "NodeLocal" {
 			return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)

@@ -42,7 +42,8 @@ type Quiet struct {
 // OldSecretsQuiet decides whether the old secrets old may be retired at now, the rotation's new
 // secret having been put in use at moved: only once the report, read RetireMargin after the
 // move, lists each of them and shows none signing in since, or, for one that did, none for
-// u.ActiveWithin (what was still using it moved later). Waiting past u.RetireWait after the move
+// u.ActiveWithin, and never less than RetireMargin, the report's lag (what was still using it
+// moved later). Waiting past u.RetireWait after the move
 // holds the rotation: something never moved to the new secret, and a person must find it.
 func OldSecretsQuiet(old []string, e SignInEvidence, moved, now time.Time, u Usage) Quiet {
 	var busy []v1alpha1.KeySignIn
@@ -52,7 +53,7 @@ func OldSecretsQuiet(old []string, e SignInEvidence, moved, now time.Time, u Usa
 		switch {
 		case !listed:
 			unlisted = append(unlisted, k)
-		case last.After(moved) && e.ReadTime.Before(last.Add(u.ActiveWithin)):
+		case last.After(moved) && e.ReadTime.Before(last.Add(max(u.ActiveWithin, RetireMargin))):
 			busy = append(busy, v1alpha1.KeySignIn{KeyID: k, LastSignIn: metav1.NewTime(last)})
 		}
 	}
@@ -66,7 +67,7 @@ func OldSecretsQuiet(old []string, e SignInEvidence, moved, now time.Time, u Usa
 	switch {
 	case len(busy) > 0:
 		q.Message = fmt.Sprintf("%s after the new secret was put in use at %s; each goes once it has not signed in for %s",
-			SignedIn(busy), moved.UTC().Format(time.RFC3339), HumanDuration(u.ActiveWithin))
+			SignedIn(busy), moved.UTC().Format(time.RFC3339), HumanDuration(max(u.ActiveWithin, RetireMargin)))
 	case e.ReadTime.Before(readBy):
 		q.Message = "Waiting for the sign-in report, read after " + readBy.UTC().Format(time.RFC3339) + ", to show the old secrets quiet"
 		if e.ReadTime.IsZero() {

@@ -60,18 +60,20 @@ const DefaultRetireWait = 7 * 24 * time.Hour
 
 // Usage is spec.usage, parsed; the zero value reads no sign-ins.
 type Usage struct {
+	// SignIns is spec.usage.signIns.
+	SignIns                               bool
 	ActiveWithin, UnusedAfter, RetireWait time.Duration
 }
 
 // On reports whether the watch reads its credentials' sign-ins.
-func (u Usage) On() bool { return u.ActiveWithin > 0 }
+func (u Usage) On() bool { return u.SignIns }
 
 // UsageOf parses spec.usage; an error names the field that does not parse.
 func UsageOf(u *v1alpha1.Usage) (Usage, error) {
 	if u == nil || !u.SignIns {
 		return Usage{}, nil
 	}
-	out := Usage{ActiveWithin: DefaultActiveWithin, UnusedAfter: DefaultUnusedAfter, RetireWait: DefaultRetireWait}
+	out := Usage{SignIns: true, ActiveWithin: DefaultActiveWithin, UnusedAfter: DefaultUnusedAfter, RetireWait: DefaultRetireWait}
 	for _, f := range []struct {
 		name string
 		d    v1alpha1.Duration
@@ -90,20 +92,26 @@ func UsageOf(u *v1alpha1.Usage) (Usage, error) {
 }
 
 // WatchSignInsKnown reports whether w reads its credentials' sign-ins and what its status lists of
-// them is evidence (SignInsKnown).
-func WatchSignInsKnown(w *v1alpha1.CredentialWatch) bool {
+// them is evidence at now (SignInsKnown).
+func WatchSignInsKnown(w *v1alpha1.CredentialWatch, now time.Time) bool {
 	u := w.Spec.Usage
-	return u != nil && u.SignIns && SignInsKnown(w.Status.SignInsReadTime, meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSignInsRead))
+	return u != nil && u.SignIns && SignInsKnown(w.Status.SignInsReadTime, meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionSignInsRead), now)
 }
 
-// SignInsKnown reports whether the sign-ins status lists are evidence of use: read (readTime),
-// and not since refused for good (the report unavailable here, or the identity refusing it),
-// as cond, the SignInsRead condition, says. A read that failed for a while keeps what the last
-// one found, which stays evidence.
-func SignInsKnown(readTime *metav1.Time, cond *metav1.Condition) bool {
-	if readTime == nil || cond == nil {
+// SignInsKnown reports whether the sign-ins status lists are evidence of use at now: read
+// (readTime), and read well lately, as cond, the SignInsRead condition, says. A read that failed
+// keeps what the last one found, which stays evidence for RetireMargin after the failures began:
+// past that, what was in use may have moved, and a credential whose last sign-in ages out must
+// not look unused for want of a read. A refusal for good (the report unavailable here, the
+// identity refusing it) is no evidence at all.
+func SignInsKnown(readTime *metav1.Time, cond *metav1.Condition, now time.Time) bool {
+	switch {
+	case readTime == nil || cond == nil:
+		return false
+	case cond.Status == metav1.ConditionTrue:
+		return true
+	case cond.Reason == v1alpha1.ReasonSignInsUnavailable || cond.Reason == v1alpha1.ReasonIdentityNotAllowed:
 		return false
 	}
-	return cond.Status == metav1.ConditionTrue ||
-		cond.Reason != v1alpha1.ReasonSignInsUnavailable && cond.Reason != v1alpha1.ReasonIdentityNotAllowed
+	return now.Sub(cond.LastTransitionTime.Time) < RetireMargin
 }

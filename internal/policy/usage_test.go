@@ -52,3 +52,30 @@ func TestInUseSummary(t *testing.T) {
 		}
 	}
 }
+
+// Sign-ins are evidence while read well, and for a day after reads began to fail; never when the
+// report is refused for good.
+func TestSignInsKnown(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	read := metav1.NewTime(now.Add(-time.Hour))
+	cond := func(status metav1.ConditionStatus, reason string, since time.Duration) *metav1.Condition {
+		return &metav1.Condition{Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(now.Add(-since))}
+	}
+	for _, tc := range []struct {
+		name string
+		read *metav1.Time
+		cond *metav1.Condition
+		want bool
+	}{
+		{"read", &read, cond(metav1.ConditionTrue, v1alpha1.ReasonSignInsRead, 30*24*time.Hour), true},
+		{"never read", nil, nil, false},
+		{"failing for an hour", &read, cond(metav1.ConditionFalse, v1alpha1.ReasonThrottled, time.Hour), true},
+		{"failing for a day", &read, cond(metav1.ConditionFalse, v1alpha1.ReasonThrottled, RetireMargin), false},
+		{"no licence", &read, cond(metav1.ConditionFalse, v1alpha1.ReasonSignInsUnavailable, time.Minute), false},
+		{"refused by the identity", &read, cond(metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed, time.Minute), false},
+	} {
+		if got := SignInsKnown(tc.read, tc.cond, now); got != tc.want {
+			t.Errorf("%s: known %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

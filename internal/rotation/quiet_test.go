@@ -95,13 +95,17 @@ func TestSignInsOf(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		w    *v1alpha1.CredentialWatch
-		want string // "nil", or the listed keys
+		want string // "nil", "unavailable", or the listed keys
 	}{
 		{"read", watch(nil), "fresh-used,never,old"},
 		{"sign-ins not asked for", watch(func(w *v1alpha1.CredentialWatch) { w.Spec.Usage = nil }), "nil"},
 		{"unavailable here", watch(func(w *v1alpha1.CredentialWatch) {
 			w.Status.Conditions[0].Status, w.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonSignInsUnavailable
-		}), "nil"},
+		}), "unavailable"},
+		{"the identity refuses them", watch(func(w *v1alpha1.CredentialWatch) {
+			w.Status.Conditions[0].Status, w.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed
+		}), "unavailable"},
+		{"asked, with activeWithin 0s", watch(func(w *v1alpha1.CredentialWatch) { w.Spec.Usage.ActiveWithin = "0s" }), "fresh-used,never,old"},
 		{"the last read failed", watch(func(w *v1alpha1.CredentialWatch) {
 			w.Status.Conditions[0].Status, w.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonThrottled
 		}), ""},
@@ -110,15 +114,74 @@ func TestSignInsOf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := SignInsOf(tc.w, testApp)
-			if s == nil {
-				if tc.want != "nil" {
-					t.Fatalf("no sign-ins; want %q", tc.want)
+			switch {
+			case s == nil || s.Unavailable != "":
+				if got := map[bool]string{true: "nil", false: "unavailable"}[s == nil]; got != tc.want {
+					t.Fatalf("sign-ins %s; want %q", got, tc.want)
 				}
 				return
+			case tc.want == "unavailable":
+				t.Fatalf("sign-ins available; want them unavailable")
 			}
 			keys := slices.Sorted(maps.Keys(s.Evidence.Last))
 			if tc.want == "nil" || strings.Join(keys, ",") != tc.want || (tc.want == "") != s.Evidence.ReadTime.IsZero() {
 				t.Errorf("evidence %+v; want %q", s.Evidence, tc.want)
+			}
+		})
+	}
+}
+
+// A rotation that waited on sign-ins goes on waiting when they can no longer be had (turned off,
+// refused, the licence gone): held at the retire wait, it retires nothing until the old secret
+// is removed by hand. One that never could read them retires after the grace period, as without
+// spec.usage, and one with nothing to retire does not wait for evidence.
+func TestRetiringDoesNotFallBackOnceGatedOnSignIns(t *testing.T) {
+	day := 24 * time.Hour
+	usage := policy.Usage{SignIns: true, ActiveWithin: 2 * day, RetireWait: 10 * day}
+	for _, tc := range []struct {
+		name    string
+		start   *SignIns // what the rotation sees until it is retiring
+		after   *SignIns // what it sees after the grace period
+		gone    bool     // the old secret was removed by hand before the grace period ended
+		retired bool
+	}{
+		{name: "sign-ins turned off mid-rotation", start: &SignIns{Usage: usage}, after: nil},
+		{name: "the identity refuses them mid-rotation", start: &SignIns{Usage: usage}, after: &SignIns{Usage: usage, Unavailable: "the identity does not allow ReadSignIns"}},
+		{name: "never readable: the grace period decides", start: &SignIns{Usage: usage, Unavailable: "no licence"},
+			after: &SignIns{Usage: usage, Unavailable: "no licence"}, retired: true},
+		{name: "nothing to retire", start: &SignIns{Usage: usage}, after: nil, gone: true, retired: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.signIns = tc.start
+			st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
+			if !st.SignInsGated != (tc.start.Unavailable != "") {
+				t.Fatalf("gated %v; want it pinned only when sign-ins could be read", st.SignInsGated)
+			}
+			if tc.gone {
+				w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == "k-old" })
+			}
+			w.signIns = tc.after
+			var res Result
+			for range 12 * 24 {
+				if st, res = w.run(st, false); st == nil {
+					break
+				}
+			}
+			if (st == nil) != tc.retired {
+				t.Fatalf("rotation %+v after 12 days; want it done: %v", st, tc.retired)
+			}
+			if tc.retired {
+				return
+			}
+			if !w.listed("k-old") || st.HeldTime == nil || res.Condition.Reason != v1alpha1.ReasonRotationOldSecretInUse ||
+				!strings.Contains(res.Condition.Message, "none can be read") || !strings.Contains(res.Condition.Message, "k-old") {
+				t.Fatalf("rotation %+v, condition %+v: want it held, k-old kept and named", st, res.Condition)
+			}
+			// Removed by hand: nothing is left to wait for.
+			w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == "k-old" })
+			if st, _ = w.run(st, false); st != nil {
+				t.Errorf("rotation %+v after the old secret was removed by hand; want it done", st)
 			}
 		})
 	}

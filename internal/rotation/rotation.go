@@ -244,6 +244,10 @@ func (m *Machine) newSecretName() string {
 }
 
 func (m *Machine) advance(ctx context.Context) (Result, error) {
+	if s := m.Settings.SignIns; s != nil && s.Unavailable == "" {
+		// Pinned from the first step that could read them: see quiet.
+		m.st.SignInsGated = true
+	}
 	for {
 		var next time.Time
 		var err error

@@ -42,7 +42,7 @@ func ShowExpiry(obj, before *v1alpha1.CredentialWatch, e Expiry, events Events, 
 		st.EarliestExpiry = &end
 		st.ExpiresIn = policy.HumanDuration(end.Sub(now))
 	}
-	expiring, expired := compose.ExpiryConditions(e.Groups, e.Total, t, policy.WatchSignInsKnown(obj), now)
+	expiring, expired := compose.ExpiryConditions(e.Groups, e.Total, t, policy.WatchSignInsKnown(obj, now), now)
 	SetCondition(obj, v1alpha1.ConditionExpiring, expiring.Status, expiring.Reason, expiring.Message, now)
 	SetCondition(obj, v1alpha1.ConditionExpired, expired.Status, expired.Reason, expired.Message, now)
 

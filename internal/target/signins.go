@@ -1,9 +1,11 @@
 package target
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,24 +20,33 @@ import (
 
 const eventSignInsUnread = "SignInsUnread"
 
+// SignInsEvery is how often a watch asks for its credentials' sign-ins. Microsoft refreshes the
+// report in the background, hours behind, so reading it more often learns nothing, and the
+// reports service's budget per tenant is small (5 requests in 10 seconds, Graph's throttling
+// limits): an hour between asks, read or refused, leaves it to the others.
+const SignInsEvery = time.Hour
+
 // LastSignIns is what Graph's sign-in report says of credentials: when each last signed in, by
-// object and keyId; those that never did are absent.
+// application, object and keyId; those that never did are absent.
 type LastSignIns map[string]time.Time
 
-// Add notes one entry of the report.
+// Add notes one entry of the report. Of two entries of one credential the later counts: a
+// credential that signed in is never made to look idle by another entry.
 func (l LastSignIns) Add(u graph.KeyUse) {
-	if !u.LastSignIn.IsZero() {
-		l[signInKey(string(u.Source), u.KeyID)] = u.LastSignIn
+	key := signInKey(u.AppID, string(u.Source), u.KeyID)
+	if !u.LastSignIn.IsZero() && u.LastSignIn.After(l[key]) {
+		l[key] = u.LastSignIn
 	}
 }
 
-// Apply sets each credential's last sign-in from l, and returns how many signed in.
-func (l LastSignIns) Apply(creds []v1alpha1.Credential) int {
+// Apply sets each credential's last sign-in from l, and returns how many signed in; a credential
+// that does not name its application is appID's.
+func (l LastSignIns) Apply(creds []v1alpha1.Credential, appID string) int {
 	n := 0
 	for i := range creds {
 		c := &creds[i]
 		c.LastSignIn = nil
-		if at, ok := l[signInKey(string(c.Source), c.KeyID)]; ok {
+		if at, ok := l[signInKey(cmp.Or(c.AppID, appID), string(c.Source), c.KeyID)]; ok {
 			t := metav1.NewTime(at)
 			c.LastSignIn = &t
 			n++
@@ -49,15 +60,17 @@ func KeepSignIns(creds, before []v1alpha1.Credential) {
 	known := map[string]*metav1.Time{}
 	for _, c := range before {
 		if c.LastSignIn != nil {
-			known[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn
+			known[signInKey(c.AppID, string(c.Source), c.KeyID)] = c.LastSignIn
 		}
 	}
 	for i := range creds {
-		creds[i].LastSignIn = known[signInKey(string(creds[i].Source), creds[i].KeyID)]
+		creds[i].LastSignIn = known[signInKey(creds[i].AppID, string(creds[i].Source), creds[i].KeyID)]
 	}
 }
 
-func signInKey(source, keyID string) string { return source + "/" + strings.ToLower(keyID) }
+func signInKey(appID, source, keyID string) string {
+	return strings.ToLower(appID) + "/" + source + "/" + strings.ToLower(keyID)
+}
 
 // SignInsUnread says on SignInsRead why sign-ins were not read, and by event when the reason is
 // new.
@@ -74,21 +87,34 @@ type TenantSignIns struct {
 	// Asked is false when the watch does not read sign-ins.
 	Asked bool
 	Last  LastSignIns
-	// Read is false when no request was sent (refused by the identity, or no report here).
+	// Read is false when no request was sent (refused by the identity, or no report here, or
+	// read within SignInsEvery: Kept, and what was known stands).
 	Read            bool
+	Kept            bool
 	Reason, Message string
 }
 
 // ReadTenantSignIns reads, as spec.usage.signIns asks, when each credential of the tenant last
 // signed in: the whole report, page by page, with each check of a tenant scan or a fleet. g must allow ReadSignIns; unavailable, when
 // set, says why this cloud has no report, and nothing is asked.
-func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1.CredentialWatch, g access.Grant, unavailable string) TenantSignIns {
+func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1.CredentialWatch, g access.Grant, unavailable string, now time.Time) TenantSignIns {
 	if u := obj.Spec.Usage; u == nil || !u.SignIns {
 		return TenantSignIns{}
 	}
 	out := TenantSignIns{Asked: true}
 	if err := g.Allow(access.Request{Operation: v1alpha1.OperationReadSignIns, TenantID: obj.Spec.Target.TenantID()}); err != nil {
 		out.Reason, out.Message = v1alpha1.ReasonIdentityNotAllowed, "Sign-ins are not read: "+err.Error()
+		return out
+	}
+	if !slices.Contains(g.Identity.Spec.Allow.Applications, v1alpha1.AllApplications) {
+		// The whole tenant's report tells of every application's use.
+		out.Reason, out.Message = v1alpha1.ReasonIdentityNotAllowed, fmt.Sprintf(
+			"Sign-ins are not read: reading the whole tenant's report needs an identity whose allow.applications is [%q]; %s names some only",
+			v1alpha1.AllApplications, g.Identity)
+		return out
+	}
+	if t := obj.Status.SignInsReadTime; t != nil && now.Before(t.Add(SignInsEvery)) && Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue {
+		out.Kept = true // read within the hour: the report is hours behind anyway
 		return out
 	}
 	if unavailable != "" {
@@ -109,12 +135,13 @@ func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1
 	return out
 }
 
-// LastSignInsOf is what creds say of their last sign-ins.
-func LastSignInsOf(creds []v1alpha1.Credential) LastSignIns {
+// LastSignInsOf is what creds say of their last sign-ins; a credential that does not name its
+// application is appID's.
+func LastSignInsOf(creds []v1alpha1.Credential, appID string) LastSignIns {
 	l := LastSignIns{}
 	for _, c := range creds {
 		if c.LastSignIn != nil {
-			l[signInKey(string(c.Source), c.KeyID)] = c.LastSignIn.Time
+			l[signInKey(cmp.Or(c.AppID, appID), string(c.Source), c.KeyID)] = c.LastSignIn.Time
 		}
 	}
 	return l
@@ -134,11 +161,14 @@ func (in TenantSignIns) Show(obj *v1alpha1.CredentialWatch, events Events, befor
 		t := metav1.NewTime(now)
 		st.SignInsReadTime = &t
 	}
+	if in.Kept {
+		return before
+	}
 	if in.Last == nil {
 		SignInsUnread(obj, events, in.Reason, in.Message, now)
 		return before
 	}
 	SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead,
-		fmt.Sprintf("Read the tenant's sign-in report: credentials that signed in, %d; Graph's report is hours behind", len(in.Last)), now)
+		"Read the tenant's sign-in report, which Graph refreshes hours behind the sign-ins", now)
 	return in.Last
 }

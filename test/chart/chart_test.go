@@ -712,6 +712,10 @@ func exposedMetrics(t *testing.T) map[string]bool {
 			{Type: v1alpha1.ConditionRotating, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonResetNeedsConfirmation}},
 	}}
 	w.Status.Findings = &v1alpha1.FindingsStatus{LongLived: 1}
+	// Its sign-ins read: when each last signed in, and which is in use.
+	w.Spec.Usage = &v1alpha1.Usage{SignIns: true}
+	w.Status.SignInsReadTime, w.Status.Credentials[1].LastSignIn, w.Status.Credentials[1].InUse = &now, &now, true
+	w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSignInsRead, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSignInsRead})
 	ready := []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
 	fleet := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "n"},
 		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: "t"}}},

@@ -219,7 +219,8 @@ count: 1
 	}
 	want = append(want, `condition="False",name="missing"`, `identity="ManagedIdentity"`, `identity="ServicePrincipal"`,
 		`credwatch_watch_signing_key_drift{name="issuer",namespace="platform",reason="SigningKeyNotShared"} 1`,
-		`scope="ClusterWide"`, `credwatch_watch_rotation_blocked{client_id="",name="cluster-mi",namespace="platform",reason="Blocked"} 1`)
+		`scope="ClusterWide"`, `credwatch_watch_rotation_blocked{client_id="",name="cluster-mi",namespace="platform",reason="Blocked"} 1`,
+		"credwatch_credential_in_use{")
 	first := scrapeUntil(t, url, want)
 
 	// Another check of every watch, so that the counters move between the scrapes.

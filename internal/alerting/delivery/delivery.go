@@ -59,7 +59,7 @@ func (d Sender) Watch(ctx context.Context, set channels.Set, cfgErr error, s tar
 			"No alert channel: set spec.alerts, or the operator's default channels", now)
 		return time.Time{}, nil
 	}
-	plan := alerting.Decide(inputsOf(obj, ledger, set, s), now)
+	plan := alerting.Decide(inputsOf(obj, ledger, set, s, now), now)
 	for _, stale := range plan.Stale {
 		alerting.Forget(ledger, stale.Channel, stale.Subject)
 	}
@@ -106,7 +106,7 @@ func (d Sender) Delivered(set channels.Set, ledger *v1alpha1.AlertsStatus, cfgEr
 
 // inputsOf is what deciding a watch's due alerts takes, from its spec and status: the ledger
 // and channels as LedgerOf and the channels give them, its settings parsed.
-func inputsOf(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set channels.Set, s target.Settings) alerting.Inputs {
+func inputsOf(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set channels.Set, s target.Settings, now time.Time) alerting.Inputs {
 	in := alerting.Inputs{
 		Credentials:       obj.Status.Credentials,
 		Checked:           obj.Status.LastCheckTime != nil,
@@ -121,7 +121,7 @@ func inputsOf(obj *v1alpha1.CredentialWatch, ledger *v1alpha1.AlertsStatus, set 
 		Drift:             meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionSigningKeyDrift),
 		IssuerChanged:     issuerChanged(obj),
 	}
-	if s.Usage.On() && policy.WatchSignInsKnown(obj) {
+	if s.Usage.On() && policy.WatchSignInsKnown(obj, now) {
 		in.Usage = &s.Usage
 	}
 	return in

@@ -36,14 +36,17 @@ const (
 	// throttling limits); a whole tenant's read keeps one below, for the watches' own reads.
 	reportsPerWindow = 4
 	reportsWindow    = 10 * time.Second
-	// reportRetries is how often a page the reports service throttled is asked again.
-	reportRetries = 3
+	// reportRetries is how often a page the reports service throttled is asked again, if it asks
+	// to wait no longer than maxReportRetryAfter.
+	reportRetries       = 3
+	maxReportRetryAfter = 30 * time.Second
 )
 
 // signInPage is a page of the report. Fields are decoded leniently: Microsoft's own examples
 // disagree with the schema (expirationDate, keyType secret, offsets such as -8:00).
 type signInPage struct {
 	Value []struct {
+		AppID            string `json:"appId"`
 		KeyID            string `json:"keyId"`
 		CredentialOrigin string `json:"credentialOrigin"`
 		SignInActivity   *struct {
@@ -58,7 +61,14 @@ type signInPage struct {
 func (c *Client) ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error) {
 	var out []graph.KeyUse
 	query := "$filter=" + url.QueryEscape(fmt.Sprintf("appId eq '%s'", appID))
-	err := c.readReport(ctx, cred, query, maxSignInPages, nil, func(u graph.KeyUse) { out = append(out, u) })
+	want := strings.ToLower(appID)
+	err := c.readReport(ctx, cred, query, maxSignInPages, nil, func(u graph.KeyUse) {
+		// An entry of another application, however it came, says nothing of this one's.
+		if u.AppID == "" || u.AppID == want {
+			u.AppID = want
+			out = append(out, u)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the sign-in activity of %s: %w", appID, err)
 	}
@@ -110,7 +120,7 @@ func (c *Client) readReport(ctx context.Context, cred azcore.TokenCredential, qu
 		}
 		uses := make([]graph.KeyUse, 0, len(page.Value))
 		for _, v := range page.Value {
-			use := graph.KeyUse{KeyID: strings.ToLower(v.KeyID), Source: graph.Application}
+			use := graph.KeyUse{AppID: strings.ToLower(v.AppID), KeyID: strings.ToLower(v.KeyID), Source: graph.Application}
 			if strings.EqualFold(v.CredentialOrigin, "servicePrincipal") {
 				use.Source = graph.ServicePrincipal
 			}
@@ -147,7 +157,8 @@ func sendReport(ctx context.Context, adapter abstractions.RequestAdapter, ri *ab
 		}
 		err = signInsError(err)
 		wait := azerr.RetryAfterOf(err)
-		if pace == nil || wait <= 0 || attempt == reportRetries {
+		if pace == nil || wait <= 0 || wait > maxReportRetryAfter || attempt == reportRetries {
+			// A longer wait would hold the check's worker: the next check reads instead.
 			return nil, err
 		}
 		t := time.NewTimer(wait)

@@ -80,7 +80,7 @@ func credentialAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Cr
 	a.Severity = severities[c.State]
 	ownNew := newer != nil && w.Status.Rotation != nil && newer.KeyID == w.Status.Rotation.KeyID
 	switch {
-	case newer != nil && c.InUse && policy.WatchSignInsKnown(w):
+	case newer != nil && c.InUse && policy.WatchSignInsKnown(w, a.At):
 		a.Fix = stillUsedFix(w, c, *newer)
 	case newer != nil && !ownNew:
 		// Renewed by hand or a pipeline: whether or not credwatch rotates, this one may be in use.

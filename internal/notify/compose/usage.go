@@ -11,7 +11,7 @@ import (
 
 // withUse adds to the alert's credential what sign-ins say of c, when w reads them.
 func withUse(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential) {
-	if a.Credential == nil || !policy.WatchSignInsKnown(w) {
+	if a.Credential == nil || !policy.WatchSignInsKnown(w, a.At) {
 		return
 	}
 	a.Credential.Usage = notify.UsageNotInUse

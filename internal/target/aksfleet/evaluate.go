@@ -65,7 +65,7 @@ func (f Fleet) recordSignIns(obj *v1alpha1.CredentialWatch, found Found, signIns
 	if prev, ok := f.Store.Get(target.KeyOf(obj)); ok {
 		known = target.LastSignIns{}
 		for _, c := range prev.Clusters {
-			maps.Copy(known, target.LastSignInsOf(c.Credentials))
+			maps.Copy(known, target.LastSignInsOf(c.Credentials, c.AppID))
 		}
 	}
 	last := signIns.Show(obj, f.Events, known, now)
@@ -73,10 +73,10 @@ func (f Fleet) recordSignIns(obj *v1alpha1.CredentialWatch, found Found, signIns
 		return
 	}
 	for _, c := range found.Clusters {
-		last.Apply(c.Credentials)
+		last.Apply(c.Credentials, c.AppID)
 	}
 	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
-	markKeysInUse(found.Clusters, u.ActiveWithin, now)
+	markKeysInUse(found.Clusters, len(found.Unread) == 0 && found.Uncounted == 0, u.ActiveWithin, now)
 }
 
 // unreadSet names the subscriptions unread and why, to tell a change from a repeat.

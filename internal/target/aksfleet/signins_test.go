@@ -31,12 +31,18 @@ func TestUnitFleetSignInsSayWhichSecretEachClusterUses(t *testing.T) {
 			{ID: clusterID("s1", "rg", "shared-2"), SubscriptionID: "s1", AppID: "s", Credentials: both},
 			{ID: clusterID("s1", "rg", "idle"), SubscriptionID: "s1", AppID: "i", Credentials: []v1alpha1.Credential{
 				credential("i", "i-old", pw, -360*day, 3*day), credential("i", "i-new", pw, -10*day, 355*day)}},
+			// Moved to the new secret, while a pipeline still signs in with the old one.
+			{ID: clusterID("s1", "rg", "b-both"), SubscriptionID: "s1", AppID: "b", Credentials: []v1alpha1.Credential{
+				credential("b", "b-old", pw, -360*day, 3*day), credential("b", "b-new", pw, -10*day, 355*day)}},
 		}}
 	}
 	last := target.LastSignIns{}
-	for key, ago := range map[string]time.Duration{"a-new": time.Hour, "a-old": 20 * day, "s-new": time.Hour, "i-new": 30 * day} {
-		last.Add(graph.KeyUse{KeyID: key, Source: graph.Application, LastSignIn: now.Add(-ago)})
+	for key, ago := range map[string]time.Duration{"a-new": time.Hour, "a-old": 20 * day, "s-new": time.Hour, "i-new": 30 * day,
+		"b-new": time.Hour, "b-old": 2 * time.Hour} {
+		last.Add(graph.KeyUse{AppID: key[:1], KeyID: key, Source: graph.Application, LastSignIn: now.Add(-ago)})
 	}
+	// Another application's certificate under the keyId of the idle cluster's old secret.
+	last.Add(graph.KeyUse{AppID: "x", KeyID: "i-old", Source: graph.Application, LastSignIn: now.Add(-time.Hour)})
 	ev := &targettest.Events{}
 	f := Fleet{Events: ev, Store: NewStore()}
 	f.Record(obj, found(), target.TenantSignIns{Asked: true, Read: true, Last: last}, now)
@@ -47,14 +53,14 @@ func TestUnitFleetSignInsSayWhichSecretEachClusterUses(t *testing.T) {
 		for _, c := range obj.Status.Fleet.Attention {
 			got[c.ID[len(c.ID)-6:]] = c.KeyInUse + " " + string(c.State)
 		}
-		want := map[string]string{"/alone": "a-new Valid", "ared-1": " Critical", "ared-2": " Critical", "s/idle": " Critical"}
+		want := map[string]string{"/alone": "a-new Valid", "ared-1": " Critical", "ared-2": " Critical", "s/idle": " Critical", "b-both": "b-new Critical"}
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s: cluster %s shows %q, want %q (all: %v)", when, k, got[k], v, got)
 			}
 		}
-		if obj.Status.Fleet.Critical != 3 {
-			t.Errorf("%s: %d clusters critical, want the three whose secret in use is unknown", when, obj.Status.Fleet.Critical)
+		if obj.Status.Fleet.Critical != 4 {
+			t.Errorf("%s: %d clusters critical, want the three whose secret in use is unknown and the one whose old secret is still used", when, obj.Status.Fleet.Critical)
 		}
 	}
 	check("read")
@@ -63,5 +69,15 @@ func TestUnitFleetSignInsSayWhichSecretEachClusterUses(t *testing.T) {
 	check("after a failed read")
 	if c := target.Condition(obj, v1alpha1.ConditionSignInsRead); c.Status != "False" || c.Reason != v1alpha1.ReasonGraphError {
 		t.Errorf("SignInsRead %+v, want the failure", c)
+	}
+	// A subscription unread: another cluster may share the service principal unseen.
+	partial := found()
+	partial.Unread = []v1alpha1.UnreadSubscription{{SubscriptionID: "s2", Reason: "Forbidden"}}
+	f.Record(obj, partial, target.TenantSignIns{Asked: true, Read: true, Last: last}, now)
+	shown, _ := f.Store.Get(target.KeyOf(obj))
+	for _, c := range shown.Clusters {
+		if c.KeyInUse != "" {
+			t.Errorf("cluster %s shows key %s in use though the fleet's listing is incomplete", c.ID, c.KeyInUse)
+		}
 	}
 }

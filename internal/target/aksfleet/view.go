@@ -23,30 +23,34 @@ type Cluster struct {
 	// Credentials are the service principal's, nil when they were not read; Reason says why.
 	Credentials []v1alpha1.Credential
 	Reason      string
-	// KeyInUse is the keyId of the credential the cluster signs in with, as the sign-ins read
-	// with the check showed it (spec.usage.signIns), when its service principal serves it alone;
-	// empty otherwise.
+	// KeyInUse is the keyId of the credential the cluster signs in with, the latest to sign in of
+	// those in use, as the sign-ins read with the check showed them (spec.usage.signIns), when its
+	// service principal serves it alone; empty otherwise.
 	KeyInUse string
 }
 
-// Counted are the credentials whose end matters to the cluster: the one it signs in with, when
-// that is known, or else every credential of its service principal.
+// Counted are the credentials whose end matters to the cluster: those of its service principal
+// in use (signed in within activeWithin) when sign-ins show it serves the cluster alone, or else
+// every credential of its service principal.
 func (c Cluster) Counted() []v1alpha1.Credential {
 	if c.KeyInUse == "" {
 		return c.Credentials
 	}
-	for i := range c.Credentials {
-		if cr := &c.Credentials[i]; cr.KeyID == c.KeyInUse {
-			return c.Credentials[i : i+1]
+	var used []v1alpha1.Credential
+	for _, cr := range c.Credentials {
+		if cr.InUse {
+			used = append(used, cr)
 		}
 	}
-	return c.Credentials
+	return used
 }
 
-// markKeysInUse sets KeyInUse on each cluster whose service principal serves it alone and one of
-// whose credentials signed in within activeWithin of now: the latest to sign in. A service
-// principal that several clusters share says nothing of which one uses which secret.
-func markKeysInUse(clusters []Cluster, activeWithin time.Duration, now time.Time) {
+// markKeysInUse marks, on each cluster whose service principal serves it alone, the credentials
+// that signed in within activeWithin of now, and names the latest to sign in KeyInUse. A service
+// principal that several clusters share says nothing of which one uses which secret; nor does
+// one in a fleet whose listing is not complete (a subscription unread, clusters uncounted),
+// where another cluster may share it unseen.
+func markKeysInUse(clusters []Cluster, complete bool, activeWithin time.Duration, now time.Time) {
 	serves := map[string]int{}
 	for _, c := range clusters {
 		if c.AppID != "" {
@@ -56,13 +60,13 @@ func markKeysInUse(clusters []Cluster, activeWithin time.Duration, now time.Time
 	for i := range clusters {
 		c := &clusters[i]
 		c.KeyInUse = ""
-		if activeWithin <= 0 || c.AppID == "" || serves[c.AppID] != 1 {
+		if !complete || c.AppID == "" || serves[c.AppID] != 1 {
 			continue
 		}
+		policy.MarkInUse(c.Credentials, activeWithin, now)
 		var latest *v1alpha1.Credential
 		for j := range c.Credentials {
-			cr := &c.Credentials[j]
-			if cr.LastSignIn != nil && now.Sub(cr.LastSignIn.Time) < activeWithin && (latest == nil || cr.LastSignIn.After(latest.LastSignIn.Time)) {
+			if cr := &c.Credentials[j]; cr.InUse && (latest == nil || cr.LastSignIn.After(latest.LastSignIn.Time)) {
 				latest = cr
 			}
 		}

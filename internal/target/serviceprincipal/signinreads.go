@@ -30,9 +30,9 @@ type reportRead struct {
 }
 
 // Read returns the sign-ins of appID as asker (an identity in a tenant) read them within
-// SignInsEvery of now, or reads them with read when asker's allowance lets it; ok is false when
-// it does not, and the read waits for a later check.
-func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.KeyUse, error)) (uses []graph.KeyUse, err error, ok bool) {
+// SignInsEvery of now, and when, or reads them with read when asker's allowance lets it; ok is
+// false when it does not, and the read waits for a later check.
+func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.KeyUse, error)) (uses []graph.KeyUse, at time.Time, err error, ok bool) {
 	key := asker + "\x00" + appID
 	r.mu.Lock()
 	if r.reads == nil {
@@ -40,7 +40,7 @@ func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.
 	}
 	if c, found := r.reads[key]; found && now.Sub(c.at) < SignInsEvery {
 		r.mu.Unlock()
-		return c.uses, c.err, true
+		return c.uses, c.at, c.err, true
 	}
 	l := r.limits[asker]
 	if l == nil {
@@ -50,7 +50,7 @@ func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.
 	allowed := l.AllowN(now, 1)
 	r.mu.Unlock()
 	if !allowed {
-		return nil, nil, false
+		return nil, time.Time{}, nil, false
 	}
 	uses, err = read()
 	r.mu.Lock()
@@ -61,5 +61,5 @@ func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.
 		}
 	}
 	r.reads[key] = reportRead{at: now, uses: uses, err: err}
-	return uses, err, true
+	return uses, now, err, true
 }

@@ -16,9 +16,10 @@ func TestReportsAreShared(t *testing.T) {
 	reads := 0
 	read := func() ([]graph.KeyUse, error) { reads++; return []graph.KeyUse{{KeyID: "k"}}, nil }
 	now := policytest.Now
-	for range 50 {
-		if uses, err, ok := r.Read("id", "app", now, read); !ok || err != nil || len(uses) != 1 {
-			t.Fatalf("Read = %v, %v, %v", uses, err, ok)
+	for i := range 50 {
+		// The watches ask over a minute, and each is told when the read was made.
+		if uses, at, err, ok := r.Read("id", "app", now.Add(time.Duration(i)*time.Minute/50), read); !ok || err != nil || len(uses) != 1 || !at.Equal(now) {
+			t.Fatalf("Read = %v, %v, %v, %v; want the read made at %v", uses, at, err, ok, now)
 		}
 	}
 	if reads != 1 {
@@ -30,10 +31,10 @@ func TestReportsAreShared(t *testing.T) {
 	if reads != ReportsPer10s {
 		t.Fatalf("%d reads of ten applications at once, want %d", reads, ReportsPer10s)
 	}
-	if _, _, ok := r.Read("another identity", "app", now, read); !ok || reads != ReportsPer10s+1 {
+	if _, _, _, ok := r.Read("another identity", "app", now, read); !ok || reads != ReportsPer10s+1 {
 		t.Fatalf("another identity's allowance is spent by the first's (%d reads)", reads)
 	}
-	if _, _, ok := r.Read("id", "other-9", now.Add(10*time.Second), read); !ok {
+	if _, _, _, ok := r.Read("id", "other-9", now.Add(10*time.Second), read); !ok {
 		t.Fatal("the allowance does not refill")
 	}
 	if r.Read("id", "app", now.Add(SignInsEvery), read); reads != ReportsPer10s+3 {

@@ -1,6 +1,7 @@
 package serviceprincipal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,11 +17,8 @@ import (
 	"github.com/credwatch/credwatch/internal/target"
 )
 
-// SignInsEvery is how often a watch asks for its credentials' sign-ins. Microsoft refreshes the
-// report in the background, hours behind, so reading it more often learns nothing, and the
-// reports service's budget per tenant is small (5 requests in 10 seconds, Graph's throttling
-// limits): an hour between asks, read or refused, leaves it to the others.
-const SignInsEvery = time.Hour
+// SignInsEvery is target.SignInsEvery, which the reads of all kinds keep to.
+const SignInsEvery = target.SignInsEvery
 
 // signIns reads, as spec.usage.signIns asks, when each credential last signed in, into the
 // credentials status now lists; before is what it listed, whose sign-ins are kept between reads.
@@ -52,15 +50,17 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 	}
 	var uses []graph.KeyUse
 	var err error
+	at := now
 	if k.Reports != nil {
 		var ok bool
-		if uses, err, ok = k.Reports.Read(f.ID.TenantID+"/"+f.ID.ClientID+"/"+f.Grant.Identity.String(), strings.ToLower(f.AppID), now, read); !ok {
+		// A read another watch made this hour is as old as it is: the retire margin counts from it.
+		if uses, at, err, ok = k.Reports.Read(f.ID.TenantID+"/"+f.ID.ClientID+"/"+f.Grant.Identity.String(), strings.ToLower(f.AppID), now, read); !ok {
 			return // the identity's share of the reports service is spent: the next check reads
 		}
 	} else {
 		uses, err = read()
 	}
-	asked := metav1.NewTime(now)
+	asked := metav1.NewTime(at)
 	obj.Status.SignInsReadTime = &asked
 	switch {
 	case errors.Is(err, graph.ErrSignInsUnlicensed):
@@ -70,9 +70,10 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 	default:
 		last := target.LastSignIns{}
 		for _, u := range uses {
+			u.AppID = cmp.Or(u.AppID, f.AppID) // the report was asked for this application's
 			last.Add(u)
 		}
-		n := last.Apply(obj.Status.Credentials)
+		n := last.Apply(obj.Status.Credentials, f.AppID)
 		target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead,
 			fmt.Sprintf("Read the sign-ins of %d credentials, %d of which signed in; Graph's report is hours behind", len(obj.Status.Credentials), n), now)
 	}

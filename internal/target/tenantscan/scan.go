@@ -69,8 +69,8 @@ func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target.
 		before = prev.Credentials
 	}
 	// Sign-ins not read now are those the last scan knew.
-	if last := signIns.Show(obj, s.Events, target.LastSignInsOf(before), now); last != nil {
-		last.Apply(found.Credentials)
+	if last := signIns.Show(obj, s.Events, target.LastSignInsOf(before, ""), now); last != nil {
+		last.Apply(found.Credentials, "")
 	}
 	counts := &v1alpha1.TenantScanStatus{}
 	if prev := obj.Status.TenantScan; prev != nil {

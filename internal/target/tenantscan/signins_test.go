@@ -33,12 +33,17 @@ func TestUnitScanSignIns(t *testing.T) {
 		}
 		return []v1alpha1.Credential{c("used", v1alpha1.SourceApplication), c("idle", v1alpha1.SourceApplication), c("used", v1alpha1.SourceServicePrincipal)}
 	}
-	grant := func(ops ...v1alpha1.Operation) access.Grant {
+	grant := func(apps []string, ops ...v1alpha1.Operation) access.Grant {
+		if apps == nil {
+			apps = []string{v1alpha1.AllApplications}
+		}
 		return access.Grant{Namespace: access.Namespace{Name: "team"}, Identity: access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team", Name: "id",
-			Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: []string{v1alpha1.AllApplications}, Operations: ops}}}}
+			Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: apps, Operations: ops}}}}
 	}
 	for _, tc := range []struct {
 		name        string
+		apps        []string // allow.applications; nil for all
+		readBefore  time.Duration
 		ops         []v1alpha1.Operation
 		unavailable string
 		readErr     error
@@ -49,8 +54,12 @@ func TestUnitScanSignIns(t *testing.T) {
 		wantRead    bool
 	}{
 		{name: "read", ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, wantReason: v1alpha1.ReasonSignInsRead,
-			wantSays: "credentials that signed in, 1", wantUsed: true, wantUnused: 2, wantRead: true},
+			wantSays: "Read the tenant's sign-in report", wantUsed: true, wantUnused: 2, wantRead: true},
 		{name: "the identity refuses", wantReason: v1alpha1.ReasonIdentityNotAllowed, wantSays: "ReadSignIns", wantUsed: true},
+		{name: "an identity of some applications only", apps: []string{"a"}, ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns},
+			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantSays: `allow.applications is ["*"]`, wantUsed: true},
+		{name: "read within the hour: what was known stands", readBefore: 30 * time.Minute, ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns},
+			wantReason: v1alpha1.ReasonSignInsRead, wantSays: "Read the tenant's sign-in report", wantUsed: true, wantUnused: 2, wantRead: true},
 		{name: "no report in this cloud", ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, unavailable: "not available in this cloud",
 			wantReason: v1alpha1.ReasonSignInsUnavailable, wantSays: "not available in this cloud", wantUsed: true},
 		{name: "no licence", ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, readErr: fmt.Errorf("reading: %w", graph.ErrSignInsUnlicensed),
@@ -60,8 +69,10 @@ func TestUnitScanSignIns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tenant := &azurefake.Tenant{ReadSignInsFunc: func(_ context.Context, visit func(graph.KeyUse)) error {
-				visit(graph.KeyUse{KeyID: "USED", Source: graph.Application, LastSignIn: signedIn})
-				visit(graph.KeyUse{KeyID: "idle", Source: graph.Application})
+				visit(graph.KeyUse{AppID: "a", KeyID: "USED", Source: graph.Application, LastSignIn: signedIn})
+				visit(graph.KeyUse{AppID: "a", KeyID: "idle", Source: graph.Application})
+				// Another application's credential of the same keyId says nothing of this one.
+				visit(graph.KeyUse{AppID: "b", KeyID: "idle", Source: graph.Application, LastSignIn: signedIn})
 				return tc.readErr
 			}}
 			obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"},
@@ -72,7 +83,13 @@ func TestUnitScanSignIns(t *testing.T) {
 			before[0].LastSignIn = &known
 			s.Store.Put(target.KeyOf(obj), Found{Credentials: before})
 
-			in := target.ReadTenantSignIns(context.Background(), tenant, obj, grant(tc.ops...), tc.unavailable)
+			if tc.readBefore > 0 {
+				read := metav1.NewTime(now.Add(-tc.readBefore))
+				obj.Status.SignInsReadTime = &read
+				target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead, "Read the tenant's sign-in report", read.Time)
+				tenant.ReadSignInsFunc = func(context.Context, func(graph.KeyUse)) error { return errors.New("asked again within the hour") }
+			}
+			in := target.ReadTenantSignIns(context.Background(), tenant, obj, grant(tc.apps, tc.ops...), tc.unavailable, now)
 			s.Record(obj, Found{Applications: 1, ServicePrincipals: 1, Credentials: creds()}, in, now)
 			c := target.Condition(obj, v1alpha1.ConditionSignInsRead)
 			if c.Reason != tc.wantReason || !strings.Contains(c.Message, tc.wantSays) {
