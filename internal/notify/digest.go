@@ -42,6 +42,8 @@ type DigestLine struct {
 	End                time.Time
 	// Command renews or replaces it.
 	Command string
+	// Use is what sign-ins say of it ("in use, last signed in at …"), when the scan reads them.
+	Use string
 }
 
 // DigestFinding is one hygiene finding of a digest.

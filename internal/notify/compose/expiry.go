@@ -81,6 +81,15 @@ func AppName(displayName, appID string) string {
 	return fmt.Sprintf("%q (appId %s)", notify.Shown(displayName), appID)
 }
 
+// UsePhrase says whether c is in use, and when it last signed in; empty without signIns, when
+// sign-ins are not known.
+func UsePhrase(c v1alpha1.Credential, signIns bool) string {
+	if !signIns {
+		return ""
+	}
+	return usePhrase(c)
+}
+
 // usePhrase says whether c is in use, and when it last signed in.
 func usePhrase(c v1alpha1.Credential) string {
 	if c.InUse {

@@ -49,7 +49,11 @@ func digestText(d notify.Digest) string {
 			if l.State == "Expired" {
 				ends = "ended"
 			}
-			fmt.Fprintf(&b, "- %s: %s, %s\n  %s %s\n  %s\n", l.State, lineApp(l), lineCredential(l), ends, when(l.End), l.Command)
+			fmt.Fprintf(&b, "- %s: %s, %s\n  %s %s\n", l.State, lineApp(l), lineCredential(l), ends, when(l.End))
+			if l.Use != "" {
+				fmt.Fprintf(&b, "  %s\n", l.Use)
+			}
+			fmt.Fprintf(&b, "  %s\n", l.Command)
 		}
 		b.WriteString("\n")
 	}

@@ -17,7 +17,7 @@ func digest() notify.Digest {
 				KeyID: "0f6c2b1e-3a4d-4e5f-8a9b-0c1d2e3f4a5b", Hint: "Q~x", DisplayName: "ci", State: "Expired", End: at.Add(-2 * day),
 				Command: "az ad app credential reset --id 7d1e5a3c-0b2f-4e6a-9c8d-1f2e3a4b5c6d --append"},
 			{Application: "payments-api", AppID: "7d1e5a3c-0b2f-4e6a-9c8d-1f2e3a4b5c6d", Object: "ServicePrincipal", Type: "Password",
-				KeyID: "4b3c2d1e-5f6a-4b7c-8d9e-0f1a2b3c4d5e", Hint: "8Jk", State: "Critical", End: at.Add(5 * day),
+				KeyID: "4b3c2d1e-5f6a-4b7c-8d9e-0f1a2b3c4d5e", Hint: "8Jk", State: "Critical", End: at.Add(5 * day), Use: "in use, last signed in at 2026-12-01T22:00:00Z",
 				Command: "az ad sp credential reset --id 7d1e5a3c-0b2f-4e6a-9c8d-1f2e3a4b5c6d --append"},
 			{Application: "reports", AppID: "2a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d", Object: "Application", Type: "Certificate",
 				KeyID: "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b", DisplayName: "CN=reports", State: "Warning", End: at.Add(24 * day),

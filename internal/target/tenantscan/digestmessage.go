@@ -9,11 +9,14 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
 	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // MaxDigestEntries bounds a digest's lines and findings together: an owner of hundreds of
@@ -27,11 +30,14 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, per
 	d := notify.Digest{ID: "digest-" + hex.EncodeToString(sum[:8]), Tenant: w.Spec.Target.TenantID(), Period: period.Start}
 	var lines []notify.DigestLine
 	var findings, unused []notify.DigestFinding
+	// The status of a scan whose last read of sign-ins succeeded: its credentials carry them.
+	signIns := w.Spec.Usage != nil && w.Spec.Usage.SignIns && target.Condition(w, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
 	for _, a := range apps {
 		name := compose.AppName(a.DisplayName, a.AppID)
 		for _, c := range a.Credentials {
 			lines = append(lines, notify.DigestLine{Application: a.DisplayName, AppID: a.AppID, Object: string(c.Source), Type: string(c.Type),
-				KeyID: c.KeyID, Hint: c.Hint, DisplayName: c.DisplayName, State: string(c.State), End: c.EndTime.Time, Command: digestCommand(a.AppID, c)})
+				KeyID: c.KeyID, Hint: c.Hint, DisplayName: c.DisplayName, State: string(c.State), End: c.EndTime.Time, Command: digestCommand(a.AppID, c),
+				Use: compose.UsePhrase(c, signIns)})
 		}
 		for _, f := range a.Findings {
 			df := notify.DigestFinding{Application: name, AppID: a.AppID, Kind: string(f.Kind), Message: compose.Finding(w, f, h)}

@@ -49,6 +49,22 @@ func TestDigest(t *testing.T) {
 	if len(d.Unused) != 1 || d.Unused[0].Kind != string(v1alpha1.FindingNeverUsed) || !strings.Contains(d.Unused[0].Message, "--key-id k1") {
 		t.Errorf("credentials nothing uses %+v; want the one that never signed in, under its own heading", d.Unused)
 	}
+	if d.Lines[0].Use != "" {
+		t.Errorf("a scan that does not read sign-ins says %q of a credential's use", d.Lines[0].Use)
+	}
+	// A scan that reads sign-ins says of each credential whether it is in use.
+	reading := w.DeepCopy()
+	reading.Spec.Usage = &v1alpha1.Usage{SignIns: true}
+	reading.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionSignInsRead, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSignInsRead}}
+	signedIn := metav1.NewTime(now.Add(-time.Hour))
+	apps[0].Credentials[0].LastSignIn, apps[0].Credentials[0].InUse = &signedIn, true
+	uses := map[string]string{}
+	for _, l := range Digest(reading, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2}).Lines {
+		uses[l.KeyID] = l.Use
+	}
+	if uses["k2"] != "in use, last signed in at 2026-12-02T08:00:00Z" || uses["k0"] != "not in use, never signed in" {
+		t.Errorf("uses %q; want k2 in use and k0 never signed in", uses)
+	}
 	if !strings.Contains(d.Why, "every Friday at 17:30 Europe/Berlin") || !strings.Contains(d.Why, "tagged no-digest") || !strings.Contains(d.Why, "platform/tenant") {
 		t.Errorf("why: %s", d.Why)
 	}
