@@ -48,7 +48,8 @@ func (k fleetKind) read(ctx context.Context, w *watchState, g access.Grant, id a
 	if err != nil {
 		return nil, err
 	}
-	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, w.now)
+	_, held := k.r.Fleets.Get(target.KeyOf(w.obj))
+	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, held, w.now)
 	return recordFunc(func(_ context.Context, w *watchState) { f.Record(w.obj, got, signIns, w.now) }), nil
 }
 

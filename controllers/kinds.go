@@ -207,7 +207,8 @@ func (k scanKind) read(ctx context.Context, w *watchState, g access.Grant, id az
 	if err != nil {
 		return nil, err
 	}
-	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, w.now)
+	_, held := k.r.Scans.Get(target.KeyOf(w.obj))
+	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, held, w.now)
 	return recordFunc(func(_ context.Context, w *watchState) { k.r.scan().Record(w.obj, f, signIns, w.now) }), nil
 }
 

@@ -286,6 +286,8 @@ func TestTheNewSecretIsCheckedAgainBeforeTheReset(t *testing.T) {
 func TestASecretThatVanishedBeforeItWasAcceptedIsReplaced(t *testing.T) {
 	w := newWorld(t)
 	st, _ := w.until(nil, true, v1alpha1.StepSecretStored, 3)
+	pinned := &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "rotator"}
+	st.Identity, st.SignInsGated = pinned, true
 	w.signIn = func(string) error { return errors.New("AADSTS7000215: invalid client secret") }
 	w.secrets = slices.DeleteFunc(w.secrets, func(s Secret) bool { return s.KeyID == st.KeyID })
 	for range verifyTriesBeforeRecheck + 1 {
@@ -293,6 +295,9 @@ func TestASecretThatVanishedBeforeItWasAcceptedIsReplaced(t *testing.T) {
 	}
 	if w.adds != 2 || st.KeyID != "k-2" || st.Cluster == nil || *st.Cluster != *testCluster {
 		t.Errorf("%d adds, status %+v: want a second secret, and the cluster kept", w.adds, st)
+	}
+	if st.Identity == nil || *st.Identity != *pinned || !st.SignInsGated {
+		t.Errorf("identity %v, gated %v: want what the rotation pinned kept when it starts over", st.Identity, st.SignInsGated)
 	}
 }
 

@@ -224,6 +224,10 @@ func (ro *Run) adopt(ctx context.Context, rec pacing.Record) (time.Time, error) 
 func (ro *Run) resume(ctx context.Context, st v1alpha1.RotationStatus) (time.Time, error) {
 	obj := ro.obj
 	spec := ro.pinTo(&st)
+	if s := SignInsOf(obj, st.AppID); s != nil && s.Unavailable == "" && !st.SignInsGated {
+		// Readable once, gated for good, even while the step waits (see Machine.quiet).
+		st.SignInsGated, obj.Status.Rotation.SignInsGated = true, true
+	}
 	// Asked first: whatever the spec says now (an abort, DryRun, another target), a secret
 	// nothing uses goes once its identity no longer allows Rotate.
 	if wg, ok, err := ro.revoked(ctx, st); err != nil || ok {

@@ -252,9 +252,10 @@ func (m *Machine) usable(ctx context.Context) error {
 // The last reset operation does not: it moved the cluster onto the secret that is gone, and a
 // confirmation of it says nothing of the new one.
 func (m *Machine) startOver(ctx context.Context, why string) error {
+	// What the rotation pinned stays pinned: the identity it acts with, and its gate on sign-ins.
 	m.st = v1alpha1.RotationStatus{Step: v1alpha1.StepStarted, DisplayName: m.newSecretName(),
 		TenantID: m.st.TenantID, AppID: m.st.AppID, ApplicationObjectID: m.st.ApplicationObjectID, Cluster: m.st.Cluster,
-		Resets: m.st.Resets, FailedResets: m.st.FailedResets,
+		Identity: m.st.Identity, SignInsGated: m.st.SignInsGated, Resets: m.st.Resets, FailedResets: m.st.FailedResets,
 		StartTime: m.st.StartTime, Request: m.st.Request, AbortRequest: m.st.AbortRequest, SecretName: m.st.SecretName,
 		DeletionSeenTime: m.st.DeletionSeenTime, Message: why}
 	return m.save(ctx)

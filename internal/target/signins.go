@@ -95,9 +95,10 @@ type TenantSignIns struct {
 }
 
 // ReadTenantSignIns reads, as spec.usage.signIns asks, when each credential of the tenant last
-// signed in: the whole report, page by page, with each check of a tenant scan or a fleet. g must allow ReadSignIns; unavailable, when
+// signed in: the whole report, page by page, with a check of a tenant scan or a fleet at most
+// hourly; held says this process holds what the last check found, sign-ins included. g must allow ReadSignIns; unavailable, when
 // set, says why this cloud has no report, and nothing is asked.
-func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1.CredentialWatch, g access.Grant, unavailable string, now time.Time) TenantSignIns {
+func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1.CredentialWatch, g access.Grant, unavailable string, held bool, now time.Time) TenantSignIns {
 	if u := obj.Spec.Usage; u == nil || !u.SignIns {
 		return TenantSignIns{}
 	}
@@ -113,8 +114,10 @@ func ReadTenantSignIns(ctx context.Context, tc graph.TenantClient, obj *v1alpha1
 			v1alpha1.AllApplications, g.Identity)
 		return out
 	}
-	if t := obj.Status.SignInsReadTime; t != nil && now.Before(t.Add(SignInsEvery)) && Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue {
-		out.Kept = true // read within the hour: the report is hours behind anyway
+	if t := obj.Status.SignInsReadTime; held && t != nil && now.Before(t.Add(SignInsEvery)) {
+		// Asked within the hour, read or not, and what it found is at hand: the report is hours
+		// behind anyway, and the reports service's budget is the tenant's.
+		out.Kept = true
 		return out
 	}
 	if unavailable != "" {

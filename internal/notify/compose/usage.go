@@ -84,18 +84,30 @@ func heldAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 		return
 	}
 	a.Problem = r.Message
-	old := "<old keyId>"
-	if len(r.OldSecretsInUse) > 0 {
-		old = r.OldSecretsInUse[0].KeyID
-	}
 	secret := "the watch's Secret"
 	if w.Spec.Rotation != nil {
 		secret = "Secret " + w.Namespace + "/" + w.Spec.Rotation.SecretRef.Name
 	}
+	if len(r.OldSecretsInUse) == 0 {
+		a.Fix = fmt.Sprintf("credwatch cannot tell whether the old secrets of %s are still used: see the Rotating and SignInsRead conditions. "+
+			"Restore the sign-in reads, or, if nothing uses the old secrets, remove them by hand (az ad app credential delete --id %s --key-id <keyId>): "+
+			"the rotation then finishes; the new secret %s is in %s.", r.AppID, r.AppID, r.KeyID, secret)
+		return
+	}
+	old := r.OldSecretsInUse[0].KeyID
 	a.Fix = fmt.Sprintf("Something never moved to the new secret %s: find it in the sign-in logs (Entra admin center, Sign-in logs, "+
 		"Service principal sign-ins, Application ID %s: the Credential key ID column names the secret) and give it the new secret from %s. "+
 		"credwatch retires the old one once it has not signed in for %s; to retire it now anyway, remove it by hand (az ad app credential delete --id %s --key-id %s).",
-		r.KeyID, r.AppID, secret, activeWithin(w), r.AppID, old)
+		r.KeyID, r.AppID, secret, quietFor(w), r.AppID, old)
+}
+
+// quietFor is how long an old secret must not sign in before a rotation retires it.
+func quietFor(w *v1alpha1.CredentialWatch) string {
+	u, err := policy.UsageOf(w.Spec.Usage)
+	if err != nil || !u.On() {
+		u.ActiveWithin = policy.DefaultActiveWithin
+	}
+	return policy.HumanDuration(max(u.ActiveWithin, policy.RetireMargin))
 }
 
 // credentialFacts are what an alert says of c whatever it is about.

@@ -94,5 +94,17 @@ func usageCases() map[string]composed {
 			},
 			plan: fixed(planned(alertkind.RotationHeld, alerting.RotationSubject, "held/9a8b7c6d-new", At.Add(-time.Hour))),
 		},
+		"composed-rotation-held-unread": {
+			watch: func(w *v1alpha1.CredentialWatch) {
+				signIns(time.Hour)(w)
+				w.Spec.Rotation = &v1alpha1.Rotation{Enabled: true, Mode: v1alpha1.RotationApply, RotateBefore: "30d", Validity: "365d", SecretRef: v1alpha1.SecretName{Name: "aks-sp"}}
+				held := metav1.NewTime(At.Add(-time.Hour))
+				w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepRetiring, KeyID: "9a8b7c6d-new", AppID: "3f2c8a5e-9b1d-4c6e-8f7a-2b4d6e8f0a1c",
+					HeldTime: &held, SignInsGated: true,
+					Message: "Old secrets wait for sign-ins to show them quiet, and none can be read: Sign-ins are not read: the identity does not allow ReadSignIns; " +
+						"restore it, or remove the old secrets by hand if nothing uses them (5e1c9b2a-k1)"}
+			},
+			plan: fixed(planned(alertkind.RotationHeld, alerting.RotationSubject, "held/9a8b7c6d-new", At.Add(-time.Hour))),
+		},
 	}
 }

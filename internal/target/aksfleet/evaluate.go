@@ -75,6 +75,10 @@ func (f Fleet) recordSignIns(obj *v1alpha1.CredentialWatch, found Found, signIns
 	for _, c := range found.Clusters {
 		last.Apply(c.Credentials, c.AppID)
 	}
+	if signIns.Last == nil && !signIns.Kept {
+		// Not read now: what was known is shown, but narrows no cluster's expiry.
+		return
+	}
 	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
 	markKeysInUse(found.Clusters, len(found.Unread) == 0 && found.Uncounted == 0, u.ActiveWithin, now)
 }

@@ -22,6 +22,7 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 	found, scanned := s.Store.Get(key)
 	var e target.Expiry
 	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
+	h = withSignIns(obj, h)
 	var inUseChanges time.Time
 	if scanned {
 		all := found.Credentials
@@ -52,8 +53,16 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 	if st.LastCheckTime == nil || !scanned {
 		return next
 	}
-	h.SignInsKnown = u.On() && st.SignInsReadTime != nil && target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
 	f := policy.FindingsOf(found.Credentials, func(appID string) bool { return found.SAML[appID] }, now, h, policy.MaxListedFindings)
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)
+}
+
+// withSignIns is h knowing whether the scan's last read of sign-ins succeeded: only then are its
+// credentials' sign-ins evidence that nothing uses one.
+func withSignIns(obj *v1alpha1.CredentialWatch, h policy.Hygiene) policy.Hygiene {
+	u := obj.Spec.Usage
+	h.SignInsKnown = u != nil && u.SignIns && obj.Status.SignInsReadTime != nil &&
+		target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
+	return h
 }

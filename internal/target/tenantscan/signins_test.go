@@ -44,6 +44,7 @@ func TestUnitScanSignIns(t *testing.T) {
 		name        string
 		apps        []string // allow.applications; nil for all
 		readBefore  time.Duration
+		notHeld     bool // this process holds no earlier scan, as after a restart
 		ops         []v1alpha1.Operation
 		unavailable string
 		readErr     error
@@ -60,6 +61,9 @@ func TestUnitScanSignIns(t *testing.T) {
 			wantReason: v1alpha1.ReasonIdentityNotAllowed, wantSays: `allow.applications is ["*"]`, wantUsed: true},
 		{name: "read within the hour: what was known stands", readBefore: 30 * time.Minute, ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns},
 			wantReason: v1alpha1.ReasonSignInsRead, wantSays: "Read the tenant's sign-in report", wantUsed: true, wantUnused: 2, wantRead: true},
+		{name: "read within the hour by a process before a restart: read again", readBefore: 30 * time.Minute, notHeld: true,
+			ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, wantReason: v1alpha1.ReasonSignInsRead, wantSays: "Read the tenant's sign-in report",
+			wantUsed: true, wantUnused: 2, wantRead: true},
 		{name: "no report in this cloud", ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, unavailable: "not available in this cloud",
 			wantReason: v1alpha1.ReasonSignInsUnavailable, wantSays: "not available in this cloud", wantUsed: true},
 		{name: "no licence", ops: []v1alpha1.Operation{v1alpha1.OperationReadSignIns}, readErr: fmt.Errorf("reading: %w", graph.ErrSignInsUnlicensed),
@@ -87,9 +91,14 @@ func TestUnitScanSignIns(t *testing.T) {
 				read := metav1.NewTime(now.Add(-tc.readBefore))
 				obj.Status.SignInsReadTime = &read
 				target.SetCondition(obj, v1alpha1.ConditionSignInsRead, metav1.ConditionTrue, v1alpha1.ReasonSignInsRead, "Read the tenant's sign-in report", read.Time)
-				tenant.ReadSignInsFunc = func(context.Context, func(graph.KeyUse)) error { return errors.New("asked again within the hour") }
+				if !tc.notHeld {
+					tenant.ReadSignInsFunc = func(context.Context, func(graph.KeyUse)) error { return errors.New("asked again within the hour") }
+				}
 			}
-			in := target.ReadTenantSignIns(context.Background(), tenant, obj, grant(tc.apps, tc.ops...), tc.unavailable, now)
+			if tc.notHeld {
+				s.Store.Forget(target.KeyOf(obj))
+			}
+			in := target.ReadTenantSignIns(context.Background(), tenant, obj, grant(tc.apps, tc.ops...), tc.unavailable, !tc.notHeld, now)
 			s.Record(obj, Found{Applications: 1, ServicePrincipals: 1, Credentials: creds()}, in, now)
 			c := target.Condition(obj, v1alpha1.ConditionSignInsRead)
 			if c.Reason != tc.wantReason || !strings.Contains(c.Message, tc.wantSays) {
