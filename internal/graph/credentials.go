@@ -228,6 +228,10 @@ type KeyUse struct {
 	LastSignIn time.Time
 }
 
+// ReportsPer10s is how many requests credwatch sends Graph's reports service in ten seconds, per
+// identity and tenant: it takes five (Graph's throttling limits), and one is left to others.
+const ReportsPer10s = 4
+
 // ErrSignInsUnlicensed: the tenant has no Entra ID P1 or P2, which the sign-in activity reports
 // need; Graph answers 403 Authentication_RequestFromNonPremiumTenantOrB2CTenant.
 var ErrSignInsUnlicensed = errors.New("the tenant has no Entra ID P1 or P2 licence, which Graph's sign-in activity reports need")

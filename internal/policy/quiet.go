@@ -53,7 +53,7 @@ func OldSecretsQuiet(old []string, e SignInEvidence, moved, now time.Time, u Usa
 		switch {
 		case !listed:
 			unlisted = append(unlisted, k)
-		case last.After(moved) && e.ReadTime.Before(last.Add(max(u.ActiveWithin, RetireMargin))):
+		case last.After(moved) && e.ReadTime.Before(last.Add(u.RetireQuiet())):
 			busy = append(busy, v1alpha1.KeySignIn{KeyID: k, LastSignIn: metav1.NewTime(last)})
 		}
 	}
@@ -67,7 +67,7 @@ func OldSecretsQuiet(old []string, e SignInEvidence, moved, now time.Time, u Usa
 	switch {
 	case len(busy) > 0:
 		q.Message = fmt.Sprintf("%s after the new secret was put in use at %s; each goes once it has not signed in for %s",
-			SignedIn(busy), moved.UTC().Format(time.RFC3339), HumanDuration(max(u.ActiveWithin, RetireMargin)))
+			SignedIn(busy), moved.UTC().Format(time.RFC3339), HumanDuration(u.RetireQuiet()))
 	case e.ReadTime.Before(readBy):
 		q.Message = "Waiting for the sign-in report, read after " + readBy.UTC().Format(time.RFC3339) + ", to show the old secrets quiet"
 		if e.ReadTime.IsZero() {

@@ -68,6 +68,10 @@ type Usage struct {
 // On reports whether the watch reads its credentials' sign-ins.
 func (u Usage) On() bool { return u.SignIns }
 
+// RetireQuiet is how long an old secret that signed in after a rotation's move must then not
+// sign in before it is retired: activeWithin, and never less than the report's lag.
+func (u Usage) RetireQuiet() time.Duration { return max(u.ActiveWithin, RetireMargin) }
+
 // UsageOf parses spec.usage; an error names the field that does not parse.
 func UsageOf(u *v1alpha1.Usage) (Usage, error) {
 	if u == nil || !u.SignIns {

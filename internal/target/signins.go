@@ -55,17 +55,12 @@ func (l LastSignIns) Apply(creds []v1alpha1.Credential, appID string) int {
 	return n
 }
 
-// KeepSignIns carries the sign-ins read before over to the credentials now listed.
-func KeepSignIns(creds, before []v1alpha1.Credential) {
-	known := map[string]*metav1.Time{}
-	for _, c := range before {
-		if c.LastSignIn != nil {
-			known[signInKey(c.AppID, string(c.Source), c.KeyID)] = c.LastSignIn
-		}
-	}
-	for i := range creds {
-		creds[i].LastSignIn = known[signInKey(creds[i].AppID, string(creds[i].Source), creds[i].KeyID)]
-	}
+// SignInsRead reports whether obj asks for its credentials' sign-ins and its last read of them
+// succeeded: only then does a credential without one tell that nothing signed in with it.
+func SignInsRead(obj *v1alpha1.CredentialWatch) bool {
+	u := obj.Spec.Usage
+	return u != nil && u.SignIns && obj.Status.SignInsReadTime != nil &&
+		Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
 }
 
 func signInKey(appID, source, keyID string) string {

@@ -32,10 +32,6 @@ const (
 	maxSignInsPage = 999
 	// maxTenantSignInPages bounds the pages of a tenant's report: a million credentials.
 	maxTenantSignInPages = 1000
-	// The reports service takes five requests in ten seconds per application and tenant (Graph's
-	// throttling limits); a whole tenant's read keeps one below, for the watches' own reads.
-	reportsPerWindow = 4
-	reportsWindow    = 10 * time.Second
 	// reportRetries is how often a page the reports service throttled is asked again, if it asks
 	// to wait no longer than maxReportRetryAfter.
 	reportRetries       = 3
@@ -81,7 +77,7 @@ func (c *Client) ReadSignIns(ctx context.Context, cred azcore.TokenCredential, a
 func (c *Client) ReadTenantSignIns(ctx context.Context, cred azcore.TokenCredential, visit func(graph.KeyUse)) error {
 	// Paced under the reports service's own limit, which the budget of Graph's resource units
 	// does not know: a tenant of 100,000 applications takes 111 pages.
-	pace := rate.NewLimiter(rate.Every(reportsWindow/reportsPerWindow), reportsPerWindow)
+	pace := rate.NewLimiter(rate.Every(10*time.Second/graph.ReportsPer10s), graph.ReportsPer10s)
 	if err := c.readReport(ctx, cred, fmt.Sprintf("$top=%d", maxSignInsPage), maxTenantSignInPages, pace, visit); err != nil {
 		return fmt.Errorf("reading the sign-in activity of the tenant: %w", err)
 	}

@@ -204,10 +204,7 @@ func CheckFix(reason string) string { return checkFixes[reason] }
 // RenewCommand adds a new credential beside c; --append keeps the old one working until every
 // consumer has moved to the new.
 func RenewCommand(w *v1alpha1.CredentialWatch, c v1alpha1.Credential) string {
-	appID := w.AppID()
-	if c.AppID != "" {
-		appID = c.AppID
-	}
+	appID := appOf(w, c)
 	object := "app"
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		object = "sp"

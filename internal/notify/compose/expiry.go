@@ -23,8 +23,8 @@ type Condition struct {
 func ExpiryConditions(g policy.Groups, total int, t policy.Thresholds, signIns bool, now time.Time) (expiring, expired Condition) {
 	expiryPhrase := func(subject string, c v1alpha1.Credential, now time.Time) string {
 		p := expiryPhrase(subject, c, now)
-		if signIns {
-			p += "; " + usePhrase(c)
+		if use := UsePhrase(c, signIns); use != "" {
+			p += "; " + use
 		}
 		return p
 	}
@@ -84,15 +84,10 @@ func AppName(displayName, appID string) string {
 // UsePhrase says whether c is in use, and when it last signed in; empty without signIns, when
 // sign-ins are not known.
 func UsePhrase(c v1alpha1.Credential, signIns bool) string {
-	if !signIns {
+	switch {
+	case !signIns:
 		return ""
-	}
-	return usePhrase(c)
-}
-
-// usePhrase says whether c is in use, and when it last signed in.
-func usePhrase(c v1alpha1.Credential) string {
-	if c.InUse {
+	case c.InUse:
 		return "in use, " + lastSignIn(c)
 	}
 	return "not in use, " + lastSignIn(c)

@@ -37,15 +37,16 @@ func stillUsedFix(w *v1alpha1.CredentialWatch, c, newer v1alpha1.Credential) str
 		"(Entra admin center, Sign-in logs, Service principal sign-ins, Application ID %s: the Credential key ID column names the secret), "+
 		"move it to the newer one (for an AKS cluster: az aks update-credentials --reset-service-principal), and this alert falls quiet "+
 		"once this one has not signed in for %s.",
-		noun(c), lastSignIn(c), describe(newer), lastSignIn(newer), w.AppID(), activeWithin(w))
+		noun(c), lastSignIn(c), describe(newer), lastSignIn(newer), w.AppID(), policy.HumanDuration(usageOf(w).ActiveWithin))
 }
 
-func activeWithin(w *v1alpha1.CredentialWatch) string {
+// usageOf is w's spec.usage, or its defaults, for the words of an alert.
+func usageOf(w *v1alpha1.CredentialWatch) policy.Usage {
 	u, err := policy.UsageOf(w.Spec.Usage)
 	if err != nil || !u.On() {
 		u.ActiveWithin = policy.DefaultActiveWithin
 	}
-	return policy.HumanDuration(u.ActiveWithin)
+	return u
 }
 
 // unusedAlert words the one alert of an expiring credential nothing uses.
@@ -98,16 +99,7 @@ func heldAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 	a.Fix = fmt.Sprintf("Something never moved to the new secret %s: find it in the sign-in logs (Entra admin center, Sign-in logs, "+
 		"Service principal sign-ins, Application ID %s: the Credential key ID column names the secret) and give it the new secret from %s. "+
 		"credwatch retires the old one once it has not signed in for %s; to retire it now anyway, remove it by hand (az ad app credential delete --id %s --key-id %s).",
-		r.KeyID, r.AppID, secret, quietFor(w), r.AppID, old)
-}
-
-// quietFor is how long an old secret must not sign in before a rotation retires it.
-func quietFor(w *v1alpha1.CredentialWatch) string {
-	u, err := policy.UsageOf(w.Spec.Usage)
-	if err != nil || !u.On() {
-		u.ActiveWithin = policy.DefaultActiveWithin
-	}
-	return policy.HumanDuration(max(u.ActiveWithin, policy.RetireMargin))
+		r.KeyID, r.AppID, secret, policy.HumanDuration(usageOf(w).RetireQuiet()), r.AppID, old)
 }
 
 // credentialFacts are what an alert says of c whatever it is about.

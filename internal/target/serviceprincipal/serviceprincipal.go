@@ -187,7 +187,7 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	}
 	saml := st.ServicePrincipal != nil && strings.EqualFold(st.ServicePrincipal.SingleSignOnMode, target.SAML)
 	// Only sign-ins read tell an unused credential from one whose use nobody asked about.
-	h.SignInsKnown = s.Usage.On() && st.SignInsReadTime != nil && target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
+	h.SignInsKnown = target.SignInsRead(obj)
 	f := policy.FindingsOf(st.Credentials, func(string) bool { return saml }, now, h, policy.MaxListedFindings)
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)

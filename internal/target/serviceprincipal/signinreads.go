@@ -12,16 +12,13 @@ import (
 // Reports bounds what the watches of every namespace ask of Graph's reports service, whose
 // budget is small (5 requests in 10 seconds per application and tenant) and shared by all of
 // them: each application's sign-ins are read once an hour, whatever number of watches ask, and
-// each identity asks at most ReportsPer10s times in ten seconds in a tenant. Held in memory: a
+// each identity asks at most graph.ReportsPer10s times in ten seconds in a tenant. Held in memory: a
 // restarted operator reads each application once more.
 type Reports struct {
 	mu     sync.Mutex
 	reads  map[string]reportRead
 	limits map[string]*rate.Limiter
 }
-
-// ReportsPer10s leaves one of the reports service's five requests in ten seconds to others.
-const ReportsPer10s = 4
 
 type reportRead struct {
 	at   time.Time
@@ -44,7 +41,7 @@ func (r *Reports) Read(asker, appID string, now time.Time, read func() ([]graph.
 	}
 	l := r.limits[asker]
 	if l == nil {
-		l = rate.NewLimiter(rate.Every(10*time.Second/ReportsPer10s), ReportsPer10s)
+		l = rate.NewLimiter(rate.Every(10*time.Second/graph.ReportsPer10s), graph.ReportsPer10s)
 		r.limits[asker] = l
 	}
 	allowed := l.AllowN(now, 1)

@@ -10,7 +10,7 @@ import (
 )
 
 // However many watches ask, an application's sign-ins are read once an hour, and an identity asks
-// the reports service at most ReportsPer10s times in ten seconds.
+// the reports service at most graph.ReportsPer10s times in ten seconds.
 func TestReportsAreShared(t *testing.T) {
 	var r Reports
 	reads := 0
@@ -28,16 +28,16 @@ func TestReportsAreShared(t *testing.T) {
 	for i := range 10 {
 		r.Read("id", fmt.Sprintf("other-%d", i), now, read)
 	}
-	if reads != ReportsPer10s {
-		t.Fatalf("%d reads of ten applications at once, want %d", reads, ReportsPer10s)
+	if reads != graph.ReportsPer10s {
+		t.Fatalf("%d reads of ten applications at once, want %d", reads, graph.ReportsPer10s)
 	}
-	if _, _, _, ok := r.Read("another identity", "app", now, read); !ok || reads != ReportsPer10s+1 {
+	if _, _, _, ok := r.Read("another identity", "app", now, read); !ok || reads != graph.ReportsPer10s+1 {
 		t.Fatalf("another identity's allowance is spent by the first's (%d reads)", reads)
 	}
 	if _, _, _, ok := r.Read("id", "other-9", now.Add(10*time.Second), read); !ok {
 		t.Fatal("the allowance does not refill")
 	}
-	if r.Read("id", "app", now.Add(SignInsEvery), read); reads != ReportsPer10s+3 {
+	if r.Read("id", "app", now.Add(SignInsEvery), read); reads != graph.ReportsPer10s+3 {
 		t.Fatalf("an hour later the application is not read again (%d reads)", reads)
 	}
 }

@@ -28,7 +28,7 @@ func (k Kind) signIns(ctx context.Context, obj *v1alpha1.CredentialWatch, f Foun
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
 		return
 	}
-	target.KeepSignIns(obj.Status.Credentials, before)
+	target.LastSignInsOf(before, f.AppID).Apply(obj.Status.Credentials, f.AppID)
 	unread := func(reason, msg string) { target.SignInsUnread(obj, k.Events, reason, msg, now) }
 	if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadSignIns, TenantID: f.ID.TenantID, AppID: f.AppID}); err != nil {
 		unread(v1alpha1.ReasonIdentityNotAllowed, "Sign-ins are not read: "+err.Error())

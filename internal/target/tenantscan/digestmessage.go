@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
 	"github.com/credwatch/credwatch/internal/notify"
@@ -30,8 +28,7 @@ func Digest(w *v1alpha1.CredentialWatch, recipient string, apps []DigestApp, per
 	d := notify.Digest{ID: "digest-" + hex.EncodeToString(sum[:8]), Tenant: w.Spec.Target.TenantID(), Period: period.Start}
 	var lines []notify.DigestLine
 	var findings, unused []notify.DigestFinding
-	// The status of a scan whose last read of sign-ins succeeded: its credentials carry them.
-	signIns := w.Spec.Usage != nil && w.Spec.Usage.SignIns && target.Condition(w, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
+	signIns := target.SignInsRead(w)
 	for _, a := range apps {
 		name := compose.AppName(a.DisplayName, a.AppID)
 		for _, c := range a.Credentials {

@@ -57,6 +57,7 @@ func TestDigest(t *testing.T) {
 	reading.Spec.Usage = &v1alpha1.Usage{SignIns: true}
 	reading.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionSignInsRead, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSignInsRead}}
 	signedIn := metav1.NewTime(now.Add(-time.Hour))
+	reading.Status.SignInsReadTime = &signedIn
 	apps[0].Credentials[0].LastSignIn, apps[0].Credentials[0].InUse = &signedIn, true
 	uses := map[string]string{}
 	for _, l := range Digest(reading, "alice@contoso.example", apps, period, policy.Hygiene{MaxLifetime: 730 * day, MaxLiveSecrets: 2}).Lines {

@@ -133,7 +133,8 @@ func (s Scan) Digest(ctx context.Context, obj *v1alpha1.CredentialWatch, owners 
 	if err != nil {
 		return time.Time{}, nil // the check says why; nobody is mailed meanwhile
 	}
-	expired, apps := run.plan(t, withSignIns(obj, h))
+	h.SignInsKnown = target.SignInsRead(obj)
+	expired, apps := run.plan(t, h)
 	run.bindOwners(s, g, expired, apps)
 	if err := s.readOwners(ctx, owners, g, run, expired, apps); err != nil {
 		return time.Time{}, err

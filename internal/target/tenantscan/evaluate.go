@@ -3,8 +3,6 @@ package tenantscan
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
@@ -22,7 +20,7 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 	found, scanned := s.Store.Get(key)
 	var e target.Expiry
 	u, _ := policy.UsageOf(obj.Spec.Usage) // the API server validated it
-	h = withSignIns(obj, h)
+	h.SignInsKnown = target.SignInsRead(obj)
 	var inUseChanges time.Time
 	if scanned {
 		all := found.Credentials
@@ -56,13 +54,4 @@ func (s Scan) Evaluate(obj, before *v1alpha1.CredentialWatch, t policy.Threshold
 	f := policy.FindingsOf(found.Credentials, func(appID string) bool { return found.SAML[appID] }, now, h, policy.MaxListedFindings)
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)
-}
-
-// withSignIns is h knowing whether the scan's last read of sign-ins succeeded: only then are its
-// credentials' sign-ins evidence that nothing uses one.
-func withSignIns(obj *v1alpha1.CredentialWatch, h policy.Hygiene) policy.Hygiene {
-	u := obj.Spec.Usage
-	h.SignInsKnown = u != nil && u.SignIns && obj.Status.SignInsReadTime != nil &&
-		target.Condition(obj, v1alpha1.ConditionSignInsRead).Status == metav1.ConditionTrue
-	return h
 }
