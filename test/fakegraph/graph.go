@@ -237,6 +237,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 		} else {
 			byID = odataString(key)
 		}
+	case !hasKey && len(segs) == 2 && (segs[1] == "delta" || segs[1] == "microsoft.graph.delta"):
+		s.delta(w, r, c, set, tok)
+		return
 	case !hasKey && len(segs) == 2:
 		byID = segs[1]
 	case !hasKey && len(segs) == 1:

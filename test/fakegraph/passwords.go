@@ -61,6 +61,7 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 			return
 		}
 		st.obj.Passwords = kept
+		s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -80,6 +81,7 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 	}
 	pc.Hint = prefix(pc.SecretText, 3)
 	st.obj.Passwords = append(st.obj.Passwords, pc)
+	s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
 	writeJSON(w, http.StatusOK, object{
 		{"@odata.context", s.URL() + "/v1.0/$metadata#microsoft.graph.passwordCredential"},
 		{"customKeyIdentifier", nil},

@@ -45,6 +45,10 @@ type Server struct {
 	requests      []Request
 	tokenRequests []TokenRequest
 	seq           int // orders objects as Graph lists them: by creation
+	// changeSeq orders every write, for delta rounds; deltaLag and deltaClock: see SetDeltaLag.
+	changeSeq  int64
+	deltaLag   time.Duration
+	deltaClock clock.PassiveClock
 }
 
 type tenant struct {
@@ -68,6 +72,10 @@ type tenant struct {
 	signIns map[string][]time.Time
 	// unlicensed: no Entra ID P1 or P2, which the sign-in activity reports need.
 	unlicensed bool
+	// changes are the writes of the last week, in order, for delta rounds; deltaEpoch counts
+	// ResetDeltaState calls.
+	changes    []change
+	deltaEpoch int
 }
 
 type stored struct {

@@ -13,7 +13,7 @@ func (s *Server) PutApplication(tenantID string, app Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tenantLocked(tenantID, true)
-	s.putLocked(t, t.apps, app)
+	s.putLocked(t, false, app)
 }
 
 // PutServicePrincipal creates or replaces (by AppID) a service principal; see PutApplication.
@@ -21,10 +21,14 @@ func (s *Server) PutServicePrincipal(tenantID string, sp Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tenantLocked(tenantID, true)
-	s.putLocked(t, t.sps, sp)
+	s.putLocked(t, true, sp)
 }
 
-func (s *Server) putLocked(t *tenant, m map[string]*stored, o Object) {
+func (s *Server) putLocked(t *tenant, sps bool, o Object) {
+	m := t.apps
+	if sps {
+		m = t.sps
+	}
 	o = o.clone()
 	if o.AppID == "" {
 		o.AppID = newUUID()
@@ -56,12 +60,16 @@ func (s *Server) putLocked(t *tenant, m map[string]*stored, o Object) {
 		mustGUID("certificate KeyID", o.Keys[i].KeyID)
 	}
 	if old != nil {
+		if props := changedProps(sps, old.obj, o); len(props) > 0 {
+			s.recordLocked(t, sps, o.ID, props, false)
+		}
 		old.obj = o
 		return
 	}
 	s.seq++
 	m[key] = &stored{obj: o, seq: s.seq}
 	t.listed = nil
+	s.recordLocked(t, sps, o.ID, nil, false)
 }
 
 func mustGUID(what, s string) {
@@ -103,6 +111,9 @@ func (s *Server) DeleteApplication(tenantID, appID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
+		if st := t.apps[strings.ToLower(appID)]; st != nil {
+			s.recordLocked(t, false, st.obj.ID, nil, true)
+		}
 		delete(t.apps, strings.ToLower(appID))
 		t.listed, t.byID = nil, nil
 	}
@@ -113,6 +124,9 @@ func (s *Server) DeleteServicePrincipal(tenantID, appID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.tenantLocked(tenantID, false); t != nil {
+		if st := t.sps[strings.ToLower(appID)]; st != nil {
+			s.recordLocked(t, true, st.obj.ID, nil, true)
+		}
 		delete(t.sps, strings.ToLower(appID))
 		t.listed, t.byID = nil, nil
 	}
