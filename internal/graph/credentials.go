@@ -51,6 +51,9 @@ type Snapshot struct {
 	// password, notSupported), empty when unset or when there is no service principal.
 	SingleSignOnMode string
 	Credentials      []Credential
+	// ReadAt is when Graph was asked for what the snapshot holds: the request, the listing or
+	// the delta round. Zero where the reader does not say.
+	ReadAt time.Time
 }
 
 // Add adds o, the application or the service principal of s's appId, to s. The application's
@@ -144,6 +147,10 @@ type Ask struct {
 	// MayList says the identity may list the whole tenant, as a tenant scan does: when most of
 	// a tenant is due, one listing reads it for less than lists naming each appId.
 	MayList bool
+	// Known is what the asker knows of the application, as of KnownAt, when it knows it: an
+	// identity that may list the tenant may then be answered from Graph's changes since.
+	Known   *Snapshot
+	KnownAt time.Time
 }
 
 // Object is an application or a service principal as a tenant scan reads it.

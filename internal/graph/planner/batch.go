@@ -98,3 +98,18 @@ func (b *batch) fullLocked(p *Planner) {
 		close(b.full)
 	}
 }
+
+// askLocked asks for k's appId in the batch that will read it, opened if there is none, and
+// wakes asker when it is in.
+func (p *Planner) askLocked(ctx context.Context, cred azcore.TokenCredential, k key, asker string, wake func(), mayList bool) {
+	b := p.asked[k]
+	if b == nil {
+		b = p.openLocked(cred)
+		p.asked[k] = b
+	}
+	w := b.add(k.appID)
+	w.wakeAlso(asker, wake)
+	b.noListing = b.noListing || !mayList
+	b.until(ctx)
+	b.fullLocked(p)
+}

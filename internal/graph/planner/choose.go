@@ -37,3 +37,21 @@ func ChooseReads(due, apps, sps int, mayList bool) Reads {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// deltaPage is how many objects a page of a delta round holds.
+const deltaPage = 100
+
+// ChooseDelta says whether the checks of an identity whose watches know their credentials are
+// answered from Graph's changes to the tenant (a delta round) instead of read: when every watch
+// that asked may list the tenant, and a round, which costs a request for each collection and
+// one more for each page of the objects the last round reported, costs fewer resource units
+// than the lists that read watched appIds. A round reads the changes of the whole tenant, so a
+// tenant that changes faster than its watched applications are read is read by lists.
+func ChooseDelta(watched, reported int, mayList bool) bool {
+	if !mayList || watched <= 0 {
+		return false
+	}
+	round := 2 + ceilDiv(reported, deltaPage)
+	lists := 2 * ceilDiv(watched, appIDsPerList)
+	return round < lists
+}

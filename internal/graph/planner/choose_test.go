@@ -28,3 +28,28 @@ func TestChooseReads(t *testing.T) {
 		})
 	}
 }
+
+func TestChooseDelta(t *testing.T) {
+	tests := []struct {
+		name              string
+		watched, reported int
+		mayList           bool
+		want              bool
+	}{
+		{"10,000 watched of a quiet tenant: 2 requests against 1,334 lists", 10000, 0, true, true},
+		{"10,000 watched, 1% changed: 4 requests against 1,334 lists", 10000, 200, true, true},
+		{"one watch: 2 requests against 2 lists", 1, 0, true, false},
+		{"fifteen watches: one list of each collection", 15, 0, true, false},
+		{"sixteen watches: 4 lists against 2 requests", 16, 0, true, true},
+		{"not allowed to list the tenant", 10000, 0, false, false},
+		{"a tenant changing faster than its watches are read: 102 pages against 68 lists", 500, 10000, true, false},
+		{"nothing watched", 0, 0, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseDelta(tc.watched, tc.reported, tc.mayList); got != tc.want {
+				t.Errorf("ChooseDelta(%d, %d, %t) = %t, want %t", tc.watched, tc.reported, tc.mayList, got, tc.want)
+			}
+		})
+	}
+}

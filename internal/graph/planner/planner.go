@@ -117,6 +117,9 @@ type Planner struct {
 	most most
 	// readAhead is the bound on ahead of each identity.
 	readAhead int
+	// delta answers checks from Graph's changes to the tenant (UseDelta); nil, every check is
+	// read.
+	delta *deltas
 }
 
 // An identity is planned by what identityOf says of its credential.
@@ -170,6 +173,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
 		p.takeLocked(k, a, asker)
 		if p.clock.Since(a.at) < answerTTL {
+			p.tookLocked(cred, asker, a.read.Snapshot)
 			return a.read.Snapshot, a.read.Err
 		}
 	}
@@ -178,16 +182,10 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 		p.withdrawLocked(asker, before)
 	}
 	p.askers[asker] = k
-	b := p.asked[k]
-	if b == nil {
-		b = p.openLocked(cred)
-		p.asked[k] = b
+	if p.asked[k] == nil && p.awaitChangesLocked(cred, k, ask) {
+		return graph.Snapshot{}, graph.ErrPending
 	}
-	w := b.add(appID)
-	w.wakeAlso(asker, ask.Wake)
-	b.noListing = b.noListing || !ask.MayList
-	b.until(ctx)
-	b.fullLocked(p)
+	p.askLocked(ctx, cred, k, asker, ask.Wake, ask.MayList)
 	return graph.Snapshot{}, graph.ErrPending
 }
 
@@ -320,6 +318,9 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if len(w.wakers) == 0 && len(w.waiters) == 0 {
 			continue // all that asked withdrew
 		}
+		if r.Err == nil {
+			r.Snapshot.ReadAt = b.sentAt
+		}
 		stale := p.writtenSinceLocked(b, r.Snapshot.ApplicationObjectID)
 		if stale || (azerr.KindOf(r.Err) == azerr.KindThrottled && w.tries+1 < throttledTries) {
 			p.askAgainLocked(b, k, w, stale)
@@ -331,6 +332,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 		if len(w.wakers) == 0 {
 			continue
 		}
+		p.compareLocked(k, r)
 		a := p.answers[k]
 		if a != nil && now.Sub(a.at) >= answerTTL {
 			p.unaskLocked(k, a)

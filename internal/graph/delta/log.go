@@ -1,0 +1,256 @@
+// Package delta keeps what Graph's delta rounds reported of one tenant, as one identity reads
+// it, and answers a watch's read from what the watch knew and what changed since: in a tenant
+// where little changes, a sweep of thousands of watches then costs a request or two, not a list
+// for every fifteen of them.
+//
+// A watch's status is its base: the credentials it recorded, as of the time it read them. The
+// log holds, for every object a round reported since Since, the properties reported, and when
+// the round that last reported it started. An object reported after the watch read is answered
+// from the log; one reported before, up to Slack before, is in the status already; one
+// reported around the read, when the order of the two is not known, is read again, and so is a
+// removed object and a new one reported only in part. A log is kept in a form that survives a
+// restart (Encode, Decode): the watches' statuses survive too, and a restarted operator goes on
+// from both.
+package delta
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+const (
+	// Slack covers Graph's replicas: a change a round saw up to this long before a read may
+	// not be in what the read returned.
+	Slack = time.Minute
+	// Keep is how long a change stays in the log. Every watch is read at least once in
+	// --delta-full-every (a day by default) and its check interval, so a watch's base is rarely
+	// older than two days; a watch whose base is older than the log is read.
+	Keep = 48 * time.Hour
+	// MaxObjects bounds the log, oldest out first.
+	MaxObjects = 20000
+	// TokenLifetime is how long Graph keeps the state behind a deltaLink of directory objects
+	// (seven days, devblogs.microsoft.com/microsoft365dev, 2020), less a day: a link older than
+	// that starts a new round without it rather than fail.
+	TokenLifetime = 6 * 24 * time.Hour
+)
+
+// Entry is what rounds reported of one object, the later over the earlier, property by property.
+type Entry struct {
+	graph.Change
+	// Seen is when the round that last reported the object started.
+	Seen time.Time
+}
+
+// Log is one identity's rounds of one tenant.
+type Log struct {
+	// Links are the deltaLinks of the last round, by graph.Source.
+	Links map[graph.Source]string
+	// Round is when the last round started.
+	Round time.Time
+	// Since is when the log starts: every change reported by a round started at or after it is
+	// in Objects.
+	Since time.Time
+	// Full is when the reads were last compared with the log (--delta-full-every).
+	Full time.Time
+	// Reported is how many objects the last round reported: what a round costs.
+	Reported int
+	// Objects are the objects reported since Since, by lower-case object ID.
+	Objects map[string]*Entry
+
+	// byApp indexes the objects whose appId a round reported: a new object, created since a
+	// watch read, is known by its appId only.
+	byApp map[string][]string
+}
+
+// New is an empty log whose first round starts at round, from Graph's latest state.
+func New(round time.Time) *Log {
+	return &Log{Links: map[graph.Source]string{}, Round: round, Since: round, Full: round, Objects: map[string]*Entry{}, byApp: map[string][]string{}}
+}
+
+// Add records ch, reported by the round started at seen.
+func (l *Log) Add(ch graph.Change, seen time.Time) {
+	ch.ObjectID = strings.ToLower(ch.ObjectID)
+	e := l.Objects[ch.ObjectID]
+	switch {
+	case e == nil || ch.Removed || e.Removed:
+		e = &Entry{Change: ch}
+		l.Objects[ch.ObjectID] = e
+	default:
+		merge(&e.Change, ch)
+	}
+	e.Seen = seen
+	if e.HasAppID && !slices.Contains(l.byApp[e.AppID], ch.ObjectID) {
+		l.byApp[e.AppID] = append(l.byApp[e.AppID], ch.ObjectID)
+	}
+}
+
+// merge sets on e what ch reports.
+func merge(e *graph.Change, ch graph.Change) {
+	if ch.HasAppID {
+		e.HasAppID, e.AppID = true, ch.AppID
+	}
+	if ch.HasDisplayName {
+		e.HasDisplayName, e.DisplayName = true, ch.DisplayName
+	}
+	if ch.HasPasswords {
+		e.HasPasswords, e.Passwords = true, ch.Passwords
+	}
+	if ch.HasCertificates {
+		e.HasCertificates, e.Certificates = true, ch.Certificates
+	}
+	if ch.HasSingleSignOn {
+		e.HasSingleSignOn, e.SingleSignOnMode = true, ch.SingleSignOnMode
+	}
+}
+
+// Covers reports whether the log holds every change a watch that read at knownAt may have
+// missed: it started before the read. A change Graph committed before the log started, and a
+// replica had not yet shown that read, would be missed; a replica trails by seconds, the first
+// read after a log starts is at least a batch window after it, and --delta-full-every reads
+// every watch anyway.
+func (l *Log) Covers(knownAt time.Time) bool {
+	return !knownAt.IsZero() && !knownAt.Before(l.Since)
+}
+
+// Answer is what a watch that knew known as of knownAt (its last check, to the second) knows
+// now, as of the last round; false when the log cannot say and the watch must be read.
+func (l *Log) Answer(known graph.Snapshot, knownAt time.Time) (graph.Snapshot, bool) {
+	if !l.Covers(knownAt) || (known.ApplicationObjectID == "" && known.ServicePrincipalObjectID == "") {
+		return graph.Snapshot{}, false
+	}
+	out := known
+	out.Credentials = slices.Clone(known.Credentials)
+	for _, src := range []graph.Source{graph.Application, graph.ServicePrincipal} {
+		id := known.ApplicationObjectID
+		if src == graph.ServicePrincipal {
+			id = known.ServicePrincipalObjectID
+		}
+		e := l.entryOf(src, strings.ToLower(id), strings.ToLower(known.AppID))
+		if e == nil || !e.Seen.After(knownAt.Add(-Slack)) {
+			continue // unchanged, or in the status already
+		}
+		if e.Seen.Before(knownAt.Add(time.Second)) || e.Removed || (id == "" && (!e.HasPasswords || !e.HasCertificates)) {
+			// Around the read, gone (a read confirms it), or new and reported in part.
+			return graph.Snapshot{}, false
+		}
+		apply(&out, src, e)
+	}
+	out.ReadAt = l.Round
+	return out, true
+}
+
+// entryOf is the entry of the object id of src, or, when the watch knew no such object, of a
+// new one of appID.
+func (l *Log) entryOf(src graph.Source, id, appID string) *Entry {
+	if id != "" {
+		return l.Objects[id]
+	}
+	var newest *Entry
+	for _, oid := range l.byApp[appID] {
+		if e := l.Objects[oid]; e != nil && e.Source == src && (newest == nil || e.Seen.After(newest.Seen)) {
+			newest = e
+		}
+	}
+	return newest
+}
+
+// apply puts into s what e reports of s's object of src.
+func apply(s *graph.Snapshot, src graph.Source, e *Entry) {
+	if src == graph.Application {
+		s.ApplicationObjectID = e.ObjectID
+		if e.HasDisplayName {
+			s.DisplayName = e.DisplayName
+		}
+	} else {
+		s.ServicePrincipalObjectID = e.ObjectID
+		if e.HasDisplayName && s.ApplicationObjectID == "" {
+			s.DisplayName = e.DisplayName
+		}
+		if e.HasSingleSignOn {
+			s.SingleSignOnMode = e.SingleSignOnMode
+		}
+	}
+	replace := func(t graph.Type, with []graph.Credential) {
+		s.Credentials = slices.DeleteFunc(s.Credentials, func(c graph.Credential) bool { return c.Source == src && c.Type == t })
+		s.Credentials = append(s.Credentials, with...)
+	}
+	if e.HasPasswords {
+		replace(graph.Password, e.Passwords)
+	}
+	if e.HasCertificates {
+		replace(graph.Certificate, e.Certificates)
+	}
+}
+
+// Prune drops what no watch needs any more, as of now: changes older than Keep, and the
+// oldest beyond MaxObjects. The log then starts later.
+func (l *Log) Prune(now time.Time) {
+	l.dropBefore(now.Add(-Keep))
+	if len(l.Objects) > MaxObjects {
+		seen := make([]time.Time, 0, len(l.Objects))
+		for _, e := range l.Objects {
+			seen = append(seen, e.Seen)
+		}
+		slices.SortFunc(seen, time.Time.Compare)
+		l.dropBefore(seen[len(seen)-MaxObjects].Add(time.Nanosecond))
+	}
+}
+
+// dropBefore drops the objects last reported before cut, and starts the log at cut.
+func (l *Log) dropBefore(cut time.Time) {
+	if l.Since.Before(cut) {
+		l.Since = cut
+	}
+	for id, e := range l.Objects {
+		if e.Seen.Before(cut) {
+			delete(l.Objects, id)
+		}
+	}
+	l.index()
+}
+
+func (l *Log) index() {
+	l.byApp = map[string][]string{}
+	for id, e := range l.Objects {
+		if e.HasAppID {
+			l.byApp[e.AppID] = append(l.byApp[e.AppID], id)
+		}
+	}
+}
+
+// Encode is the log as it is kept, at most maxBytes long: the oldest changes go first.
+func (l *Log) Encode(maxBytes int) ([]byte, error) {
+	for {
+		b, err := json.Marshal(l)
+		if err != nil || len(b) <= maxBytes || len(l.Objects) == 0 {
+			return b, err
+		}
+		var oldest time.Time
+		for _, e := range l.Objects {
+			if oldest.IsZero() || e.Seen.Before(oldest) {
+				oldest = e.Seen
+			}
+		}
+		l.dropBefore(oldest.Add(time.Nanosecond))
+	}
+}
+
+// Decode reads a log Encode wrote.
+func Decode(b []byte) (*Log, error) {
+	l := &Log{}
+	if err := json.Unmarshal(b, l); err != nil {
+		return nil, err
+	}
+	if l.Links == nil {
+		l.Links = map[graph.Source]string{}
+	}
+	if l.Objects == nil {
+		l.Objects = map[string]*Entry{}
+	}
+	l.index()
+	return l, nil
+}
