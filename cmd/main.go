@@ -119,8 +119,11 @@ func run(o options) error {
 
 	ids := azure.NewIdentities(cloud, nil, nil)
 	ids.Tokens = azure.KubeTokens{Client: mgr.GetClient()}
-	az, err := o.azure(cloud, ids)
+	az, graphAPI, err := o.azure(cloud, ids)
 	if err != nil {
+		return err
+	}
+	if err := o.useDelta(mgr, graphAPI); err != nil {
 		return err
 	}
 	if err := o.setupIdentities(mgr, az); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/credwatch/credwatch/internal/compact"
 	"github.com/credwatch/credwatch/internal/egress"
 	"github.com/credwatch/credwatch/internal/graph/budget"
+	"github.com/credwatch/credwatch/internal/graph/deltastore"
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
@@ -68,6 +70,10 @@ type options struct {
 	issuerAllowed  []string
 	pullThresholds pullauth.Thresholds
 	destinations   egress.Policy
+	// deltaReads answers checks from Graph's changes where that costs less; deltaFullEvery is
+	// how often those checks are read and compared instead.
+	deltaReads     bool
+	deltaFullEvery time.Duration
 }
 
 func (o options) cloud() (azure.Cloud, error) {
@@ -221,23 +227,41 @@ func (o options) managerOptions(scheme *runtime.Scheme, watches **cwmetrics.Watc
 }
 
 // azure is Graph and Resource Manager in cloud, each client bound to an identity and a target.
-func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clients, error) {
+func (o options) azure(cloud azure.Cloud, ids *azure.Identities) (*clients.Clients, *planner.Graph, error) {
 	graphRequests, err := cwmetrics.NewGraphRequests(metrics.Registry)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The budget is spent before a request is counted: waiting for it is not a request.
 	transport := budget.New(clock.RealClock{}, o.graphBudget).RoundTripper(graphRequests.RoundTripper(http.DefaultTransport))
 	graphClient, err := msgraph.New(cloud.GraphEndpoint, transport)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	graphClient.SetScope(cloud.GraphScope())
 	clusters, err := aks.New(cloud.ARMEndpoint, cloud.ARMAudience, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return clients.New(ids, planner.NewGraph(graphClient, clock.RealClock{}, planWindow), clusters), nil
+	g := planner.NewGraph(graphClient, clock.RealClock{}, planWindow)
+	return clients.New(ids, g, clusters), g, nil
+}
+
+// useDelta has g answer checks from Graph's changes, kept in the operator's namespace, unless
+// --delta-reads=false or the operator was not told its namespace.
+func (o options) useDelta(mgr ctrl.Manager, g *planner.Graph) error {
+	if !o.deltaReads || o.namespace == "" {
+		ctrl.Log.Info("Checks are read, never answered from Graph's changes", "deltaReads", o.deltaReads, "operatorNamespace", o.namespace)
+		return nil
+	}
+	counters, err := cwmetrics.NewDeltaRounds(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	return g.UseDelta(planner.DeltaOptions{FullEvery: o.deltaFullEvery, Keeper: &deltastore.Store{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: o.namespace,
+		Events: mgr.GetEventRecorderFor("credwatch"), Counters: counters, Log: ctrl.Log.WithName("delta"),
+	}})
 }
 
 // streamedLists has the cache's informers fill from a stream (client-go's WatchListClient, on by
@@ -305,6 +329,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.BoolVar(&o.deltaReads, "delta-reads", true, "Answer the checks of an identity that may list its tenant (allow.applications [\"*\"]) and watches more than fifteen of its applications from Microsoft Graph's changes to the tenant (delta queries), kept in the operator's namespace, rather than read each application.")
+	fs.DurationVar(&o.deltaFullEvery, "delta-full-every", 24*time.Hour, "How often checks answered from Graph's changes are read instead, and any difference counted in credwatch_graph_delta_missed_total; 0 never.")
 	fs.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
 	fs.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
 	fs.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")

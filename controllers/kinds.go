@@ -110,7 +110,9 @@ func (spKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 
 func (k spKind) read(ctx context.Context, w *watchState, g access.Grant, id azure.Identity) (found, error) {
 	t := w.obj.Spec.Target
-	f, err := k.r.servicePrincipals().Read(ctx, g, id, t.TenantID(), t.ServicePrincipal.ClientID, k.r.ask(w))
+	ask := k.r.ask(w)
+	ask.Known, ask.KnownAt = serviceprincipal.Known(w.obj)
+	f, err := k.r.servicePrincipals().Read(ctx, g, id, t.TenantID(), t.ServicePrincipal.ClientID, ask)
 	return recordFunc(func(ctx context.Context, w *watchState) { k.r.servicePrincipals().Record(ctx, w.obj, f, w.now) }), err
 }
 

@@ -42,6 +42,8 @@ var (
 	identities *azure.Identities
 	// graphAPI is the operator's read path: msgraph's client behind the read planner.
 	graphAPI *planner.Graph
+	// graphReader is msgraph's client, for a story's own planner.
+	graphReader *msgraph.Client
 )
 
 // localPeers lets the channels a story's watch names reach the webhook receivers and mailpit,
@@ -115,6 +117,7 @@ func runSuite(m *testing.M) int {
 		panic(err)
 	}
 	graphAPI = planner.NewGraph(graphClient, clock.RealClock{}, planWindow)
+	graphReader = graphClient
 	if err := createSignedIn(context.Background(), operatorIdentity()); err != nil {
 		fmt.Fprintf(os.Stderr, "creating the suite's identity: %v\n", err)
 		return 1
@@ -152,7 +155,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 			IdentitySpec: v1alpha1.IdentitySpec{
 				Operator: &v1alpha1.OperatorSignIn{},
 				Allow: v1alpha1.IdentityAllow{
-					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant},
+					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant, deltaTenant},
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,

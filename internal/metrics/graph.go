@@ -43,3 +43,34 @@ func (g *GraphRequests) RoundTripper(next http.RoundTripper) http.RoundTripper {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// DeltaRounds counts what Graph's delta rounds found.
+type DeltaRounds struct {
+	resyncs, missed prometheus.Counter
+}
+
+// NewDeltaRounds returns the counters, registered with reg.
+func NewDeltaRounds(reg prometheus.Registerer) (*DeltaRounds, error) {
+	d := &DeltaRounds{
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "credwatch_graph_delta_resyncs_total",
+			Help: "Times reading Microsoft Graph's changes started again from now: Graph lost the state, or the kept one was too old.",
+		}),
+		missed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "credwatch_graph_delta_missed_total",
+			Help: "Reads (every --delta-full-every) that found a change Graph's delta rounds had not reported.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{d.resyncs, d.missed} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Resynced counts a log started again.
+func (d *DeltaRounds) Resynced() { d.resyncs.Inc() }
+
+// Missed counts a change the rounds missed.
+func (d *DeltaRounds) Missed() { d.missed.Inc() }

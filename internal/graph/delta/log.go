@@ -107,19 +107,20 @@ func merge(e *graph.Change, ch graph.Change) {
 	}
 }
 
-// Covers reports whether the log holds every change a watch that read at knownAt may have
-// missed: it started before the read. A change Graph committed before the log started, and a
-// replica had not yet shown that read, would be missed; a replica trails by seconds, the first
-// read after a log starts is at least a batch window after it, and --delta-full-every reads
-// every watch anyway.
-func (l *Log) Covers(knownAt time.Time) bool {
-	return !knownAt.IsZero() && !knownAt.Before(l.Since)
+// Covers reports whether the log holds every change a watch that read at knownAt, or up to
+// uncertain before, may have missed: it started before the read. A change Graph committed before
+// the log started, and a replica had not yet shown that read, would be missed; a replica trails
+// by seconds, and --delta-full-every reads every watch anyway.
+func (l *Log) Covers(knownAt time.Time, uncertain time.Duration) bool {
+	return !knownAt.IsZero() && !knownAt.Add(-uncertain).Before(l.Since)
 }
 
-// Answer is what a watch that knew known as of knownAt (its last check, to the second) knows
-// now, as of the last round; false when the log cannot say and the watch must be read.
-func (l *Log) Answer(known graph.Snapshot, knownAt time.Time) (graph.Snapshot, bool) {
-	if !l.Covers(knownAt) || (known.ApplicationObjectID == "" && known.ServicePrincipalObjectID == "") {
+// Answer is what a watch that knew known as of knownAt knows now, as of the last round; false
+// when the log cannot say and the watch must be read. knownAt is when Graph was read, to the
+// second, or up to uncertain later: an object reported in that span, or Slack before it, may
+// or may not be in what the watch knows.
+func (l *Log) Answer(known graph.Snapshot, knownAt time.Time, uncertain time.Duration) (graph.Snapshot, bool) {
+	if !l.Covers(knownAt, uncertain) || (known.ApplicationObjectID == "" && known.ServicePrincipalObjectID == "") {
 		return graph.Snapshot{}, false
 	}
 	out := known
@@ -130,7 +131,7 @@ func (l *Log) Answer(known graph.Snapshot, knownAt time.Time) (graph.Snapshot, b
 			id = known.ServicePrincipalObjectID
 		}
 		e := l.entryOf(src, strings.ToLower(id), strings.ToLower(known.AppID))
-		if e == nil || !e.Seen.After(knownAt.Add(-Slack)) {
+		if e == nil || !e.Seen.After(knownAt.Add(-uncertain-Slack)) {
 			continue // unchanged, or in the status already
 		}
 		if e.Seen.Before(knownAt.Add(time.Second)) || e.Removed || (id == "" && (!e.HasPasswords || !e.HasCertificates)) {

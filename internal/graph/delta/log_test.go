@@ -62,6 +62,8 @@ func TestAnswer(t *testing.T) {
 		known   func() graph.Snapshot
 		want    string // keys, or "" when the watch must be read
 		name2   string
+		// uncertain is how much earlier than knownAt the read may have been.
+		uncertain time.Duration
 	}{
 		{name: "nothing changed", knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
 		{name: "another object changed", changes: []seen{{other, 3 * time.Hour}}, knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
@@ -83,6 +85,12 @@ func TestAnswer(t *testing.T) {
 		{name: "a log younger than the read's base", since: 2*time.Hour + time.Second, knownAt: 2 * time.Hour},
 		{name: "a log as old as the read's base", since: 2 * time.Hour, knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
 		{name: "a watch that never read", knownAt: 0},
+		{name: "a read up to 20m before its time: a change 10m before may not be in it", changes: []seen{{addedSecret, 110 * time.Minute}},
+			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute},
+		{name: "a read up to 20m before its time: a change 30m before is in it", changes: []seen{{addedSecret, 90 * time.Minute}},
+			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute, want: "A/P/k1 A/C/c1 S/P/s1"},
+		{name: "a read up to 20m before its time, and a log younger than that", since: 110 * time.Minute,
+			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute},
 		{name: "a watch that found nothing", knownAt: 2 * time.Hour, known: func() graph.Snapshot { return graph.Snapshot{AppID: appID} }},
 		{name: "a service principal created since, whole", changes: []seen{{newSP, 3 * time.Hour}}, knownAt: 2 * time.Hour,
 			known: func() graph.Snapshot {
@@ -112,7 +120,7 @@ func TestAnswer(t *testing.T) {
 			if tt.knownAt != 0 {
 				knownAt = t0.Add(tt.knownAt)
 			}
-			got, ok := l.Answer(k, knownAt)
+			got, ok := l.Answer(k, knownAt, tt.uncertain)
 			if tt.want == "" {
 				if ok {
 					t.Fatalf("answered %s, want a read", keys(got))
@@ -149,7 +157,7 @@ func TestPruneAndEncode(t *testing.T) {
 	if len(l.Objects) != 18 || !l.Since.Equal(t0.Add(12*time.Hour)) {
 		t.Fatalf("after pruning to Keep: %d objects since %v", len(l.Objects), l.Since)
 	}
-	if l.Covers(t0.Add(12*time.Hour-time.Second)) || !l.Covers(t0.Add(12*time.Hour)) {
+	if l.Covers(t0.Add(12*time.Hour-time.Second), 0) || !l.Covers(t0.Add(12*time.Hour), 0) || l.Covers(t0.Add(12*time.Hour+time.Minute), 2*time.Minute) {
 		t.Error("the log covers reads from its start, and no earlier")
 	}
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -17,8 +19,10 @@ import (
 // list its tenant and watches enough of it (ChooseDelta), are answered from Graph's changes to
 // the tenant: a round of delta reads, one request per collection when little changed, answers
 // every check that waits for it with what the watch knew and what changed since (delta.Log).
-// Checks the log cannot answer are read as any other. A round answers only checks that asked
-// before it started, as a batch does; a write the operator made since it started is read.
+// Checks the log cannot answer are read as any other. A round answers the checks that asked
+// before it ended, as a check may join a batch already sent; a rotation's reads, which must see
+// its own write, never come here, and an application the operator wrote since the round started
+// is read.
 // Every FullEvery, a round's checks are read instead and their answers compared with the log's:
 // a difference nothing reported since explains is a change the rounds missed, which the keeper
 // hears of.
@@ -53,6 +57,9 @@ type DeltaOptions struct {
 // maxKept bounds a kept log, within a ConfigMap's megabyte.
 const maxKept = 900 << 10
 
+// maxRoundWait bounds how long a round waits for a sweep's checks to stop coming.
+const maxRoundWait = 2 * time.Second
+
 // watcherTTL is how long a watch that asked with what it knows counts as watched.
 const watcherTTL = 24 * time.Hour
 
@@ -76,6 +83,8 @@ type tracker struct {
 	waiting  []deltaWait
 	// running: a round is read or waits for its window; started: one was read.
 	running, started bool
+	// lastAsk is when a check last asked for a round.
+	lastAsk time.Time
 	// failedUntil is until when checks are read, after a round failed.
 	failedUntil time.Time
 	// watchers are the askers that asked with what they know.
@@ -89,14 +98,17 @@ type tracker struct {
 // read or not by the fraction.
 type watcher struct {
 	asked, read time.Time
+	// sum fingerprints that answer: a watch that asks with other credentials did not record it.
+	sum uint64
 }
 
 type deltaWait struct {
-	k       key
-	asker   string
-	wake    func()
-	known   graph.Snapshot
-	knownAt time.Time
+	k         key
+	asker     string
+	wake      func()
+	known     graph.Snapshot
+	knownAt   time.Time
+	uncertain time.Duration
 }
 
 type comparison struct {
@@ -147,7 +159,7 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 	}
 	now := p.clock.Now()
 	seen := tr.watchers[ask.Asker]
-	tr.watchers[ask.Asker] = watcher{asked: now, read: seen.read}
+	tr.watchers[ask.Asker] = watcher{asked: now, read: seen.read, sum: seen.sum}
 	if !ask.MayList || now.Before(tr.failedUntil) || !ChooseDelta(len(tr.watchers), tr.reported, true) {
 		return false
 	}
@@ -160,11 +172,14 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 		}
 		return false
 	}
-	knownAt := ask.KnownAt
-	if seen.read.Truncate(time.Second).Equal(knownAt) {
-		knownAt = seen.read
+	// The watch's status keeps when it checked, to the second and after the read, up to
+	// answerTTL: the time its answer was read is the planner's to remember, when the watch
+	// recorded that answer.
+	w := deltaWait{k: k, asker: ask.Asker, wake: ask.Wake, known: *ask.Known, knownAt: ask.KnownAt, uncertain: answerTTL}
+	if !seen.read.IsZero() && fingerprint(*ask.Known) == seen.sum {
+		w.knownAt, w.uncertain = seen.read, 0
 	}
-	w := deltaWait{k: k, asker: ask.Asker, wake: ask.Wake, known: *ask.Known, knownAt: knownAt}
+	tr.lastAsk = now
 	if i := slices.IndexFunc(tr.waiting, func(o deltaWait) bool { return o.asker == ask.Asker }); i >= 0 {
 		tr.waiting[i] = w
 	} else {
@@ -177,14 +192,12 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 	return true
 }
 
-// deltaRound reads a round of changes for the checks waiting a window after the first, answers
-// them, and goes on while checks wait.
+// deltaRound reads a round of changes a window after the first check asked for one, answers
+// the checks waiting by its end, and goes on when more come.
 func (p *Planner) deltaRound(tr *tracker) {
-	timer := p.clock.NewTimer(p.window)
-	<-timer.C()
+	p.awaitQuiet(tr)
 	p.mu.Lock()
-	waits, cred := tr.waiting, tr.cred
-	tr.waiting = nil
+	cred := tr.cred
 	start := p.clock.Now()
 	// Writes the operator makes from now on are kept until the round is answered.
 	mark := &batch{sentAt: start}
@@ -198,6 +211,11 @@ func (p *Planner) deltaRound(tr *tracker) {
 	var wake []func()
 	p.mu.Lock()
 	delete(p.sent, mark)
+	// The checks that asked while the round was read are answered by it too, as a check may
+	// join a batch already sent: a sweep's checks come over seconds, and waiting for the next
+	// round would cost a request pair each time.
+	waits := tr.waiting
+	tr.waiting = nil
 	now := p.clock.Now()
 	if err != nil {
 		tr.failedUntil = now.Add(listingFailedFor)
@@ -226,6 +244,25 @@ func (p *Planner) deltaRound(tr *tracker) {
 	}
 }
 
+// awaitQuiet waits until no check has asked tr for a window, or maxRoundWait since the wait began:
+// a sweep's checks come over seconds, and one round answers them all.
+func (p *Planner) awaitQuiet(tr *tracker) {
+	began := p.clock.Now()
+	wait := p.window
+	for {
+		timer := p.clock.NewTimer(wait)
+		<-timer.C()
+		p.mu.Lock()
+		now := p.clock.Now()
+		quiet := now.Sub(tr.lastAsk)
+		p.unlock()
+		if quiet >= p.window || now.Sub(began) >= maxRoundWait {
+			return
+		}
+		wait = p.window - quiet
+	}
+}
+
 // answerChangesLocked answers w from the log, or asks for it to be read; it returns the wake of
 // an answered check.
 func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, start time.Time, full bool, roundErr error) func() {
@@ -235,7 +272,7 @@ func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, start time.Time,
 	var snap graph.Snapshot
 	ok := roundErr == nil
 	if ok {
-		snap, ok = tr.log.Answer(w.known, w.knownAt)
+		snap, ok = tr.log.Answer(w.known, w.knownAt, w.uncertain)
 	}
 	written := ok && p.writtenSinceLocked(&batch{sentAt: start}, snap.ApplicationObjectID)
 	if ok && !full && !written {
@@ -343,8 +380,23 @@ func (p *Planner) tookLocked(cred azcore.TokenCredential, asker string, s graph.
 	}
 	if tr := p.delta.trackers[scopeOf(cred)]; tr != nil {
 		if w, ok := tr.watchers[asker]; ok {
-			w.read = s.ReadAt
+			w.read, w.sum = s.ReadAt, fingerprint(s)
 			tr.watchers[asker] = w
 		}
 	}
+}
+
+// fingerprint sums what a watch records of a snapshot: its objects and its credentials' key
+// IDs and ends, to the second, in any order.
+func fingerprint(s graph.Snapshot) uint64 {
+	parts := []string{strings.ToLower(s.ApplicationObjectID), strings.ToLower(s.ServicePrincipalObjectID)}
+	for _, c := range s.Credentials {
+		parts = append(parts, fmt.Sprintf("%s/%s/%s/%d", c.Source, c.Type, strings.ToLower(c.KeyID), c.End.Unix()))
+	}
+	slices.Sort(parts[2:])
+	h := fnv.New64a()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p + "\n"))
+	}
+	return h.Sum64()
 }

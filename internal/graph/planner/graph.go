@@ -71,3 +71,8 @@ func (g *Graph) RemovePassword(ctx context.Context, cred azcore.TokenCredential,
 	defer g.plan.Forget(applicationID)
 	return g.Client.RemovePassword(ctx, cred, applicationID, keyID)
 }
+
+// UseDelta is Planner.UseDelta.
+func (g *Graph) UseDelta(o DeltaOptions) error {
+	return g.plan.UseDelta(o)
+}

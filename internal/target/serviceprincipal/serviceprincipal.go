@@ -192,3 +192,25 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	st.Findings = target.FindingsStatus(obj, f, h)
 	return policy.Earliest(next, f.NextChange)
 }
+
+// Known is what obj's status knows of its application, as of its last check, for a read that
+// may then be answered from Graph's changes since: nil when the status holds no check of the
+// application the spec names.
+func Known(obj *v1alpha1.CredentialWatch) (*graph.Snapshot, time.Time) {
+	st := obj.Status
+	t := obj.Spec.Target.ServicePrincipal
+	if t == nil || st.ServicePrincipal == nil || st.LastCheckTime == nil || !strings.EqualFold(st.ServicePrincipal.AppID, t.ClientID) {
+		return nil, time.Time{}
+	}
+	sp := st.ServicePrincipal
+	s := &graph.Snapshot{AppID: strings.ToLower(sp.AppID), DisplayName: sp.DisplayName, ApplicationObjectID: sp.ApplicationObjectID,
+		ServicePrincipalObjectID: sp.ServicePrincipalObjectID, SingleSignOnMode: sp.SingleSignOnMode}
+	for _, c := range st.Credentials {
+		gc := graph.Credential{KeyID: c.KeyID, Type: graph.Type(c.Type), Source: graph.Source(c.Source), DisplayName: c.DisplayName, Hint: c.Hint, End: c.EndTime.Time}
+		if c.StartTime != nil {
+			gc.Start = c.StartTime.Time
+		}
+		s.Credentials = append(s.Credentials, gc)
+	}
+	return s, st.LastCheckTime.Time
+}
