@@ -110,9 +110,7 @@ func (spKind) request(obj *v1alpha1.CredentialWatch) *access.Request {
 
 func (k spKind) read(ctx context.Context, w *watchState, g access.Grant, id azure.Identity) (found, error) {
 	t := w.obj.Spec.Target
-	ask := k.r.ask(w)
-	ask.Known, ask.KnownAt = serviceprincipal.Known(w.obj)
-	f, err := k.r.servicePrincipals().Read(ctx, g, id, t.TenantID(), t.ServicePrincipal.ClientID, ask)
+	f, err := k.r.servicePrincipals().Read(ctx, g, id, t.TenantID(), t.ServicePrincipal.ClientID, serviceprincipal.WithKnown(k.r.ask(w), w.obj))
 	return recordFunc(func(ctx context.Context, w *watchState) { k.r.servicePrincipals().Record(ctx, w.obj, f, w.now) }), err
 }
 

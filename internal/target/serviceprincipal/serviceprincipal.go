@@ -193,10 +193,16 @@ func Evaluate(obj, before *v1alpha1.CredentialWatch, events target.Events, s tar
 	return policy.Earliest(next, f.NextChange)
 }
 
-// Known is what obj's status knows of its application, as of its last check, for a read that
-// may then be answered from Graph's changes since: nil when the status holds no check of the
+// WithKnown is ask carrying what obj's status knows of its application, as of its last check:
+// the read may then be answered from Graph's changes since.
+func WithKnown(ask graph.Ask, obj *v1alpha1.CredentialWatch) graph.Ask {
+	ask.Known, ask.KnownAt = known(obj)
+	return ask
+}
+
+// known is what obj's status knows of its application, nil when it holds no check of the
 // application the spec names.
-func Known(obj *v1alpha1.CredentialWatch) (*graph.Snapshot, time.Time) {
+func known(obj *v1alpha1.CredentialWatch) (*graph.Snapshot, time.Time) {
 	st := obj.Status
 	t := obj.Spec.Target.ServicePrincipal
 	if t == nil || st.ServicePrincipal == nil || st.LastCheckTime == nil || !strings.EqualFold(st.ServicePrincipal.AppID, t.ClientID) {

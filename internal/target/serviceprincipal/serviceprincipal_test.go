@@ -161,3 +161,33 @@ func TestEvaluate(t *testing.T) {
 		t.Errorf("a watch never checked shows %+v; want nothing", never.Status)
 	}
 }
+
+func TestWithKnownCarriesWhatStatusKnows(t *testing.T) {
+	at := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	checked := func() *v1alpha1.CredentialWatch {
+		obj := &v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{
+			ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: "t", ClientID: "APP-1"}}}}
+		last := metav1.NewTime(at)
+		obj.Status.LastCheckTime = &last
+		obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: "app-1", ApplicationObjectID: "obj", DisplayName: "payments"}
+		obj.Status.Credentials = target.Credentials(graph.Snapshot{Credentials: []graph.Credential{
+			{KeyID: "k1", Type: graph.Password, Source: graph.Application, Hint: "abc", Start: at.AddDate(-1, 0, 0), End: at.AddDate(1, 0, 0)}}})
+		return obj
+	}
+	ask := WithKnown(graph.Ask{Asker: "ns/w"}, checked())
+	if ask.Known == nil || !ask.KnownAt.Equal(at) || ask.Known.ApplicationObjectID != "obj" || ask.Known.AppID != "app-1" ||
+		len(ask.Known.Credentials) != 1 || ask.Known.Credentials[0].Hint != "abc" || !ask.Known.Credentials[0].End.Equal(at.AddDate(1, 0, 0)) {
+		t.Errorf("a checked watch: %+v at %v", ask.Known, ask.KnownAt)
+	}
+	for name, edit := range map[string]func(*v1alpha1.CredentialWatch){
+		"never checked":               func(o *v1alpha1.CredentialWatch) { o.Status.LastCheckTime = nil },
+		"no application recorded":     func(o *v1alpha1.CredentialWatch) { o.Status.ServicePrincipal = nil },
+		"another application checked": func(o *v1alpha1.CredentialWatch) { o.Spec.Target.ServicePrincipal.ClientID = "app-2" },
+	} {
+		obj := checked()
+		edit(obj)
+		if ask := WithKnown(graph.Ask{Asker: "ns/w"}, obj); ask.Known != nil {
+			t.Errorf("%s: carries %+v", name, ask.Known)
+		}
+	}
+}
