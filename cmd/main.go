@@ -153,6 +153,10 @@ func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *
 	if err := mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &kubeSystem); err != nil {
 		return nil, fmt.Errorf("reading namespace kube-system, whose UID names this cluster: %w", err)
 	}
+	added, err := cwmetrics.NewCredentialsAdded(metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	r := &controllers.CredentialWatchReconciler{
 		Client:             mgr.GetClient(),
 		SecretReader:       mgr.GetAPIReader(),
@@ -160,6 +164,7 @@ func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *
 		OperatorNamespace:  o.namespace,
 		OwnerDomains:       o.ownerDomains,
 		SignInsUnavailable: signInsUnavailable(o.cloudName),
+		CredentialsAdded:   added.Added,
 		// Read by name when a rotation may start, not cached, as ledgers.
 		Paces:     &pacing.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: o.namespace},
 		ClusterID: string(kubeSystem.UID),

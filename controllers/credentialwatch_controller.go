@@ -93,6 +93,8 @@ type CredentialWatchReconciler struct {
 	// SignInsUnavailable says why the cloud has no sign-in activity reports; empty in the
 	// global cloud.
 	SignInsUnavailable string
+	// CredentialsAdded counts credentials added out of band to watched applications, by tenant.
+	CredentialsAdded func(tenantID string)
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
 	Scans *tenantscan.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil

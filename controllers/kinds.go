@@ -151,18 +151,17 @@ func (c clusterFound) record(ctx context.Context, w *watchState) {
 // servicePrincipals and clusters are those kinds on this reconciler's edges.
 func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains,
-		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports}
+		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded}
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {
 	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, HeldFor: heldClusterTTL, MailsOwners: r.Channels.NotifiesOwners,
-		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports}
+		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded}
 }
 
 // ask is how the read planner knows the watch, and wakes it once its answer is in.
 func (r *CredentialWatchReconciler) ask(w *watchState) graph.Ask {
-	key := target.KeyOf(w.obj)
-	return graph.Ask{Asker: askerOf(key), Wake: r.wakeup(key)}
+	return graph.Ask{Asker: askerOf(target.KeyOf(w.obj)), Wake: r.wakeup(target.KeyOf(w.obj))}
 }
 
 type issuerKind struct{ kindBase }

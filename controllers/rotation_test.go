@@ -198,6 +198,15 @@ func TestRotationOfAServicePrincipal(t *testing.T) {
 	if n := countPrefix(h.all, "Normal Rotated"); n != 1 {
 		t.Errorf("%d Rotated events, want 1", n)
 	}
+	// The secret credwatch added is its own: nothing tells of it as added by someone else.
+	if n := countPrefix(h.all, "Warning CredentialAdded"); n != 0 {
+		t.Errorf("%d CredentialAdded events about the rotation's own secret", n)
+	}
+	for _, p := range rc.received() {
+		if p.Kind == "CredentialAdded" {
+			t.Errorf("the channels were told the rotation's own secret was added by someone else: %+v", p)
+		}
+	}
 	// The new secret is read in at once.
 	listed := false
 	for _, c := range w.Status.Credentials {

@@ -92,4 +92,10 @@ type Credential struct {
 	// InUse says the credential signed in within spec.usage.activeWithin.
 	// +optional
 	InUse bool `json:"inUse,omitempty"`
+
+	// AddedTime is when credwatch first saw the credential on an application it already
+	// watched, added by something other than its own rotation: by hand, a pipeline, or someone
+	// keeping access to the tenant. Absent for the credentials of a watch's first check.
+	// +optional
+	AddedTime *metav1.Time `json:"addedTime,omitempty"`
 }

@@ -75,6 +75,7 @@ func Decide(in Inputs, now time.Time) Plan {
 	for _, ch := range in.Channels {
 		if in.Checked {
 			p.credentials(ch)
+			p.added(ch)
 		}
 		p.rotation(ch)
 		p.pulls(ch)
@@ -102,6 +103,11 @@ func newPlanner(in Inputs, now time.Time) *planner {
 	for _, c := range in.Credentials {
 		if !p.replacedByRotation(c) && !p.movedOff(c) {
 			p.live[SubjectOf(c)] = true
+		}
+	}
+	for _, c := range in.Credentials {
+		if c.AddedTime != nil {
+			p.live[AddedSubject(c)] = true
 		}
 	}
 	for _, pi := range in.Pulls {

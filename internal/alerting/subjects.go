@@ -52,3 +52,16 @@ func SubjectCredential(subject string) (source v1alpha1.CredentialSource, keyID 
 
 // SubjectOf is the ledger subject of a credential's alerts.
 func SubjectOf(c v1alpha1.Credential) string { return string(c.Source) + "/" + c.KeyID }
+
+// addedSubjectPrefix starts the ledger subjects of CredentialAdded alerts, one per credential:
+// apart from its reminders, which go on as for any credential.
+const addedSubjectPrefix = "added/"
+
+// AddedSubject is the ledger subject of the CredentialAdded alert of c.
+func AddedSubject(c v1alpha1.Credential) string { return addedSubjectPrefix + SubjectOf(c) }
+
+// AddedCredential is the subject of a credential's CredentialAdded alert; ok is false for other
+// subjects.
+func AddedCredential(subject string) (credential string, ok bool) {
+	return strings.CutPrefix(subject, addedSubjectPrefix)
+}

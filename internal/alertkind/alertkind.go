@@ -28,6 +28,9 @@ const (
 	// Unused: an expiring credential nothing signed in with for usage.unusedAfter, while another
 	// credential of the application is in use; told once instead of reminders.
 	Unused Kind = "Unused"
+	// CredentialAdded: a credential appeared on a watched application or service principal,
+	// added by something other than credwatch's rotation; told once.
+	CredentialAdded Kind = "CredentialAdded"
 	// PullsRefused: a registry refuses the cluster's image pulls for want of credentials.
 	PullsRefused Kind = "PullsRefused"
 	// PullsRecovered: the registry of a PullsRefused alert refuses no pull any more.

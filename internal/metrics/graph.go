@@ -74,3 +74,24 @@ func (d *DeltaRounds) Resynced() { d.resyncs.Inc() }
 
 // Missed counts a change the rounds missed.
 func (d *DeltaRounds) Missed() { d.missed.Inc() }
+
+// CredentialsAdded counts credentials added to watched applications by something other than
+// credwatch, by tenant.
+type CredentialsAdded struct {
+	counter *prometheus.CounterVec
+}
+
+// NewCredentialsAdded returns the counter, registered with reg.
+func NewCredentialsAdded(reg prometheus.Registerer) (*CredentialsAdded, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "credwatch_credentials_added_total",
+		Help: "Credentials that appeared on a watched application or service principal, added by something other than credwatch's rotation, by tenant.",
+	}, []string{"tenant"})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return &CredentialsAdded{counter: c}, nil
+}
+
+// Added counts one in tenant.
+func (c *CredentialsAdded) Added(tenantID string) { c.counter.WithLabelValues(tenantID).Inc() }

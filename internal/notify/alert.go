@@ -123,12 +123,15 @@ func (a Alert) Title() string {
 		return fmt.Sprintf("Rotating the client secret of %s keeps failing", sp)
 	case alertkind.RotationHeld:
 		return fmt.Sprintf("Rotating the client secret of %s is held: its old secrets may still be in use", sp)
-	case alertkind.PullsRefused:
-		if p := a.Pulls; p != nil && p.Scope == "NodeLocal" {
-			return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
+	case alertkind.CredentialAdded:
+		what := "A certificate"
+		if c := a.Credential; c != nil && c.Type == "Password" {
+			what = "A secret"
 		}
-		if p := a.Pulls; p != nil {
-			return fmt.Sprintf("%s refuses image pulls on %s: the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
+		return fmt.Sprintf("%s was added to %s, and not by credwatch", what, sp)
+	case alertkind.PullsRefused:
+		if a.Pulls != nil {
+			return a.pullsTitle(sp)
 		}
 	case alertkind.PullsRecovered:
 		if p := a.Pulls; p != nil {
@@ -146,6 +149,15 @@ func (a Alert) Title() string {
 		return fmt.Sprintf("Owner digests of tenant %s could not all go out before the next period began", a.TenantID)
 	}
 	return string(a.Kind)
+}
+
+// pullsTitle is the title of a PullsRefused alert.
+func (a Alert) pullsTitle(sp string) string {
+	p := a.Pulls
+	if p.Scope == "NodeLocal" {
+		return fmt.Sprintf("%s refuses image pulls on %s only: a kubelet fault, not the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
+	}
+	return fmt.Sprintf("%s refuses image pulls on %s: the credentials of %s", p.Registry, Plural(p.Failing, "node"), sp)
 }
 
 // When says when the credential expires or expired, relative to At: "in 6 days", "3 days ago".

@@ -36,6 +36,8 @@ func Alert(w *v1alpha1.CredentialWatch, p alerting.Planned, now time.Time) notif
 		credentialAlert(&a, w, *p.Credential, p.Newer)
 	case alertkind.Unused:
 		unusedAlert(&a, w, *p.Credential)
+	case alertkind.CredentialAdded:
+		addedAlert(&a, w, *p.Credential)
 	case alertkind.Resolved:
 		if p.Credential != nil {
 			movedOffAlert(&a, w, *p.Credential)

@@ -81,6 +81,20 @@ func usageCases() map[string]composed {
 				return p
 			},
 		},
+		"composed-credential-added": {
+			watch: func(w *v1alpha1.CredentialWatch) {
+				start, added := metav1.NewTime(At.Add(-3*time.Hour)), metav1.NewTime(At.Add(-time.Hour))
+				w.Status.Credentials = append(w.Status.Credentials, v1alpha1.Credential{KeyID: "8d2f4a6c-k9", Type: v1alpha1.CredentialTypePassword,
+					Source: v1alpha1.SourceServicePrincipal, DisplayName: "keep-access", Hint: "Q7x", StartTime: &start,
+					EndTime: metav1.NewTime(At.Add(730 * day)), State: v1alpha1.StateValid, AddedTime: &added})
+			},
+			plan: func(w *v1alpha1.CredentialWatch) alerting.Planned {
+				c := &w.Status.Credentials[1]
+				p := planned(alertkind.CredentialAdded, alerting.AddedSubject(*c), "added", c.AddedTime.Time)
+				p.Credential = c
+				return p
+			},
+		},
 		"composed-rotation-held": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				signIns(time.Hour)(w)

@@ -44,6 +44,9 @@ type Kind struct {
 	SignInsUnavailable string
 	// Reports shares the sign-in reads of every watch; nil, each watch reads for itself (tests).
 	Reports *Reports
+	// Added counts a credential added to a watched application by something other than
+	// credwatch, by tenant; nil counts nothing.
+	Added func(tenantID string)
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the
@@ -95,11 +98,14 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 	}
 	before := obj.Status.Credentials
 	obj.Status.Credentials = target.Credentials(snap)
-	if readFor != "" && !strings.EqualFold(readFor, f.AppID) {
+	first := readFor == "" || !strings.EqualFold(readFor, f.AppID)
+	if readFor != "" && first {
 		// Sign-ins read of another application say nothing of this one's credentials.
 		obj.Status.SignInsReadTime, before = nil, nil
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
 	}
+	// What the first check of an application finds was there before credwatch looked.
+	k.markAdded(obj, before, first, now)
 	k.signIns(ctx, obj, f, before, now)
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
