@@ -3,18 +3,18 @@
 // where little changes, a sweep of thousands of watches then costs a request or two, not a list
 // for every fifteen of them.
 //
-// A watch's status is its base: the credentials it recorded, as of the time it read them. The
-// log holds, for every object a round reported since Since, the properties reported, and when
-// the round that last reported it started. An object reported after the watch read is answered
-// from the log; one reported before, up to Slack before, is in the status already; one
-// reported around the read, when the order of the two is not known, is read again, and so is a
-// removed object and a new one reported only in part. A log is kept in a form that survives a
-// restart (Encode, Decode): the watches' statuses survive too, and a restarted operator goes on
-// from both.
+// The base of an answer is what the watch knew as Graph was read at some moment. The log holds,
+// for every watched object a round reported since Since, the properties reported, and when the
+// page that last reported it came. An object reported after the read is answered with what the
+// rounds reported of it; one reported before, by more than the slack of Graph's replicas, is in
+// what the watch knew already; one reported around the read, when the order of the two is not
+// known, is read again, and so is a removed object and a new one reported only in part. A log is
+// kept in a form that survives a restart (Encode, Decode): its links go on from where they were.
 package delta
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +41,7 @@ const (
 // Entry is what rounds reported of one object, the later over the earlier, property by property.
 type Entry struct {
 	graph.Change
-	// Seen is when the round that last reported the object started.
+	// Seen is when the page that last reported the object came: the change was made before.
 	Seen time.Time
 }
 
@@ -49,13 +49,11 @@ type Entry struct {
 type Log struct {
 	// Links are the deltaLinks of the last round, by graph.Source.
 	Links map[graph.Source]string
-	// Round is when the last round started.
+	// Round is when the last round ended: what the log holds is Graph as of then.
 	Round time.Time
-	// Since is when the log starts: every change reported by a round started at or after it is
-	// in Objects.
+	// Since is when the log starts: every change Graph made since is in Objects, or in the
+	// rounds its links will read.
 	Since time.Time
-	// Full is when the reads were last compared with the log (--delta-full-every).
-	Full time.Time
 	// Reported is how many objects the last round reported: what a round costs.
 	Reported int
 	// Objects are the objects reported since Since, by lower-case object ID.
@@ -66,12 +64,12 @@ type Log struct {
 	byApp map[string][]string
 }
 
-// New is an empty log whose first round starts at round, from Graph's latest state.
-func New(round time.Time) *Log {
-	return &Log{Links: map[graph.Source]string{}, Round: round, Since: round, Full: round, Objects: map[string]*Entry{}, byApp: map[string][]string{}}
+// New is an empty log that holds every change Graph made since since.
+func New(since time.Time) *Log {
+	return &Log{Links: map[graph.Source]string{}, Round: since, Since: since, Objects: map[string]*Entry{}, byApp: map[string][]string{}}
 }
 
-// Add records ch, reported by the round started at seen.
+// Add records ch, reported by a page that came at seen.
 func (l *Log) Add(ch graph.Change, seen time.Time) {
 	ch.ObjectID = strings.ToLower(ch.ObjectID)
 	e := l.Objects[ch.ObjectID]
@@ -107,34 +105,35 @@ func merge(e *graph.Change, ch graph.Change) {
 	}
 }
 
-// Covers reports whether the log holds every change a watch that read at knownAt, or up to
-// uncertain before, may have missed: it started before the read. A change Graph committed before
-// the log started, and a replica had not yet shown that read, would be missed; a replica trails
-// by seconds, and --delta-full-every reads every watch anyway.
-func (l *Log) Covers(knownAt time.Time, uncertain time.Duration) bool {
-	return !knownAt.IsZero() && !knownAt.Add(-uncertain).Before(l.Since)
+// Covers reports whether the log holds every change a watch that read at knownAt may have
+// missed: it started slack before the read.
+func (l *Log) Covers(knownAt time.Time, slack time.Duration) bool {
+	return !knownAt.IsZero() && !knownAt.Add(-slack).Before(l.Since)
 }
 
-// Answer is what a watch that knew known as of knownAt knows now, as of the last round; false
-// when the log cannot say and the watch must be read. knownAt is when Graph was read, to the
-// second, or up to uncertain later: an object reported in that span, or Slack before it, may
-// or may not be in what the watch knows.
-func (l *Log) Answer(known graph.Snapshot, knownAt time.Time, uncertain time.Duration) (graph.Snapshot, bool) {
-	if !l.Covers(knownAt, uncertain) || (known.ApplicationObjectID == "" && known.ServicePrincipalObjectID == "") {
+// Answer is what a watch that knew known, as Graph was read at knownAt, knows now, as of the
+// last round; false when the log cannot say and the watch must be read. slack is how long
+// before knownAt a change may not be in what the read returned: Slack for a read of Graph,
+// whose replicas trail its writes, and 0 for an answer of this log, which holds every change
+// it reported up to knownAt. An object reported in that span is read again; one reported
+// after it is answered with what the rounds reported of it, the latest value of each property.
+func (l *Log) Answer(known graph.Snapshot, knownAt time.Time, slack time.Duration) (graph.Snapshot, bool) {
+	if !l.Covers(knownAt, slack) || (known.ApplicationObjectID == "" && known.ServicePrincipalObjectID == "") {
 		return graph.Snapshot{}, false
 	}
 	out := known
 	out.Credentials = slices.Clone(known.Credentials)
+	appID := strings.ToLower(known.AppID)
 	for _, src := range []graph.Source{graph.Application, graph.ServicePrincipal} {
 		id := known.ApplicationObjectID
 		if src == graph.ServicePrincipal {
 			id = known.ServicePrincipalObjectID
 		}
-		e := l.entryOf(src, strings.ToLower(id), strings.ToLower(known.AppID))
-		if e == nil || !e.Seen.After(knownAt.Add(-uncertain-Slack)) {
-			continue // unchanged, or in the status already
+		e := l.entryOf(src, strings.ToLower(id), appID)
+		if e == nil || !e.Seen.After(knownAt.Add(-slack)) {
+			continue // unchanged, or in what the watch knows already
 		}
-		if e.Seen.Before(knownAt.Add(time.Second)) || e.Removed || (id == "" && (!e.HasPasswords || !e.HasCertificates)) {
+		if !e.Seen.After(knownAt) || e.Removed || (id == "" && (!e.HasPasswords || !e.HasCertificates)) {
 			// Around the read, gone (a read confirms it), or new and reported in part.
 			return graph.Snapshot{}, false
 		}
@@ -144,11 +143,15 @@ func (l *Log) Answer(known graph.Snapshot, knownAt time.Time, uncertain time.Dur
 	return out, true
 }
 
-// entryOf is the entry of the object id of src, or, when the watch knew no such object, of a
-// new one of appID.
+// entryOf is the entry of the object id of src, of appID, or, when the watch knew no such
+// object, of a new one of appID. An entry of another collection, or whose appId is another's,
+// is not the watch's.
 func (l *Log) entryOf(src graph.Source, id, appID string) *Entry {
 	if id != "" {
-		return l.Objects[id]
+		if e := l.Objects[id]; e != nil && e.Source == src && (!e.HasAppID || e.AppID == appID) {
+			return e
+		}
+		return nil
 	}
 	var newest *Entry
 	for _, oid := range l.byApp[appID] {
@@ -240,8 +243,9 @@ func (l *Log) Encode(maxBytes int) ([]byte, error) {
 	}
 }
 
-// Decode reads a log Encode wrote.
-func Decode(b []byte) (*Log, error) {
+// Decode reads a log Encode wrote, as of now: an entry that is not the object it is kept under,
+// or that was seen later than now, is dropped, and a log that starts later than now is refused.
+func Decode(b []byte, now time.Time) (*Log, error) {
 	l := &Log{}
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, err
@@ -251,6 +255,14 @@ func Decode(b []byte) (*Log, error) {
 	}
 	if l.Objects == nil {
 		l.Objects = map[string]*Entry{}
+	}
+	for id, e := range l.Objects {
+		if e == nil || e.ObjectID != id || e.Seen.After(now) {
+			delete(l.Objects, id)
+		}
+	}
+	if l.Since.After(now) || l.Round.After(now) {
+		return nil, errors.New("the kept delta state is from the future")
 	}
 	l.index()
 	return l, nil

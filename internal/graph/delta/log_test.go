@@ -62,8 +62,8 @@ func TestAnswer(t *testing.T) {
 		known   func() graph.Snapshot
 		want    string // keys, or "" when the watch must be read
 		name2   string
-		// uncertain is how much earlier than knownAt the read may have been.
-		uncertain time.Duration
+		// slack is how long before knownAt a change may not be in what the watch knows.
+		slack time.Duration
 	}{
 		{name: "nothing changed", knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
 		{name: "another object changed", changes: []seen{{other, 3 * time.Hour}}, knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
@@ -71,10 +71,18 @@ func TestAnswer(t *testing.T) {
 			want: "A/C/c1 S/P/s1 A/P/k1 A/P/k2"},
 		{name: "reported before the read: in the status already", changes: []seen{{addedSecret, time.Hour}}, knownAt: 2 * time.Hour,
 			want: "A/P/k1 A/C/c1 S/P/s1"},
-		{name: "reported within the slack before the read: unknown order", changes: []seen{{addedSecret, 2*time.Hour - 30*time.Second}},
-			knownAt: 2 * time.Hour},
-		{name: "reported in the second of the read: unknown order", changes: []seen{{addedSecret, 2*time.Hour + 500*time.Millisecond}},
-			knownAt: 2 * time.Hour},
+		{name: "reported within the slack before a read of Graph: unknown order", changes: []seen{{addedSecret, 2*time.Hour - 30*time.Second}},
+			knownAt: 2 * time.Hour, slack: Slack},
+		{name: "reported before an answer of the log: in it", changes: []seen{{addedSecret, 2*time.Hour - 30*time.Second}},
+			knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
+		{name: "reported half a second after the read", changes: []seen{{addedSecret, 2*time.Hour + 500*time.Millisecond}},
+			knownAt: 2 * time.Hour, slack: Slack, want: "A/C/c1 S/P/s1 A/P/k1 A/P/k2"},
+		{name: "an entry of another application under the object's ID is not the watch's",
+			changes: []seen{{graph.Change{Source: graph.Application, ObjectID: appOB, HasAppID: true, AppID: "someone-else", HasPasswords: true}, 3 * time.Hour}},
+			knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
+		{name: "an entry of the other collection under the object's ID is not the watch's",
+			changes: []seen{{graph.Change{Source: graph.ServicePrincipal, ObjectID: appOB, HasPasswords: true}, 3 * time.Hour}},
+			knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
 		{name: "the service principal's secrets all removed", changes: []seen{{spCleared, 3 * time.Hour}}, knownAt: 2 * time.Hour,
 			want: "A/P/k1 A/C/c1"},
 		{name: "renamed: the credentials stay", changes: []seen{{renamed, 3 * time.Hour}}, knownAt: 2 * time.Hour,
@@ -85,12 +93,12 @@ func TestAnswer(t *testing.T) {
 		{name: "a log younger than the read's base", since: 2*time.Hour + time.Second, knownAt: 2 * time.Hour},
 		{name: "a log as old as the read's base", since: 2 * time.Hour, knownAt: 2 * time.Hour, want: "A/P/k1 A/C/c1 S/P/s1"},
 		{name: "a watch that never read", knownAt: 0},
-		{name: "a read up to 20m before its time: a change 10m before may not be in it", changes: []seen{{addedSecret, 110 * time.Minute}},
-			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute},
-		{name: "a read up to 20m before its time: a change 30m before is in it", changes: []seen{{addedSecret, 90 * time.Minute}},
-			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute, want: "A/P/k1 A/C/c1 S/P/s1"},
-		{name: "a read up to 20m before its time, and a log younger than that", since: 110 * time.Minute,
-			knownAt: 2 * time.Hour, uncertain: 20 * time.Minute},
+		{name: "a slack of 20m: a change 10m before may not be in it", changes: []seen{{addedSecret, 110 * time.Minute}},
+			knownAt: 2 * time.Hour, slack: 20 * time.Minute},
+		{name: "a slack of 20m: a change 30m before is in it", changes: []seen{{addedSecret, 90 * time.Minute}},
+			knownAt: 2 * time.Hour, slack: 20 * time.Minute, want: "A/P/k1 A/C/c1 S/P/s1"},
+		{name: "a slack of 20m, and a log younger than that", since: 110 * time.Minute,
+			knownAt: 2 * time.Hour, slack: 20 * time.Minute},
 		{name: "a watch that found nothing", knownAt: 2 * time.Hour, known: func() graph.Snapshot { return graph.Snapshot{AppID: appID} }},
 		{name: "a service principal created since, whole", changes: []seen{{newSP, 3 * time.Hour}}, knownAt: 2 * time.Hour,
 			known: func() graph.Snapshot {
@@ -120,7 +128,7 @@ func TestAnswer(t *testing.T) {
 			if tt.knownAt != 0 {
 				knownAt = t0.Add(tt.knownAt)
 			}
-			got, ok := l.Answer(k, knownAt, tt.uncertain)
+			got, ok := l.Answer(k, knownAt, tt.slack)
 			if tt.want == "" {
 				if ok {
 					t.Fatalf("answered %s, want a read", keys(got))
@@ -165,7 +173,7 @@ func TestPruneAndEncode(t *testing.T) {
 	if err != nil || len(b) > 2000 {
 		t.Fatalf("encoded %d bytes, %v", len(b), err)
 	}
-	back, err := Decode(b)
+	back, err := Decode(b, t0.Add(60*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +182,29 @@ func TestPruneAndEncode(t *testing.T) {
 	}
 	if len(back.byApp) != len(back.Objects) {
 		t.Errorf("decoding indexes the appIds: %d for %d objects", len(back.byApp), len(back.Objects))
+	}
+}
+
+func TestDecodeDropsWhatCannotBe(t *testing.T) {
+	now := t0.Add(time.Hour)
+	l := New(t0)
+	l.Add(graph.Change{Source: graph.Application, ObjectID: appOB, HasPasswords: true}, t0.Add(time.Minute))
+	l.Add(graph.Change{Source: graph.Application, ObjectID: spOB, HasPasswords: true}, t0.Add(2*time.Hour))
+	b, err := l.Encode(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"Objects":{`, `"Objects":{"x":null,"y":{"ObjectID":"z"},`, 1))
+	back, err := Decode(b, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Objects) != 1 || back.Objects[appOB] == nil {
+		t.Errorf("kept %v; want only the entry that is its object's and not from the future", back.Objects)
+	}
+	future := New(t0.Add(2 * time.Hour))
+	b, _ = future.Encode(1 << 20)
+	if _, err := Decode(b, now); err == nil {
+		t.Error("a log that starts in the future was read")
 	}
 }

@@ -34,7 +34,8 @@ func (c *Client) ReadDelta(ctx context.Context, cred azcore.TokenCredential, src
 	if link == "" {
 		link = c.firstDeltaURL(src, start)
 	} else if err := c.ownDeltaLink(src, link); err != nil {
-		return "", err
+		// A kept link this client will not follow (the endpoint changed) is as good as lost.
+		return "", fmt.Errorf("%w: %w", graph.ErrResync, err)
 	}
 	if src == graph.Application {
 		apps := svc.Applications().Delta()

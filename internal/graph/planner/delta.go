@@ -3,10 +3,7 @@ package planner
 import (
 	"context"
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -18,14 +15,15 @@ import (
 // Checks of watches that know their credentials (graph.Ask.Known), under an identity that may
 // list its tenant and watches enough of it (ChooseDelta), are answered from Graph's changes to
 // the tenant: a round of delta reads, one request per collection when little changed, answers
-// every check that waits for it with what the watch knew and what changed since (delta.Log).
-// Checks the log cannot answer are read as any other. A round answers the checks that asked
-// before it ended, as a check may join a batch already sent; a rotation's reads, which must see
-// its own write, never come here, and an application the operator wrote since the round started
-// is read.
-// Every FullEvery, a round's checks are read instead and their answers compared with the log's:
-// a difference nothing reported since explains is a change the rounds missed, which the keeper
-// hears of.
+// every check that waits for it with the planner's last answer to that watch and what changed
+// since (delta.Log). A watch whose status is not that answer is read: a status is anyone's to
+// write who may write the watch's, and only what the planner answered is a base. Checks the log
+// cannot answer are read as any other. A round answers the checks that asked before it ended, as
+// a check may join a batch already sent; a rotation's reads, which must see its own write, never
+// come here, and an application the operator wrote since shortly before the round is read. Once
+// FullEvery has passed since a watch was read, its check is read and compared with the log's
+// answer: a difference nothing reported since explains is a change the rounds missed, which the
+// keeper hears of.
 
 // DeltaReader is Graph's delta rounds.
 type DeltaReader interface {
@@ -63,11 +61,15 @@ const maxRoundWait = 2 * time.Second
 // watcherTTL is how long a watch that asked with what it knows counts as watched.
 const watcherTTL = 24 * time.Hour
 
+// saveEvery is how often a tracker's log is kept: each round has new links, and a restart that
+// goes on from older ones reads the same changes again, which changes nothing.
+const saveEvery = 5 * time.Minute
+
 type deltas struct {
 	DeltaOptions
 	reader   DeltaReader
 	trackers map[string]*tracker
-	// compare holds, for a round's checks that are read instead, what the log answered.
+	// compare holds, for checks read in place of the log's answer, what the log answered.
 	compare map[key]comparison
 }
 
@@ -78,6 +80,8 @@ type tracker struct {
 	// log is the round goroutine's alone, and nil until loaded.
 	log    *delta.Log
 	loaded bool
+	// saved is when the log was last kept; pruned, when the watchers were.
+	saved, pruned time.Time
 	// reported is what the last round reported, for ChooseDelta.
 	reported int
 	waiting  []deltaWait
@@ -89,26 +93,38 @@ type tracker struct {
 	failedUntil time.Time
 	// watchers are the askers that asked with what they know.
 	watchers map[string]watcher
+	// watched are the object IDs and appIds of the watchers' applications: the log keeps the
+	// changes of these only.
+	watched map[string]int
 	// suspects are differences between reads and the log, judged after the next round.
 	suspects []suspect
 }
 
-// watcher is when an asker last asked, and when Graph was read for the answer it last took:
-// its status keeps that time to the second, and a log started within that second covers the
-// read or not by the fraction.
+// watcher is what the planner remembers of an asker: when it last asked, and the answer it last
+// took, which is the only base a round answers from. A watch's status says what it knows, but
+// anyone who may write the status could say anything there: a status that is not what the
+// planner answered is read.
 type watcher struct {
-	asked, read time.Time
-	// sum fingerprints that answer: a watch that asks with other credentials did not record it.
-	sum uint64
+	asked time.Time
+	// read is when Graph was read for the answer, by a request or by the rounds; sum
+	// fingerprints it; fromLog says the rounds answered it.
+	read    time.Time
+	sum     uint64
+	fromLog bool
+	// realRead is when Graph was last read for this asker by a request: once FullEvery has
+	// passed, its check is read again and compared with the log.
+	realRead time.Time
+	// ids are the objects and appId it watches.
+	ids []string
 }
 
 type deltaWait struct {
-	k         key
-	asker     string
-	wake      func()
-	known     graph.Snapshot
-	knownAt   time.Time
-	uncertain time.Duration
+	k     key
+	cred  azcore.TokenCredential
+	asker string
+	wake  func()
+	known graph.Snapshot
+	seen  watcher
 }
 
 type comparison struct {
@@ -149,36 +165,32 @@ func scopeOf(cred azcore.TokenCredential) string {
 func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask graph.Ask) bool {
 	d := p.delta
 	scope := scopeOf(cred)
-	if d == nil || scope == "" {
+	if d == nil || scope == "" || !ask.MayList {
 		return false
 	}
 	tr := d.trackers[scope]
 	if tr == nil {
-		tr = &tracker{scope: scope, watchers: map[string]watcher{}}
+		tr = &tracker{scope: scope, watchers: map[string]watcher{}, watched: map[string]int{}}
 		d.trackers[scope] = tr
 	}
 	now := p.clock.Now()
+	p.pruneWatchersLocked(tr, now)
 	seen := tr.watchers[ask.Asker]
-	tr.watchers[ask.Asker] = watcher{asked: now, read: seen.read, sum: seen.sum}
-	if !ask.MayList || now.Before(tr.failedUntil) || !ChooseDelta(len(tr.watchers), tr.reported, true) {
+	seen.asked = now
+	tr.watchers[ask.Asker] = seen
+	if now.Before(tr.failedUntil) || !ChooseDelta(len(tr.watchers), tr.reported, true) {
 		return false
 	}
 	tr.cred = cred
-	if ask.Known == nil || ask.KnownAt.IsZero() {
-		// A watch that knows nothing yet is read; its sweep starts the log, for the next.
-		if !tr.started && !tr.running {
-			tr.running = true
-			go p.deltaRound(tr)
-		}
+	if !tr.started && !tr.running {
+		// The first checks are read; their sweep starts the log, for the next.
+		tr.running = true
+		go p.deltaRound(tr)
+	}
+	if ask.Known == nil || seen.read.IsZero() || fingerprint(*ask.Known) != seen.sum {
 		return false
 	}
-	// The watch's status keeps when it checked, to the second and after the read, up to
-	// answerTTL: the time its answer was read is the planner's to remember, when the watch
-	// recorded that answer.
-	w := deltaWait{k: k, asker: ask.Asker, wake: ask.Wake, known: *ask.Known, knownAt: ask.KnownAt, uncertain: answerTTL}
-	if !seen.read.IsZero() && fingerprint(*ask.Known) == seen.sum {
-		w.knownAt, w.uncertain = seen.read, 0
-	}
+	w := deltaWait{k: k, cred: cred, asker: ask.Asker, wake: ask.Wake, known: *ask.Known, seen: seen}
 	tr.lastAsk = now
 	if i := slices.IndexFunc(tr.waiting, func(o deltaWait) bool { return o.asker == ask.Asker }); i >= 0 {
 		tr.waiting[i] = w
@@ -192,20 +204,24 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 	return true
 }
 
-// deltaRound reads a round of changes a window after the first check asked for one, answers
-// the checks waiting by its end, and goes on when more come.
+// deltaRound reads a round of changes once a sweep's checks stop coming, answers the checks
+// waiting by its end, and goes on when more come.
 func (p *Planner) deltaRound(tr *tracker) {
 	p.awaitQuiet(tr)
 	p.mu.Lock()
-	cred := tr.cred
-	start := p.clock.Now()
-	// Writes the operator makes from now on are kept until the round is answered.
-	mark := &batch{sentAt: start}
+	cred, start := tr.cred, p.clock.Now()
+	watched := make(map[string]bool, len(tr.watched))
+	for id := range tr.watched {
+		watched[id] = true
+	}
+	// The operator's own writes from a little before now are kept until the round is answered:
+	// Graph's change tracking trails them.
+	mark := &batch{sentAt: start.Add(-delta.Slack)}
 	p.sent[mark] = struct{}{}
 	p.unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	full, err := p.readChanges(ctx, tr, cred, start)
+	err := p.readChanges(ctx, tr, cred, start, watched)
 	cancel()
 
 	var wake []func()
@@ -224,13 +240,8 @@ func (p *Planner) deltaRound(tr *tracker) {
 		p.judgeLocked(tr)
 	}
 	for _, w := range waits {
-		if f := p.answerChangesLocked(tr, w, start, full, err); f != nil {
+		if f := p.answerChangesLocked(tr, w, mark.sentAt, err); f != nil {
 			wake = append(wake, f)
-		}
-	}
-	for asker, w := range tr.watchers {
-		if now.Sub(w.asked) >= watcherTTL {
-			delete(tr.watchers, asker)
 		}
 	}
 	if len(tr.waiting) > 0 {
@@ -264,139 +275,42 @@ func (p *Planner) awaitQuiet(tr *tracker) {
 }
 
 // answerChangesLocked answers w from the log, or asks for it to be read; it returns the wake of
-// an answered check.
-func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, start time.Time, full bool, roundErr error) func() {
+// an answered check. A check is read when the round failed or the log cannot answer, when the
+// operator wrote its application since writtenFrom, when another asker of the same application
+// waits for an answer that differs, and once FullEvery has passed since its last read, when the
+// read is compared with the log's answer.
+func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, writtenFrom time.Time, roundErr error) func() {
 	if p.askers[w.asker] != w.k {
 		return nil // withdrawn, or asking for another application now
 	}
 	var snap graph.Snapshot
 	ok := roundErr == nil
 	if ok {
-		snap, ok = tr.log.Answer(w.known, w.knownAt, w.uncertain)
+		slack := delta.Slack
+		if w.seen.fromLog {
+			slack = 0
+		}
+		snap, ok = tr.log.Answer(w.known, w.seen.read, slack)
 	}
-	written := ok && p.writtenSinceLocked(&batch{sentAt: start}, snap.ApplicationObjectID)
-	if ok && !full && !written {
-		a := p.answers[w.k]
+	ok = ok && !p.writtenSinceLocked(&batch{sentAt: writtenFrom}, snap.ApplicationObjectID)
+	a := p.answers[w.k]
+	ok = ok && (a == nil || len(a.askers) == 0 || fingerprint(a.read.Snapshot) == fingerprint(snap))
+	due := p.delta.FullEvery > 0 && p.clock.Since(w.seen.realRead) >= p.delta.FullEvery
+	if ok && !due {
 		if a == nil {
 			a = &answer{}
 			p.answers[w.k] = a
 			p.ahead[w.k.identity]++
 		}
-		a.read, a.at = graph.Read{Snapshot: snap}, p.clock.Now()
+		a.read, a.at, a.fromLog = graph.Read{Snapshot: snap}, p.clock.Now(), true
 		if !slices.Contains(a.askers, w.asker) {
 			a.askers = append(a.askers, w.asker)
 		}
 		return w.wake
 	}
-	if ok && full && !written {
+	if ok {
 		p.delta.compare[w.k] = comparison{tr: tr, fromLog: snap}
 	}
-	p.askLocked(context.Background(), tr.cred, w.k, w.asker, w.wake, true)
+	p.askLocked(context.Background(), w.cred, w.k, w.asker, w.wake, true)
 	return nil
-}
-
-// readChanges reads a round into tr's log, loading it first, and keeps it; full says the
-// round's checks are to be read and compared.
-func (p *Planner) readChanges(ctx context.Context, tr *tracker, cred azcore.TokenCredential, start time.Time) (full bool, err error) {
-	defer func() {
-		// This goroutine is no reconcile's: a panic parsing a round fails the round.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("reading a delta round: panic: %v", r)
-		}
-	}()
-	d := p.delta
-	if !tr.loaded {
-		tr.log = p.loadLog(ctx, tr.scope)
-		tr.loaded = true
-	}
-	l := tr.log
-	if l != nil && start.Sub(l.Round) > delta.TokenLifetime {
-		d.Keeper.Resynced(tr.scope, fmt.Errorf("the kept delta links are from %s, older than Graph keeps them", l.Round.UTC().Format(time.RFC3339)))
-		l = nil
-	}
-	if l == nil {
-		l = delta.New(start)
-	}
-	reported := 0
-	for resynced := false; ; {
-		err = p.readRound(ctx, l, cred, start, &reported)
-		if !errors.Is(err, graph.ErrResync) || resynced {
-			break
-		}
-		d.Keeper.Resynced(tr.scope, err)
-		resynced, l, reported = true, delta.New(start), 0
-	}
-	if err != nil {
-		tr.log = l // what a failed round read is kept, and reported again by the next
-		return false, err
-	}
-	l.Round, l.Reported = start, reported
-	full = d.FullEvery > 0 && start.Sub(l.Full) >= d.FullEvery
-	if full {
-		l.Full = start
-	}
-	l.Prune(start)
-	tr.log = l
-	b, encErr := l.Encode(maxKept)
-	if encErr == nil {
-		d.Keeper.Save(ctx, tr.scope, b)
-	}
-	return full, nil
-}
-
-// readRound reads both collections' changes since l's links into l.
-func (p *Planner) readRound(ctx context.Context, l *delta.Log, cred azcore.TokenCredential, start time.Time, reported *int) error {
-	for _, src := range []graph.Source{graph.Application, graph.ServicePrincipal} {
-		next, err := p.delta.reader.ReadDelta(ctx, cred, src, l.Links[src], graph.DeltaLatest, func(ch graph.Change) {
-			l.Add(ch, start)
-			*reported++
-		})
-		if err != nil {
-			return err
-		}
-		l.Links[src] = next
-	}
-	return nil
-}
-
-// loadLog is the log kept for scope, or nil.
-func (p *Planner) loadLog(ctx context.Context, scope string) *delta.Log {
-	b, err := p.delta.Keeper.Load(ctx, scope)
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	l, err := delta.Decode(b)
-	if err != nil {
-		p.delta.Keeper.Resynced(scope, fmt.Errorf("the kept delta state cannot be read: %w", err))
-		return nil
-	}
-	return l
-}
-
-// tookLocked notes when Graph was read for the answer asker took, of cred's identity.
-func (p *Planner) tookLocked(cred azcore.TokenCredential, asker string, s graph.Snapshot) {
-	if p.delta == nil || s.ReadAt.IsZero() {
-		return
-	}
-	if tr := p.delta.trackers[scopeOf(cred)]; tr != nil {
-		if w, ok := tr.watchers[asker]; ok {
-			w.read, w.sum = s.ReadAt, fingerprint(s)
-			tr.watchers[asker] = w
-		}
-	}
-}
-
-// fingerprint sums what a watch records of a snapshot: its objects and its credentials' key
-// IDs and ends, to the second, in any order.
-func fingerprint(s graph.Snapshot) uint64 {
-	parts := []string{strings.ToLower(s.ApplicationObjectID), strings.ToLower(s.ServicePrincipalObjectID)}
-	for _, c := range s.Credentials {
-		parts = append(parts, fmt.Sprintf("%s/%s/%s/%d", c.Source, c.Type, strings.ToLower(c.KeyID), c.End.Unix()))
-	}
-	slices.Sort(parts[2:])
-	h := fnv.New64a()
-	for _, p := range parts {
-		_, _ = h.Write([]byte(p + "\n"))
-	}
-	return h.Sum64()
 }

@@ -142,6 +142,8 @@ func identityOf(cred azcore.TokenCredential) any {
 type answer struct {
 	read graph.Read
 	at   time.Time
+	// fromLog: a delta round answered it, from what the asker knew.
+	fromLog bool
 	// askers are nearly always one watch: a slice, where a map would cost a sweep of 100,000
 	// watches some 25 MB while their answers wait for their status writes.
 	askers []string
@@ -173,7 +175,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	if a := p.answers[k]; a != nil && slices.Contains(a.askers, asker) {
 		p.takeLocked(k, a, asker)
 		if p.clock.Since(a.at) < answerTTL {
-			p.tookLocked(cred, asker, a.read.Snapshot)
+			p.tookLocked(cred, asker, a)
 			return a.read.Snapshot, a.read.Err
 		}
 	}
@@ -344,7 +346,7 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			p.ahead[b.identity]++
 		}
 		// A newer answer for all: whoever asked before it waits for no older one.
-		a.read, a.at = r, now
+		a.read, a.at, a.fromLog = r, now, false
 		for _, wk := range w.wakers {
 			if !slices.Contains(a.askers, wk.asker) {
 				a.askers = append(a.askers, wk.asker)
