@@ -728,6 +728,11 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	}
 	reg.MustRegister(cwmetrics.NewImagePulls(onePullIncident{}, clock.RealClock{}))
 	// A counter shows in a scrape once it has counted something.
+	added, err := cwmetrics.NewCredentialsAdded(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added.Added("t")
 	req, _ := http.NewRequest(http.MethodGet, "https://graph.example/v1.0", nil)
 	resp, err := g.RoundTripper(answer200{}).RoundTrip(req)
 	if err != nil {

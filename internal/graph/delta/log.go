@@ -26,10 +26,9 @@ const (
 	// Slack covers Graph's replicas: a change a round saw up to this long before a read may
 	// not be in what the read returned.
 	Slack = time.Minute
-	// Keep is how long a change stays in the log. Every watch is read at least once in
-	// --delta-full-every (a day by default) and its check interval, so a watch's base is rarely
-	// older than two days; a watch whose base is older than the log is read.
-	Keep = 48 * time.Hour
+	// Keep is how long a change stays in the log: longer than the longest check interval (7d),
+	// or a watch checked weekly would find the log younger than its last read, and be read.
+	Keep = 8 * 24 * time.Hour
 	// MaxObjects bounds the log, oldest out first.
 	MaxObjects = 20000
 	// TokenLifetime is how long Graph keeps the state behind a deltaLink of directory objects

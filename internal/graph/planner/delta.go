@@ -58,8 +58,9 @@ const maxKept = 900 << 10
 // maxRoundWait bounds how long a round waits for a sweep's checks to stop coming.
 const maxRoundWait = 2 * time.Second
 
-// watcherTTL is how long a watch that asked with what it knows counts as watched.
-const watcherTTL = 24 * time.Hour
+// watcherTTL is how long a watch that asked with what it knows counts as watched: longer than
+// the longest check interval (7d), or a watch would be forgotten before its next check.
+const watcherTTL = 8 * 24 * time.Hour
 
 // saveEvery is how often a tracker's log is kept: each round has new links, and a restart that
 // goes on from older ones reads the same changes again, which changes nothing.

@@ -311,3 +311,18 @@ func (h *deltaHarness) settle() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A watch checked every three days is still remembered, and the log still holds what changed,
+// at its next check. (Checked weekly, it would not be: Graph keeps a delta link seven days, and
+// a link older than delta.TokenLifetime starts the rounds again.)
+func TestAWatchCheckedEveryThreeDaysIsAnsweredFromChanges(t *testing.T) {
+	h := newDeltaHarness(t, &keeper{kept: map[string][]byte{}}, 0)
+	ids := appIDs(30)
+	h.sweep(ids)
+	h.clock.Step(3 * 24 * time.Hour)
+	h.sweep(ids)
+	h.clock.Step(3*24*time.Hour + time.Hour)
+	if read := h.sweep(ids); read != 0 {
+		t.Errorf("three days later: %d read, want none", read)
+	}
+}
