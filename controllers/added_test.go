@@ -22,6 +22,9 @@ func TestACredentialAddedOutOfBandIsToldOnce(t *testing.T) {
 	rc := newReceiver(t, nil)
 	h.withWebhook(rc)
 	added := uuid.NewString()
+	fake.SetAuditActor("mallory@contoso.example", "198.51.100.23")
+	fake.SetDeltaClock(h.clock) // the audit log's times are the story's
+	t.Cleanup(func() { fake.SetAuditActor("", ""); fake.SetDeltaClock(nil) })
 
 	h.run(3*day, []scripted{
 		{at: 5 * time.Hour, do: func() {
@@ -43,6 +46,7 @@ func TestACredentialAddedOutOfBandIsToldOnce(t *testing.T) {
 		}
 	}
 	if len(told) != 1 || !strings.Contains(told[0], `"keep-access"`) || !strings.Contains(told[0], "does not show in the portal's App registrations blade") ||
+		!strings.Contains(told[0], "Added by: user mallory@contoso.example from 198.51.100.23 at ") ||
 		!strings.Contains(told[0], "az ad sp credential delete --id "+s.appID+" --key-id "+added) {
 		t.Fatalf("CredentialAdded alerts: %q", told)
 	}

@@ -159,7 +159,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,
-						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners, v1alpha1.OperationReadSignIns},
+						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog},
 				},
 			},
 			Conditions: []v1alpha1.NamespaceCondition{{NamespaceSelector: &metav1.LabelSelector{}}},

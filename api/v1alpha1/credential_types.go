@@ -98,4 +98,9 @@ type Credential struct {
 	// keeping access to the tenant. Absent for the credentials of a watch's first check.
 	// +optional
 	AddedTime *metav1.Time `json:"addedTime,omitempty"`
+
+	// AddedBy is who added it and from where, as the directory audit log says (ReadAuditLog),
+	// or why credwatch cannot tell; set with AddedTime.
+	// +optional
+	AddedBy string `json:"addedBy,omitempty"`
 }

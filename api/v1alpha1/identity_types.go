@@ -111,7 +111,7 @@ type LocalRef struct {
 }
 
 // Operation is something a watch does with an identity.
-// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns
+// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns;ReadAuditLog
 type Operation string
 
 const (
@@ -134,6 +134,9 @@ const (
 	// OperationReadSignIns reads when each credential of the allowed applications last signed
 	// in, from Graph's sign-in activity report (AuditLog.Read.All).
 	OperationReadSignIns Operation = "ReadSignIns"
+	// OperationReadAuditLog reads the directory audit log of the allowed applications
+	// (AuditLog.Read.All), to say who added a credential credwatch did not.
+	OperationReadAuditLog Operation = "ReadAuditLog"
 )
 
 // AllApplications in allow.applications allows every application of the allowed tenants.

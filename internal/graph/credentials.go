@@ -130,6 +130,9 @@ type AppClient interface {
 	// ReadSignIns reads when each credential of the application and its service principal last
 	// signed in, as Graph's beta report has it (ErrSignInsUnlicensed without Entra ID P1 or P2).
 	ReadSignIns(ctx context.Context) ([]KeyUse, error)
+	// ReadCredentialAudits reads the directory audit log's changes to the credentials of the
+	// object with objectID (the application's or the service principal's) since since.
+	ReadCredentialAudits(ctx context.Context, objectID string, since time.Time) ([]Audit, error)
 	// AddPassword adds a client secret named displayName, valid until end, to the application.
 	AddPassword(ctx context.Context, displayName string, end time.Time) (NewSecret, error)
 	// RemovePassword removes the application's secret keyID.
@@ -242,3 +245,14 @@ const ReportsPer10s = 4
 // ErrSignInsUnlicensed: the tenant has no Entra ID P1 or P2, which the sign-in activity reports
 // need; Graph answers 403 Authentication_RequestFromNonPremiumTenantOrB2CTenant.
 var ErrSignInsUnlicensed = errors.New("the tenant has no Entra ID P1 or P2 licence, which Graph's sign-in activity reports need")
+
+// Audit is one change to an object's credentials, as the directory audit log has it.
+type Audit struct {
+	Time     time.Time
+	Activity string
+	// User is the user principal name of who made the change, App the application's name when
+	// an application made it; IPAddress where a user made it from.
+	User, App, IPAddress string
+	// KeyIDs are the keyIds the change names, where the log says.
+	KeyIDs []string
+}

@@ -201,6 +201,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	if s.denied(w, c, tok) {
 		return
 	}
+	if len(segs) == 2 && segs[0] == "auditLogs" && segs[1] == "directoryAudits" {
+		s.directoryAudits(w, r, c, tok)
+		return
+	}
 	if len(segs) == 1 && segs[0] == "organization" {
 		if s.onlyGET(w, r, c) && s.spend(w, c, tok, 1) {
 			s.organization(w, tok)

@@ -62,6 +62,7 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 		}
 		st.obj.Passwords = kept
 		s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
+		s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{strings.ToLower(in.KeyID)}, false, "app "+tok.clientID)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -82,6 +83,7 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 	pc.Hint = prefix(pc.SecretText, 3)
 	st.obj.Passwords = append(st.obj.Passwords, pc)
 	s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
+	s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{strings.ToLower(pc.KeyID)}, true, "app "+tok.clientID)
 	writeJSON(w, http.StatusOK, object{
 		{"@odata.context", s.URL() + "/v1.0/$metadata#microsoft.graph.passwordCredential"},
 		{"customKeyIdentifier", nil},

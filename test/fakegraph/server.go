@@ -49,6 +49,8 @@ type Server struct {
 	changeSeq  int64
 	deltaLag   time.Duration
 	deltaClock clock.PassiveClock
+	// auditUser and auditIP are who the audit log says made the admin API's changes.
+	auditUser, auditIP string
 }
 
 type tenant struct {
@@ -76,6 +78,8 @@ type tenant struct {
 	// ResetDeltaState calls.
 	changes    []change
 	deltaEpoch int
+	// audits is the directory audit log's credential changes, oldest first.
+	audits []audit
 }
 
 type stored struct {

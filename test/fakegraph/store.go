@@ -60,6 +60,7 @@ func (s *Server) putLocked(t *tenant, sps bool, o Object) {
 		mustGUID("certificate KeyID", o.Keys[i].KeyID)
 	}
 	if old != nil {
+		s.auditChangeLocked(t, sps, old.obj, o)
 		if props := changedProps(sps, old.obj, o); len(props) > 0 {
 			s.recordLocked(t, sps, o.ID, props, false)
 		}
@@ -70,6 +71,7 @@ func (s *Server) putLocked(t *tenant, sps bool, o Object) {
 	m[key] = &stored{obj: o, seq: s.seq}
 	t.listed = nil
 	s.recordLocked(t, sps, o.ID, nil, false)
+	s.auditChangeLocked(t, sps, Object{}, o)
 }
 
 func mustGUID(what, s string) {

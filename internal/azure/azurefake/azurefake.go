@@ -82,6 +82,7 @@ type App struct {
 	ReadOwnerEmailsFunc func(ctx context.Context) ([]string, error)
 	VerifiedDomainsFunc func(ctx context.Context) ([]string, error)
 	ReadSignInsFunc     func(ctx context.Context) ([]graph.KeyUse, error)
+	ReadAuditsFunc      func(ctx context.Context, objectID string, since time.Time) ([]graph.Audit, error)
 	AddPasswordFunc     func(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePasswordFunc  func(ctx context.Context, keyID string) error
 }
@@ -118,6 +119,14 @@ func (a *App) ReadSignIns(ctx context.Context) ([]graph.KeyUse, error) {
 		return nil, ErrUnexpected
 	}
 	return a.ReadSignInsFunc(ctx)
+}
+
+// ReadCredentialAudits calls ReadAuditsFunc.
+func (a *App) ReadCredentialAudits(ctx context.Context, objectID string, since time.Time) ([]graph.Audit, error) {
+	if a.ReadAuditsFunc == nil {
+		return nil, ErrUnexpected
+	}
+	return a.ReadAuditsFunc(ctx, objectID, since)
 }
 
 // ReadOwnerEmails calls ReadOwnerEmailsFunc.

@@ -35,6 +35,7 @@ type Graph interface {
 	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
 	ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error)
 	ReadTenantSignIns(ctx context.Context, cred azcore.TokenCredential, visit func(graph.KeyUse)) error
+	ReadCredentialAudits(ctx context.Context, cred azcore.TokenCredential, objectID string, since time.Time) ([]graph.Audit, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error
@@ -140,6 +141,10 @@ func (a application) VerifiedDomains(ctx context.Context) ([]string, error) {
 
 func (a application) ReadSignIns(ctx context.Context) ([]graph.KeyUse, error) {
 	return a.graph.ReadSignIns(ctx, a.cred, a.ref.AppID)
+}
+
+func (a application) ReadCredentialAudits(ctx context.Context, objectID string, since time.Time) ([]graph.Audit, error) {
+	return a.graph.ReadCredentialAudits(ctx, a.cred, objectID, since)
 }
 
 func (a application) AddPassword(ctx context.Context, displayName string, end time.Time) (graph.NewSecret, error) {

@@ -82,6 +82,11 @@ func (g fakeGraph) ReadSignIns(_ context.Context, cred azcore.TokenCredential, a
 	return nil, nil
 }
 
+func (g fakeGraph) ReadCredentialAudits(_ context.Context, cred azcore.TokenCredential, objectID string, _ time.Time) ([]graph.Audit, error) {
+	g.note(cred, "audits", objectID)
+	return nil, nil
+}
+
 func (g fakeGraph) ReadTenantSignIns(_ context.Context, cred azcore.TokenCredential, _ func(graph.KeyUse)) error {
 	g.note(cred, "tenant sign-ins")
 	return nil
@@ -148,6 +153,7 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	_, _ = app.ReadOwnerEmails(ctx)
 	_, _ = app.VerifiedDomains(ctx)
 	_, _ = app.ReadSignIns(ctx)
+	_, _ = app.ReadCredentialAudits(ctx, "sp-obj-1", time.Time{})
 	_, _ = app.AddPassword(ctx, "credwatch-x", time.Time{})
 	_ = app.RemovePassword(ctx, "key-1")
 	tenant, _ := c.Tenant(azure.Operator("t1"))
@@ -160,14 +166,14 @@ func TestClientsAreBoundToTheirIdentityAndTarget(t *testing.T) {
 	if got := tenant.ReadOwners(ctx, apps); len(got) != 21 {
 		t.Errorf("%d owner reads for 21 applications", len(got))
 	}
-	want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "domains", "sign-ins", "app-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
+	want := []string{"read", "app-1", "check", "app-1", "team-a/payments", "owners", "obj-1", "domains", "sign-ins", "app-1", "audits", "sp-obj-1", "read", "app-1", "add", "obj-1", "credwatch-x", "read", "app-1", "remove", "obj-1", "key-1",
 		"scan", "tags/any(t:t eq 'aks')", "tenant sign-ins", "owners of"}
 	want = append(append(append(want, apps[:20]...), "owners of"), apps[20]) // in batches of 20
 	if !slices.Equal(g.args, want) {
 		t.Errorf("Graph was called with %q, want %q: reads by appId, writes by object ID once it is read to be the appId's", g.args, want)
 	}
-	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, reader, reader, operator, operator, operator, operator}; !slices.Equal(g.creds, want) {
-		t.Errorf("Graph was called with the credentials %v, want the reader's nine times, then the operator's four", g.creds)
+	if want := []azcore.TokenCredential{reader, reader, reader, reader, reader, reader, reader, reader, reader, reader, operator, operator, operator, operator}; !slices.Equal(g.creds, want) {
+		t.Errorf("Graph was called with the credentials %v, want the reader's ten times, then the operator's four", g.creds)
 	}
 
 	ref := aks.ClusterRef{SubscriptionID: "sub", ResourceGroup: "rg", Name: "prod"}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/test/fakegraph"
@@ -83,5 +85,34 @@ func TestReadDeltaRefusesForeignLinks(t *testing.T) {
 	}
 	if n := len(fake.Requests()); n != 0 {
 		t.Errorf("a refused link sent %d requests", n)
+	}
+}
+
+func TestReadCredentialAudits(t *testing.T) {
+	fake, c, cred := setup(t)
+	seed(fake, true, true)
+	fake.SetAuditActor("mallory@contoso.example", "198.51.100.23")
+	sp, _ := fake.ServicePrincipal(tenant, appID)
+	sp.Passwords = append(sp.Passwords, fakegraph.PasswordCredential{KeyID: "c9999999-9999-4999-8999-999999999999", SecretText: "x", Start: end1.AddDate(-1, 0, 0), End: end1})
+	fake.PutServicePrincipal(tenant, sp)
+
+	got, err := c.ReadCredentialAudits(context.Background(), cred, sp.ID, end1.AddDate(-10, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last graph.Audit
+	for _, a := range got {
+		if slices.Contains(a.KeyIDs, "c9999999-9999-4999-8999-999999999999") {
+			last = a
+		}
+	}
+	if last.User != "mallory@contoso.example" || last.IPAddress != "198.51.100.23" || last.Activity != "Add service principal credentials" || last.Time.IsZero() {
+		t.Errorf("audits %+v", got)
+	}
+
+	fake.DenyReports(client)
+	_, err = c.ReadCredentialAudits(context.Background(), cred, sp.ID, time.Time{})
+	if err == nil || !strings.Contains(err.Error(), "AuditLog.Read.All") {
+		t.Errorf("refused: %v", err)
 	}
 }

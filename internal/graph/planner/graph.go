@@ -17,6 +17,7 @@ type Client interface {
 	VerifiedDomains(ctx context.Context, cred azcore.TokenCredential) ([]string, error)
 	ReadSignIns(ctx context.Context, cred azcore.TokenCredential, appID string) ([]graph.KeyUse, error)
 	ReadTenantSignIns(ctx context.Context, cred azcore.TokenCredential, visit func(graph.KeyUse)) error
+	ReadCredentialAudits(ctx context.Context, cred azcore.TokenCredential, objectID string, since time.Time) ([]graph.Audit, error)
 	ReadOwnersBatch(ctx context.Context, cred azcore.TokenCredential, applicationIDs []string) []graph.OwnersRead
 	AddPassword(ctx context.Context, cred azcore.TokenCredential, applicationID, displayName string, end time.Time) (graph.NewSecret, error)
 	RemovePassword(ctx context.Context, cred azcore.TokenCredential, applicationID, keyID string) error

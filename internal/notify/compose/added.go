@@ -18,6 +18,9 @@ func addedAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credent
 		start = c.StartTime.UTC().Format(time.RFC3339)
 	}
 	a.Problem = fmt.Sprintf("%s appeared at %s, valid from %s, and credwatch did not add it.", describe(c), c.AddedTime.UTC().Format(time.RFC3339), start)
+	if c.AddedBy != "" {
+		a.Problem += " Added by: " + c.AddedBy + "."
+	}
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		a.Problem += " A credential on the service principal does not show in the portal's App registrations blade."
 	}

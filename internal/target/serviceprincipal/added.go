@@ -1,7 +1,9 @@
 package serviceprincipal
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
 )
@@ -18,11 +22,13 @@ import (
 const EventCredentialAdded = "CredentialAdded"
 
 // markAdded marks the credentials of obj's status that before, its last check of the same
-// application, did not hold and credwatch's rotation did not add (policy.MarkAdded), and tells of
-// each in an event, at most target.MaxStateEvents, and to Added.
-func (k Kind) markAdded(obj *v1alpha1.CredentialWatch, before []v1alpha1.Credential, first bool, now time.Time) {
+// application, did not hold and credwatch's rotation did not add (policy.MarkAdded), says who
+// added them where the identity may read the directory audit log, and tells of each in an event,
+// at most target.MaxStateEvents, and to Added.
+func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, first bool, now time.Time) {
 	st := &obj.Status
 	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, metav1.NewTime(now))
+	k.whoAdded(ctx, obj, f, now)
 	for i, c := range added {
 		if k.Added != nil {
 			k.Added(obj.Spec.Target.TenantID())
@@ -31,8 +37,77 @@ func (k Kind) markAdded(obj *v1alpha1.CredentialWatch, before []v1alpha1.Credent
 			k.Events.Eventf(obj, corev1.EventTypeWarning, EventCredentialAdded, "%d more credentials were added; status.credentials marks each with addedTime", len(added)-i)
 			break
 		}
+		c = st.Credentials[slices.IndexFunc(st.Credentials, func(d v1alpha1.Credential) bool { return d.KeyID == c.KeyID })]
 		k.Events.Event(obj, corev1.EventTypeWarning, EventCredentialAdded, AddedMessage(st.ServicePrincipal, c))
 	}
+}
+
+// Who added a credential, when the audit log cannot say.
+const (
+	notYetLogged    = "not in the directory audit log yet (it trails by minutes); credwatch looks again at the next checks for a day"
+	auditNotAllowed = "credwatch cannot tell who: the identity does not allow ReadAuditLog (Graph permission AuditLog.Read.All)"
+)
+
+// auditLookups bounds the audit log reads of one check.
+const auditLookups = 5
+
+// whoAdded fills AddedBy of the credentials marked added that do not say yet, or that the audit
+// log did not show yet within a day of their marking, from the directory audit log.
+func (k Kind) whoAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, now time.Time) {
+	st := &obj.Status
+	lookups := 0
+	for i := range st.Credentials {
+		c := &st.Credentials[i]
+		if c.AddedTime == nil || (c.AddedBy != "" && (c.AddedBy != notYetLogged || now.Sub(c.AddedTime.Time) > 24*time.Hour)) {
+			continue
+		}
+		if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadAuditLog, TenantID: f.ID.TenantID, AppID: f.AppID}); err != nil {
+			c.AddedBy = auditNotAllowed
+			continue
+		}
+		if lookups == auditLookups {
+			return
+		}
+		lookups++
+		c.AddedBy = k.lookUp(ctx, st.ServicePrincipal, f, *c)
+	}
+}
+
+// lookUp says who added c, as the directory audit log has it.
+func (k Kind) lookUp(ctx context.Context, sp *v1alpha1.ServicePrincipalStatus, f Found, c v1alpha1.Credential) string {
+	objectID := sp.ApplicationObjectID
+	if c.Source == v1alpha1.SourceServicePrincipal {
+		objectID = sp.ServicePrincipalObjectID
+	}
+	since := c.AddedTime.Add(-30 * 24 * time.Hour)
+	if c.StartTime != nil && c.StartTime.Add(-time.Hour).After(since) {
+		since = c.StartTime.Add(-time.Hour)
+	}
+	var audits []graph.Audit
+	app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: sp.AppID, ObjectID: sp.ApplicationObjectID})
+	if err == nil {
+		audits, err = app.ReadCredentialAudits(ctx, objectID, since)
+	}
+	if err != nil {
+		return "credwatch cannot tell who: reading the directory audit log failed: " + err.Error()
+	}
+	var found *graph.Audit
+	for i := range audits {
+		if a := &audits[i]; slices.Contains(a.KeyIDs, strings.ToLower(c.KeyID)) && (found == nil || a.Time.After(found.Time)) {
+			found = a
+		}
+	}
+	if found == nil {
+		return notYetLogged
+	}
+	who := "application " + found.App
+	if found.User != "" {
+		who = "user " + found.User
+		if found.IPAddress != "" {
+			who += " from " + found.IPAddress
+		}
+	}
+	return fmt.Sprintf("%s at %s (%s)", who, found.Time.UTC().Format(time.RFC3339), found.Activity)
 }
 
 // AddedMessage tells of c, added to the application sp names by something other than credwatch.
@@ -55,7 +130,15 @@ func AddedMessage(sp *v1alpha1.ServicePrincipalStatus, c v1alpha1.Credential) st
 	if c.StartTime != nil {
 		fmt.Fprintf(&b, "; valid from %s", c.StartTime.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, " until %s. If nobody here added it, see who did in the directory audit log (activity \"Update application – Certificates and secrets management\"), "+
-		"and remove it with: az ad %s credential delete --id %s --key-id %s%s", c.EndTime.UTC().Format(time.RFC3339), cli, sp.AppID, c.KeyID, cert)
+	fmt.Fprintf(&b, " until %s. Added by: %s. If nobody here added it, remove it with: az ad %s credential delete --id %s --key-id %s%s",
+		c.EndTime.UTC().Format(time.RFC3339), addedBy(c), cli, sp.AppID, c.KeyID, cert)
 	return b.String()
+}
+
+// addedBy is who added c, as far as credwatch knows.
+func addedBy(c v1alpha1.Credential) string {
+	if c.AddedBy == "" {
+		return "see the directory audit log (activity \"Update application – Certificates and secrets management\")"
+	}
+	return c.AddedBy
 }

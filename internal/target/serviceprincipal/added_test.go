@@ -45,7 +45,7 @@ func TestRecordMarksWhatWasAdded(t *testing.T) {
 	got := events.Take()
 	if len(got) != 1 || !strings.Contains(got[0], "Warning "+EventCredentialAdded) ||
 		!strings.Contains(got[0], `Secret "keep-access" (keyId k2, hint Q7x, on the ServicePrincipal object) appeared on "payments" (appId a)`) ||
-		!strings.Contains(got[0], "az ad sp credential delete --id a --key-id k2") {
+		!strings.Contains(got[0], "az ad sp credential delete --id a --key-id k2") || !strings.Contains(got[0], "Added by: "+auditNotAllowed) {
 		t.Fatalf("events %q", got)
 	}
 	if len(counted) != 1 || counted[0] != "tenant-1" {

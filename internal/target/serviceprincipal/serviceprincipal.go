@@ -105,7 +105,7 @@ func (k Kind) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found
 		meta.RemoveStatusCondition(&obj.Status.Conditions, v1alpha1.ConditionSignInsRead)
 	}
 	// What the first check of an application finds was there before credwatch looked.
-	k.markAdded(obj, before, first, now)
+	k.markAdded(ctx, obj, f, before, first, now)
 	k.signIns(ctx, obj, f, before, now)
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, checkedMessage(snap), now)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Read credentials", "credentials", len(snap.Credentials), "nextCheck", obj.Status.NextCheckTime.UTC().Format(time.RFC3339))
