@@ -208,7 +208,7 @@ func (k scanKind) read(ctx context.Context, w *watchState, g access.Grant, id az
 	}
 	_, held := k.r.Scans.Get(target.KeyOf(w.obj))
 	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, held, w.now)
-	return recordFunc(func(_ context.Context, w *watchState) { k.r.scan().Record(w.obj, f, signIns, w.now) }), nil
+	return recordFunc(func(ctx context.Context, w *watchState) { k.r.scan().Record(ctx, w.obj, f, signIns, w.now) }), nil
 }
 
 func (scanKind) timeout() time.Duration { return scanTimeout }

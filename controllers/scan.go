@@ -12,7 +12,8 @@ import (
 
 // scan is the tenantScan kind on this reconciler's edges.
 func (r *CredentialWatchReconciler) scan() tenantscan.Scan {
-	return tenantscan.Scan{Events: r.Recorder, Store: r.Scans, Digests: r.Digests, Pace: r.DigestPace, Ledger: r.Ledger, Relays: r.Channels}
+	return tenantscan.Scan{Events: r.Recorder, Store: r.Scans, Digests: r.Digests, Pace: r.DigestPace, Ledger: r.Ledger, Relays: r.Channels,
+		Own: r.Paces, Added: r.CredentialsAdded}
 }
 
 // reconcileDigests mails a tenant scan's owner digests (tenantscan.Scan.Digest), reading the

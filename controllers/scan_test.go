@@ -3,12 +3,15 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/google/uuid"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/policy"
@@ -38,7 +41,8 @@ func TestTenantScan(t *testing.T) {
 	}}
 	fake.PutApplication(tenant, renewed)
 	// Another tenant's application, seen here only as a service principal with a certificate.
-	fake.PutServicePrincipal(tenant, fakegraph.Object{DisplayName: "vendor-app",
+	const vendorApp = "5c1d9e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
+	fake.PutServicePrincipal(tenant, fakegraph.Object{AppID: vendorApp, DisplayName: "vendor-app",
 		Keys: []fakegraph.KeyCredential{{Key: []byte("certificate"), Start: t0.Add(-30 * day), End: t0.Add(3 * day)}}})
 
 	h.create("", func(s *v1alpha1.CredentialWatchSpec) {
@@ -54,7 +58,7 @@ func TestTenantScan(t *testing.T) {
 	// Expired: apps 0-79 (80); Critical: 80-86 and the vendor's certificate (8); Warning: 87-109 (23).
 	want := v1alpha1.TenantScanStatus{Applications: 151, ServicePrincipals: 1, Credentials: 153, Renewed: 1, Warning: 23, Critical: 8, Expired: 80}
 	want.Unlisted = want.Warning + want.Critical + want.Expired - policy.MaxListed
-	if got := *w.Status.TenantScan; got != want {
+	if got := *w.Status.TenantScan; !reflect.DeepEqual(got, want) {
 		t.Errorf("tenantScan status %+v, want %+v", got, want)
 	}
 	if len(w.Status.Credentials) != policy.MaxListed {
@@ -119,6 +123,22 @@ func TestTenantScan(t *testing.T) {
 		t.Errorf("after two applications went: %d requests, %d expired; want a scan and 79", len(fake.Requests()), w.Status.TenantScan.Expired)
 	}
 	assertEvents(t, h.takeEvents())
+
+	// A secret added to the vendor's service principal between two scans is counted and listed.
+	sp, _ := fake.ServicePrincipal(tenant, vendorApp)
+	vendor := uuid.NewString()
+	sp.Passwords = append(sp.Passwords, fakegraph.PasswordCredential{KeyID: vendor, DisplayName: "keep-access", SecretText: "kEe~p", Start: h.clock.Now(), End: t0.Add(700 * day)})
+	fake.PutServicePrincipal(tenant, sp)
+	w.Annotations = map[string]string{v1alpha1.CheckAnnotation: "again"}
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	h.step(policy.EarlyCheckGap)
+	w, _ = h.reconcile()
+	if ts := w.Status.TenantScan; ts.Added != 1 || len(ts.RecentlyAdded) != 1 || ts.RecentlyAdded[0].KeyID != vendor || ts.RecentlyAdded[0].AddedTime == nil {
+		t.Errorf("after a secret was added: %+v", *ts)
+	}
+	assertEvents(t, h.takeEvents(), "Warning CredentialAdded")
 
 	// A new process has no scan in memory: it scans again, a minute after the last scan at the
 	// latest, however far the next check.

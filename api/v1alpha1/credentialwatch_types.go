@@ -161,6 +161,16 @@ type TenantScanStatus struct {
 	// Unlisted is how many credentials that need attention status.credentials leaves out for
 	// size; metrics report every one.
 	Unlisted int32 `json:"unlisted"`
+	// Added counts the credentials that appeared between two scans, added by something other
+	// than credwatch's rotations, since the watch began.
+	// +optional
+	Added int32 `json:"added,omitempty"`
+	// RecentlyAdded lists the last of them, the latest last, at most 50, each Valid or Expired
+	// as of when it was found.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	RecentlyAdded []Credential `json:"recentlyAdded,omitempty"`
 }
 
 // CredentialWatchStatus is what the operator last saw of the target.

@@ -191,7 +191,7 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 	// Recorded before anything is made: a conflict means another watch of the application
 	// started one meanwhile, and this one reads the record again.
 	at, spend := StartOf(obj, rec, ro.now)
-	if err := ro.e.Pace.Started(ctx, rec, at, string(obj.UID), spend); err != nil {
+	if err := ro.e.Pace.Started(ctx, rec.WithPrefix(ro.prefixes()[0]), at, string(obj.UID), spend); err != nil {
 		return time.Time{}, &target.KubernetesError{Err: err}
 	}
 	logr.FromContextOrDiscard(ctx).Info("Starting rotation")

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,9 @@ type Record struct {
 	LiftUsed string `json:"liftUsed,omitempty"`
 	// Pending is the retirement a deleted watch left, for the watch of its name to finish.
 	Pending *Pending `json:"pending,omitempty"`
+	// SecretPrefixes start the names of the secrets the application's rotations created, the
+	// latest last, at most maxPrefixes: a tenant scan tells them from secrets someone else added.
+	SecretPrefixes []string `json:"secretPrefixes,omitempty"`
 
 	// lift is the annotation's value as read; cm, the ConfigMap read (nil: none yet), whose
 	// name is name, in namespace.
@@ -137,6 +142,37 @@ func (s *Store) Read(ctx context.Context, tenantID, appID string) (Record, error
 	rec.TenantID, rec.AppID = tenantID, appID
 	rec.lift, rec.cm = cm.Annotations[v1alpha1.LiftPacingAnnotation], cm
 	return rec, nil
+}
+
+// maxPrefixes bounds Record.SecretPrefixes: an application rotated by a few watches over time.
+const maxPrefixes = 4
+
+// WithPrefix is rec noting that its application's secrets may be named with prefix.
+func (r Record) WithPrefix(prefix string) Record {
+	r.SecretPrefixes = slices.DeleteFunc(slices.Clone(r.SecretPrefixes), func(p string) bool { return p == prefix })
+	r.SecretPrefixes = append(r.SecretPrefixes, prefix)
+	if len(r.SecretPrefixes) > maxPrefixes {
+		r.SecretPrefixes = r.SecretPrefixes[len(r.SecretPrefixes)-maxPrefixes:]
+	}
+	return r
+}
+
+// rotationStamp is what follows the prefix in a rotation's secret name (Machine.newSecretName).
+var rotationStamp = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z$`)
+
+// OwnSecret reports whether a secret named displayName on application appID of tenantID is one
+// a rotation of credwatch's created, by its name: a prefix a rotation recorded, and the time.
+func (s *Store) OwnSecret(ctx context.Context, tenantID, appID, displayName string) (bool, error) {
+	rec, err := s.Read(ctx, tenantID, appID)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range rec.SecretPrefixes {
+		if rest, ok := strings.CutPrefix(displayName, p); ok && rotationStamp.MatchString(rest) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Started records that the watch uid started a rotation of the record's application at, and,

@@ -129,3 +129,30 @@ func TestAReleaseHoldsUntilItsGraceEnds(t *testing.T) {
 		t.Fatalf("no namespace: %v", err)
 	}
 }
+
+// A tenant scan tells the secrets of credwatch's rotations by the prefixes their starts recorded.
+func TestOwnSecretsAreKnownByTheirPrefix(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStore(t)
+	rec, err := st.Read(ctx, tenant, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"credwatch-a-", "credwatch-b-", "credwatch-c-", "credwatch-d-", "credwatch-a-", "credwatch-e-"} {
+		rec = rec.WithPrefix(p)
+	}
+	if err := st.Started(ctx, rec, time.Now(), "uid", false); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{
+		"credwatch-e-20261207T090000Z": true,
+		"credwatch-a-20261207T090000Z": true, // moved to the end when used again
+		"credwatch-b-20261207T090000Z": false,
+		"credwatch-e-keep-access":      false,
+		"keep-access":                  false,
+	} {
+		if got, err := st.OwnSecret(ctx, tenant, app, name); err != nil || got != want {
+			t.Errorf("OwnSecret(%q) = %t, %v; want %t", name, got, err, want)
+		}
+	}
+}

@@ -26,6 +26,11 @@ type Scan struct {
 	Pace   *Pace
 	Ledger target.Ledger
 	Relays Relays
+	// Own tells credwatch's rotations' secrets from others added; nil, every one counts.
+	Own OwnSecrets
+	// Added counts a credential added by something other than credwatch, by tenant; nil
+	// counts nothing.
+	Added func(tenantID string)
 }
 
 // Read lists the tenant's applications and service principals through tc, folding them as they
@@ -62,10 +67,11 @@ func (e *filterError) Unwrap() error { return e.err }
 func (e *filterError) Reason() string { return v1alpha1.ReasonFilterRejected }
 
 // Record keeps what a tenant scan found for status and metrics, with the sign-ins read beside
-// it, and counts it in status.
-func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target.TenantSignIns, now time.Time) {
+// it, counts it in status, and tells of the credentials added since the scan before.
+func (s Scan) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, found Found, signIns target.TenantSignIns, now time.Time) {
 	var before []v1alpha1.Credential
-	if prev, ok := s.Store.Get(target.KeyOf(obj)); ok {
+	prev, scanned := s.Store.Get(target.KeyOf(obj))
+	if scanned {
 		before = prev.Credentials
 	}
 	// Sign-ins not read now are those the last scan knew.
@@ -78,6 +84,9 @@ func (s Scan) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target.
 	}
 	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
 	counts.Credentials = int32(len(found.Credentials))
+	if scanned {
+		s.markAdded(ctx, obj, before, found, counts, now)
+	}
 	s.Store.Put(target.KeyOf(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil

@@ -46,7 +46,7 @@ func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
 	obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"}}
 	obj.Status.TenantScan = &v1alpha1.TenantScanStatus{Warning: 3}
 	obj.Status.ServicePrincipal = &v1alpha1.ServicePrincipalStatus{AppID: "left over from another target"}
-	s.Record(obj, Found{Applications: 4, ServicePrincipals: 5, Credentials: make([]v1alpha1.Credential, 6)}, target.TenantSignIns{}, now)
+	s.Record(context.Background(), obj, Found{Applications: 4, ServicePrincipals: 5, Credentials: make([]v1alpha1.Credential, 6)}, target.TenantSignIns{}, now)
 	ready := target.Condition(obj, v1alpha1.ConditionReady)
 	if want := "Scanned 4 applications and 5 service principals of the tenant: 6 credentials"; ready.Message != want || ready.Reason != v1alpha1.ReasonChecked {
 		t.Errorf("Ready %s %q, want Checked %q", ready.Reason, ready.Message, want)

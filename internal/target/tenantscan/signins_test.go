@@ -99,7 +99,7 @@ func TestUnitScanSignIns(t *testing.T) {
 				s.Store.Forget(target.KeyOf(obj))
 			}
 			in := target.ReadTenantSignIns(context.Background(), tenant, obj, grant(tc.apps, tc.ops...), tc.unavailable, !tc.notHeld, now)
-			s.Record(obj, Found{Applications: 1, ServicePrincipals: 1, Credentials: creds()}, in, now)
+			s.Record(context.Background(), obj, Found{Applications: 1, ServicePrincipals: 1, Credentials: creds()}, in, now)
 			c := target.Condition(obj, v1alpha1.ConditionSignInsRead)
 			if c.Reason != tc.wantReason || !strings.Contains(c.Message, tc.wantSays) {
 				t.Fatalf("SignInsRead %s %q; want %s saying %q", c.Reason, c.Message, tc.wantReason, tc.wantSays)

@@ -1,0 +1,89 @@
+package tenantscan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/target"
+)
+
+// OwnSecrets tells the secrets credwatch's rotations created by their names; the rotation
+// pacing records know them (pacing.Store).
+type OwnSecrets interface {
+	OwnSecret(ctx context.Context, tenantID, appID, displayName string) (bool, error)
+}
+
+// maxRecentlyAdded bounds status.tenantScan.recentlyAdded.
+const maxRecentlyAdded = 50
+
+// EventCredentialAdded tells of credentials a scan found that the scan before did not.
+const EventCredentialAdded = "CredentialAdded"
+
+// markAdded counts in counts, and tells of, the credentials of found that before, the scan
+// before, did not hold, unless a rotation of credwatch's created them. A scan remembers the one
+// before in memory only: the first scan after a restart counts nothing.
+func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, before []v1alpha1.Credential, found Found, counts *v1alpha1.TenantScanStatus, now time.Time) {
+	known := make(map[string]bool, len(before))
+	for _, c := range before {
+		known[strings.ToLower(c.KeyID)] = true
+	}
+	var added []v1alpha1.Credential
+	for _, c := range found.Credentials {
+		if known[strings.ToLower(c.KeyID)] {
+			continue
+		}
+		if c.Type == v1alpha1.CredentialTypePassword && s.Own != nil {
+			// A failed look-up counts it: a false alarm costs less than a missed intrusion.
+			if own, err := s.Own.OwnSecret(ctx, obj.Spec.Target.TenantID(), c.AppID, c.DisplayName); err == nil && own {
+				continue
+			}
+		}
+		at := metav1.NewTime(now)
+		c.AddedTime, c.State = &at, v1alpha1.StateValid
+		if !c.EndTime.After(now) {
+			c.State = v1alpha1.StateExpired
+		}
+		added = append(added, c)
+	}
+	if len(added) == 0 {
+		return
+	}
+	counts.Added += int32(len(added))
+	counts.RecentlyAdded = append(counts.RecentlyAdded, added...)
+	if n := len(counts.RecentlyAdded); n > maxRecentlyAdded {
+		counts.RecentlyAdded = counts.RecentlyAdded[n-maxRecentlyAdded:]
+	}
+	for i, c := range added {
+		if s.Added != nil {
+			s.Added(obj.Spec.Target.TenantID())
+		}
+		if i == target.MaxStateEvents {
+			s.Events.Eventf(obj, corev1.EventTypeWarning, EventCredentialAdded, "%d more credentials were added; status.tenantScan.recentlyAdded lists the last %d",
+				len(added)-i, maxRecentlyAdded)
+			continue
+		}
+		if i < target.MaxStateEvents {
+			s.Events.Event(obj, corev1.EventTypeWarning, EventCredentialAdded, addedMessage(c))
+		}
+	}
+}
+
+// addedMessage tells of c, found added by a scan.
+func addedMessage(c v1alpha1.Credential) string {
+	what, cli := "Certificate", "app"
+	if c.Type == v1alpha1.CredentialTypePassword {
+		what = "Secret"
+	}
+	if c.Source == v1alpha1.SourceServicePrincipal {
+		cli = "sp"
+	}
+	return fmt.Sprintf("%s %q (keyId %s, on the %s object) appeared on %q (appId %s) since the last scan, added by something other than credwatch's rotations; "+
+		"it ends %s. If nobody here added it, see who did in the directory audit log, and remove it with: az ad %s credential delete --id %s --key-id %s",
+		what, c.DisplayName, c.KeyID, c.Source, c.AppDisplayName, c.AppID, c.EndTime.UTC().Format(time.RFC3339), cli, c.AppID, c.KeyID)
+}
