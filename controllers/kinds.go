@@ -151,12 +151,12 @@ func (c clusterFound) record(ctx context.Context, w *watchState) {
 // servicePrincipals and clusters are those kinds on this reconciler's edges.
 func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains,
-		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded}
+		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces}
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {
 	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, HeldFor: heldClusterTTL, MailsOwners: r.Channels.NotifiesOwners,
-		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded}
+		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces}
 }
 
 // ask is how the read planner knows the watch, and wakes it once its answer is in.

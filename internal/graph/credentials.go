@@ -251,8 +251,8 @@ type Audit struct {
 	Time     time.Time
 	Activity string
 	// User is the user principal name of who made the change, App the application's name when
-	// an application made it; IPAddress where a user made it from.
-	User, App, IPAddress string
-	// KeyIDs are the keyIds the change names, where the log says.
+	// an application made it.
+	User, App string
+	// KeyIDs are the keyIds the change added: there after it, and not before.
 	KeyIDs []string
 }

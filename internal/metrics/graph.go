@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -94,4 +95,7 @@ func NewCredentialsAdded(reg prometheus.Registerer) (*CredentialsAdded, error) {
 }
 
 // Added counts one in tenant.
-func (c *CredentialsAdded) Added(tenantID string) { c.counter.WithLabelValues(tenantID).Inc() }
+// Tenant IDs are GUIDs, written in any case: one series each.
+func (c *CredentialsAdded) Added(tenantID string) {
+	c.counter.WithLabelValues(strings.ToLower(tenantID)).Inc()
+}

@@ -15,16 +15,17 @@ import (
 // (learn.microsoft.com/graph/api/directoryaudit-list). A change to an object's credentials is
 // logged as Entra logs it: "Update application – Certificates and secrets management" for an
 // application, "Add service principal credentials" or "Remove service principal credentials"
-// for a service principal, with the keyId in KeyDescription. Through addPassword it is
+// for a service principal, its KeyDescription listing every key before and after the change. Through addPassword it is
 // initiated by the calling application; through the admin API (PutApplication) by the actor of
 // SetAuditActor. A client DenyReports refused has no AuditLog.Read.All.
 
-// audit is one entry of a tenant's audit log.
+// audit is one entry of a tenant's audit log: as Entra logs a credential change, the object's
+// keys before it and after it.
 type audit struct {
 	id, activity, objectID string
 	at                     time.Time
 	user, ip, app          string
-	keyIDs                 []string
+	before, after          []string
 }
 
 // SetAuditActor names who the audit log says made the changes of the admin API, and from where.
@@ -34,17 +35,17 @@ func (s *Server) SetAuditActor(userPrincipalName, ipAddress string) {
 	s.auditUser, s.auditIP = userPrincipalName, ipAddress
 }
 
-// auditLocked logs a change to the credentials of an object of t: added keyIds, or removed when
-// added is false; by the client app, or by the audit actor when app is empty.
-func (s *Server) auditLocked(t *tenant, sps bool, objectID string, keyIDs []string, added bool, app string) {
-	if t == nil || len(keyIDs) == 0 {
+// auditLocked logs a change to the credentials of an object of t, from the keys before to the
+// keys after; by the client app, or by the audit actor when app is empty.
+func (s *Server) auditLocked(t *tenant, sps bool, objectID string, before, after []string, app string) {
+	if t == nil || slices.Equal(before, after) {
 		return
 	}
-	a := audit{id: newUUID(), objectID: strings.ToLower(objectID), at: s.deltaNowLocked(), keyIDs: keyIDs, app: app}
+	a := audit{id: newUUID(), objectID: strings.ToLower(objectID), at: s.deltaNowLocked(), before: before, after: after, app: app}
 	switch {
 	case !sps:
 		a.activity = "Update application – Certificates and secrets management"
-	case added:
+	case len(after) >= len(before):
 		a.activity = "Add service principal credentials"
 	default:
 		a.activity = "Remove service principal credentials"
@@ -58,7 +59,7 @@ func (s *Server) auditLocked(t *tenant, sps bool, objectID string, keyIDs []stri
 	t.audits = append(t.audits, a)
 }
 
-// credentialKeys are the keyIds of o's secrets and certificates.
+// keyIDsOf are the keyIds of o's secrets and certificates.
 func keyIDsOf(o Object) []string {
 	var out []string
 	for _, p := range o.Passwords {
@@ -72,20 +73,7 @@ func keyIDsOf(o Object) []string {
 
 // auditChangeLocked logs what a write through the admin API did to o's credentials.
 func (s *Server) auditChangeLocked(t *tenant, sps bool, old, o Object) {
-	before, after := keyIDsOf(old), keyIDsOf(o)
-	var added, removed []string
-	for _, k := range after {
-		if !slices.Contains(before, k) {
-			added = append(added, k)
-		}
-	}
-	for _, k := range before {
-		if !slices.Contains(after, k) {
-			removed = append(removed, k)
-		}
-	}
-	s.auditLocked(t, sps, o.ID, added, true, "")
-	s.auditLocked(t, sps, o.ID, removed, false, "")
+	s.auditLocked(t, sps, o.ID, keyIDsOf(old), keyIDsOf(o), "")
 }
 
 var auditFilter = regexp.MustCompile(`^targetResources/any\(\s*t\s*:\s*t/id eq '([0-9a-fA-F-]{36})'\s*\)(?:\s+and\s+activityDateTime ge (\S+))?$`)
@@ -144,16 +132,19 @@ func renderAudit(a audit) object {
 	if a.app != "" {
 		app = object{{"appId", nil}, {"displayName", a.app}, {"servicePrincipalId", nil}, {"servicePrincipalName", nil}}
 	}
-	var desc []string
-	for _, k := range a.keyIDs {
-		desc = append(desc, fmt.Sprintf("[KeyIdentifier=%s,KeyType=Password,KeyUsage=Verify,DisplayName=]", k))
+	describe := func(keys []string) string {
+		var desc []string
+		for _, k := range keys {
+			desc = append(desc, fmt.Sprintf("\"[KeyIdentifier=%s,KeyType=Password,KeyUsage=Verify,DisplayName=]\"", k))
+		}
+		return "[" + strings.Join(desc, ",") + "]"
 	}
 	return object{
 		{"id", a.id}, {"category", "ApplicationManagement"}, {"activityDateTime", graphTime(a.at)}, {"activityDisplayName", a.activity},
 		{"operationType", "Update"}, {"result", "success"}, {"loggedByService", "Core Directory"},
 		{"initiatedBy", object{{"user", user}, {"app", app}}},
 		{"targetResources", []object{{{"id", a.objectID}, {"type", "Application"}, {"modifiedProperties", []object{
-			{{"displayName", "KeyDescription"}, {"oldValue", "[]"}, {"newValue", "[\"" + strings.Join(desc, "\",\"") + "\"]"}},
+			{{"displayName", "KeyDescription"}, {"oldValue", describe(a.before)}, {"newValue", describe(a.after)}},
 		}}}}},
 	}
 }

@@ -60,9 +60,10 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 			c.graphError(w, http.StatusBadRequest, "Request_BadRequest", fmt.Sprintf("No password credential found with keyId %s.", in.KeyID))
 			return
 		}
+		before := keyIDsOf(st.obj)
 		st.obj.Passwords = kept
 		s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
-		s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{strings.ToLower(in.KeyID)}, false, "app "+tok.clientID)
+		s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, before, keyIDsOf(st.obj), "app "+tok.clientID)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -81,9 +82,10 @@ func (s *Server) passwordAction(w http.ResponseWriter, r *http.Request, c graphC
 		return
 	}
 	pc.Hint = prefix(pc.SecretText, 3)
+	before := keyIDsOf(st.obj)
 	st.obj.Passwords = append(st.obj.Passwords, pc)
 	s.recordLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{"passwordCredentials"}, false)
-	s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, []string{strings.ToLower(pc.KeyID)}, true, "app "+tok.clientID)
+	s.auditLocked(s.tenantLocked(tok.tenantID, false), set.sps, st.obj.ID, before, keyIDsOf(st.obj), "app "+tok.clientID)
 	writeJSON(w, http.StatusOK, object{
 		{"@odata.context", s.URL() + "/v1.0/$metadata#microsoft.graph.passwordCredential"},
 		{"customKeyIdentifier", nil},

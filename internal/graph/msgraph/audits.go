@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,27 +54,42 @@ func (c *Client) ReadCredentialAudits(ctx context.Context, cred azcore.TokenCred
 	return out, err
 }
 
-// auditOf is a credential change of the audit log, ok false for any other entry.
+// auditOf is a change to an object's credentials, ok false for any other entry: one whose
+// modified properties hold the keys before and after it (KeyDescription), whatever the activity
+// is named.
 func auditOf(a models.DirectoryAuditable) (graph.Audit, bool) {
-	activity := deref(a.GetActivityDisplayName())
-	if !strings.Contains(strings.ToLower(activity), "certificates and secrets") && !strings.Contains(strings.ToLower(activity), "credentials") {
-		return graph.Audit{}, false
-	}
-	au := graph.Audit{Activity: activity, Time: derefTime(a.GetActivityDateTime())}
+	au := graph.Audit{Activity: deref(a.GetActivityDisplayName()), Time: derefTime(a.GetActivityDateTime())}
 	if by := a.GetInitiatedBy(); by != nil {
 		if u := by.GetUser(); u != nil {
-			au.User, au.IPAddress = deref(u.GetUserPrincipalName()), deref(u.GetIpAddress())
+			au.User = deref(u.GetUserPrincipalName())
 		}
 		if app := by.GetApp(); app != nil {
 			au.App = deref(app.GetDisplayName())
 		}
 	}
+	keys := false
 	for _, t := range a.GetTargetResources() {
 		for _, p := range t.GetModifiedProperties() {
-			for _, m := range keyIdentifier.FindAllStringSubmatch(deref(p.GetNewValue()), -1) {
-				au.KeyIDs = append(au.KeyIDs, strings.ToLower(m[1]))
+			if !strings.EqualFold(deref(p.GetDisplayName()), "KeyDescription") {
+				continue
+			}
+			keys = true
+			before := keyIDs(deref(p.GetOldValue()))
+			for _, k := range keyIDs(deref(p.GetNewValue())) {
+				if !slices.Contains(before, k) {
+					au.KeyIDs = append(au.KeyIDs, k)
+				}
 			}
 		}
 	}
-	return au, true
+	return au, keys
+}
+
+// keyIDs are the keyIds a KeyDescription value names.
+func keyIDs(value string) []string {
+	var out []string
+	for _, m := range keyIdentifier.FindAllStringSubmatch(value, -1) {
+		out = append(out, strings.ToLower(m[1]))
+	}
+	return out
 }

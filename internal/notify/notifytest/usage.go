@@ -87,7 +87,7 @@ func usageCases() map[string]composed {
 				w.Status.Credentials = append(w.Status.Credentials, v1alpha1.Credential{KeyID: "8d2f4a6c-k9", Type: v1alpha1.CredentialTypePassword,
 					Source: v1alpha1.SourceServicePrincipal, DisplayName: "keep-access", Hint: "Q7x", StartTime: &start,
 					EndTime: metav1.NewTime(At.Add(730 * day)), State: v1alpha1.StateValid, AddedTime: &added,
-					AddedBy: "user mallory@contoso.example from 198.51.100.23 at " + At.Add(-2*time.Hour).UTC().Format(time.RFC3339) + " (Add service principal credentials)"})
+					AddedBy: "user mallory@contoso.example at " + At.Add(-2*time.Hour).UTC().Format(time.RFC3339) + " (Add service principal credentials)"})
 			},
 			plan: func(w *v1alpha1.CredentialWatch) alerting.Planned {
 				c := &w.Status.Credentials[1]

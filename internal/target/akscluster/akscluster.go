@@ -42,10 +42,12 @@ type Kind struct {
 	MailsOwners func(*v1alpha1.CredentialWatch, access.Identity) bool
 	// OwnerDomains are the domains owners' mail may go to; empty, the tenant's verified domains.
 	OwnerDomains []string
-	// SignInsUnavailable, Reports and Added are the service principal's (serviceprincipal.Kind).
+	// SignInsUnavailable, Reports, Added and Own are the service principal's
+	// (serviceprincipal.Kind).
 	SignInsUnavailable string
 	Reports            *serviceprincipal.Reports
 	Added              func(tenantID string)
+	Own                serviceprincipal.OwnSecrets
 }
 
 // Found is what a check found: the cluster, once read, and its service principal's credentials,
@@ -70,7 +72,7 @@ func Where(ref aks.ClusterRef) *access.Cluster {
 
 func (k Kind) sp() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: k.Azure, Events: k.Events, MailsOwners: k.MailsOwners, OwnerDomains: k.OwnerDomains,
-		SignInsUnavailable: k.SignInsUnavailable, Reports: k.Reports, Added: k.Added}
+		SignInsUnavailable: k.SignInsUnavailable, Reports: k.Reports, Added: k.Added, Own: k.Own}
 }
 
 // Read reads the watch's cluster as id, which g allows to, then the credentials of the service

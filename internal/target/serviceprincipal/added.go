@@ -27,26 +27,50 @@ const EventCredentialAdded = "CredentialAdded"
 // at most target.MaxStateEvents, and to Added.
 func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, first bool, now time.Time) {
 	st := &obj.Status
-	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, metav1.NewTime(now))
+	own := func(c v1alpha1.Credential) bool {
+		if k.Own == nil {
+			return false
+		}
+		// A failed look-up counts it: a false alarm costs less than a missed intrusion.
+		ok, err := k.Own.OwnSecret(ctx, obj.Spec.Target.TenantID(), f.AppID, c.DisplayName)
+		return err == nil && ok
+	}
+	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, own, metav1.NewTime(now))
 	k.whoAdded(ctx, obj, f, now)
 	for i, c := range added {
 		if k.Added != nil {
 			k.Added(obj.Spec.Target.TenantID())
 		}
-		if i == target.MaxStateEvents {
+		switch {
+		case i == target.MaxStateEvents:
 			k.Events.Eventf(obj, corev1.EventTypeWarning, EventCredentialAdded, "%d more credentials were added; status.credentials marks each with addedTime", len(added)-i)
-			break
+		case i < target.MaxStateEvents:
+			c = st.Credentials[slices.IndexFunc(st.Credentials, func(d v1alpha1.Credential) bool {
+				return d.KeyID == c.KeyID && d.Source == c.Source && d.Type == c.Type
+			})]
+			k.Events.Event(obj, corev1.EventTypeWarning, EventCredentialAdded, AddedMessage(st.ServicePrincipal, c))
 		}
-		c = st.Credentials[slices.IndexFunc(st.Credentials, func(d v1alpha1.Credential) bool { return d.KeyID == c.KeyID })]
-		k.Events.Event(obj, corev1.EventTypeWarning, EventCredentialAdded, AddedMessage(st.ServicePrincipal, c))
 	}
 }
 
-// Who added a credential, when the audit log cannot say.
+// OwnSecrets tells the secrets other watches' rotations created by their names; the rotation
+// pacing records know them (pacing.Store).
+type OwnSecrets interface {
+	OwnSecret(ctx context.Context, tenantID, appID, displayName string) (bool, error)
+}
+
+// Who added a credential, when the audit log cannot say. Each is looked for again at the checks
+// of the day after the credential was marked: the log trails, a read may fail for a while, and
+// an admin may allow ReadAuditLog meanwhile.
 const (
 	notYetLogged    = "not in the directory audit log yet (it trails by minutes); credwatch looks again at the next checks for a day"
 	auditNotAllowed = "credwatch cannot tell who: the identity does not allow ReadAuditLog (Graph permission AuditLog.Read.All)"
+	auditFailed     = "credwatch cannot tell who yet: reading the directory audit log failed: "
 )
+
+// lookAgainFor is how long after a credential was marked an answer that is no answer is asked
+// again.
+const lookAgainFor = 24 * time.Hour
 
 // auditLookups bounds the audit log reads of one check.
 const auditLookups = 5
@@ -58,7 +82,7 @@ func (k Kind) whoAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Fou
 	lookups := 0
 	for i := range st.Credentials {
 		c := &st.Credentials[i]
-		if c.AddedTime == nil || (c.AddedBy != "" && (c.AddedBy != notYetLogged || now.Sub(c.AddedTime.Time) > 24*time.Hour)) {
+		if c.AddedTime == nil || (c.AddedBy != "" && (found(c.AddedBy) || now.Sub(c.AddedTime.Time) > lookAgainFor)) {
 			continue
 		}
 		if err := f.Grant.Allow(access.Request{Operation: v1alpha1.OperationReadAuditLog, TenantID: f.ID.TenantID, AppID: f.AppID}); err != nil {
@@ -79,35 +103,39 @@ func (k Kind) lookUp(ctx context.Context, sp *v1alpha1.ServicePrincipalStatus, f
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		objectID = sp.ServicePrincipalObjectID
 	}
+	// Not from the credential's start, which whoever added it chose.
 	since := c.AddedTime.Add(-30 * 24 * time.Hour)
-	if c.StartTime != nil && c.StartTime.Add(-time.Hour).After(since) {
-		since = c.StartTime.Add(-time.Hour)
-	}
 	var audits []graph.Audit
 	app, err := k.Azure.Application(f.ID, graph.AppRef{AppID: sp.AppID, ObjectID: sp.ApplicationObjectID})
 	if err == nil {
 		audits, err = app.ReadCredentialAudits(ctx, objectID, since)
 	}
 	if err != nil {
-		return "credwatch cannot tell who: reading the directory audit log failed: " + err.Error()
+		return auditFailed + err.Error()
 	}
-	var found *graph.Audit
+	// The change that added the keyId: the earliest whose keys after it hold it and before it did
+	// not. A later change lists every key of the object, the added one among them.
+	var first *graph.Audit
 	for i := range audits {
-		if a := &audits[i]; slices.Contains(a.KeyIDs, strings.ToLower(c.KeyID)) && (found == nil || a.Time.After(found.Time)) {
-			found = a
+		if a := &audits[i]; slices.Contains(a.KeyIDs, strings.ToLower(c.KeyID)) && (first == nil || a.Time.Before(first.Time)) {
+			first = a
 		}
 	}
-	if found == nil {
+	if first == nil {
 		return notYetLogged
 	}
-	who := "application " + found.App
-	if found.User != "" {
-		who = "user " + found.User
-		if found.IPAddress != "" {
-			who += " from " + found.IPAddress
-		}
+	// Who, not from where: status, events and alerts are read by the watch's namespace and
+	// channels, and an administrator's address is not theirs to know.
+	who := "application " + first.App
+	if first.User != "" {
+		who = "user " + first.User
 	}
-	return fmt.Sprintf("%s at %s (%s)", who, found.Time.UTC().Format(time.RFC3339), found.Activity)
+	return fmt.Sprintf("%s at %s (%s)", who, first.Time.UTC().Format(time.RFC3339), first.Activity)
+}
+
+// found reports whether addedBy names who added the credential, rather than why it cannot.
+func found(addedBy string) bool {
+	return strings.HasPrefix(addedBy, "user ") || strings.HasPrefix(addedBy, "application ")
 }
 
 // AddedMessage tells of c, added to the application sp names by something other than credwatch.

@@ -47,6 +47,9 @@ type Kind struct {
 	// Added counts a credential added to a watched application by something other than
 	// credwatch, by tenant; nil counts nothing.
 	Added func(tenantID string)
+	// Own tells other watches' rotations' secrets from others added; nil, only this watch's
+	// rotation is known.
+	Own OwnSecrets
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the

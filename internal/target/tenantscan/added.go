@@ -29,16 +29,22 @@ const EventCredentialAdded = "CredentialAdded"
 // before, did not hold, unless a rotation of credwatch's created them. A scan remembers the one
 // before in memory only: the first scan after a restart counts nothing.
 func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, before []v1alpha1.Credential, found Found, counts *v1alpha1.TenantScanStatus, now time.Time) {
+	// A credential is known by its application, object, type and keyId: a certificate's keyId is
+	// its adder's to choose, and one reused elsewhere is another credential.
+	key := func(c v1alpha1.Credential) string {
+		return strings.ToLower(c.AppID) + "/" + string(c.Source) + "/" + string(c.Type) + "/" + strings.ToLower(c.KeyID)
+	}
 	known := make(map[string]bool, len(before))
 	for _, c := range before {
-		known[strings.ToLower(c.KeyID)] = true
+		known[key(c)] = true
 	}
 	var added []v1alpha1.Credential
 	for _, c := range found.Credentials {
-		if known[strings.ToLower(c.KeyID)] {
+		if known[key(c)] {
 			continue
 		}
-		if c.Type == v1alpha1.CredentialTypePassword && s.Own != nil {
+		// Rotations add application secrets only.
+		if c.Type == v1alpha1.CredentialTypePassword && c.Source == v1alpha1.SourceApplication && s.Own != nil {
 			// A failed look-up counts it: a false alarm costs less than a missed intrusion.
 			if own, err := s.Own.OwnSecret(ctx, obj.Spec.Target.TenantID(), c.AppID, c.DisplayName); err == nil && own {
 				continue

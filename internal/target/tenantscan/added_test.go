@@ -32,7 +32,7 @@ func TestUnitAScanCountsWhatWasAdded(t *testing.T) {
 	obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"},
 		Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{TenantScan: &v1alpha1.TenantScanTarget{TenantID: "tenant-1"}}}}
 	cred := func(key, name string, typ v1alpha1.CredentialType) v1alpha1.Credential {
-		return v1alpha1.Credential{KeyID: key, DisplayName: name, Type: typ, Source: v1alpha1.SourceServicePrincipal, AppID: "app-" + key, AppDisplayName: "payments",
+		return v1alpha1.Credential{KeyID: key, DisplayName: name, Type: typ, Source: v1alpha1.SourceApplication, AppID: "app-" + key, AppDisplayName: "payments",
 			EndTime: metav1.NewTime(now.AddDate(1, 0, 0))}
 	}
 	scan := func(creds ...v1alpha1.Credential) {
@@ -51,8 +51,8 @@ func TestUnitAScanCountsWhatWasAdded(t *testing.T) {
 		t.Fatalf("counted %d, listed %+v, metric %v: want k2, the certificate k4 and the unknowable k5, not credwatch's own k3", st.Added, st.RecentlyAdded, counted)
 	}
 	got := events.Take()
-	if len(got) != 3 || !strings.Contains(got[0], `Warning CredentialAdded Secret "keep-access" (keyId k2, on the ServicePrincipal object) appeared on "payments" (appId app-k2)`) ||
-		!strings.Contains(got[0], "az ad sp credential delete --id app-k2 --key-id k2") {
+	if len(got) != 3 || !strings.Contains(got[0], `Warning CredentialAdded Secret "keep-access" (keyId k2, on the Application object) appeared on "payments" (appId app-k2)`) ||
+		!strings.Contains(got[0], "az ad app credential delete --id app-k2 --key-id k2") {
 		t.Errorf("events %q", got)
 	}
 
