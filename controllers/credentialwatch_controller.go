@@ -94,7 +94,7 @@ type CredentialWatchReconciler struct {
 	// global cloud.
 	SignInsUnavailable string
 	// CredentialsAdded counts credentials added out of band to watched applications, by tenant.
-	CredentialsAdded func(tenantID string)
+	CredentialsAdded func(tenantID string, n int)
 	// Scans keeps what tenant scans found, between checks; the metrics read it too.
 	Scans *tenantscan.Store
 	// Fleets keeps what fleets' checks found, between checks; the metrics read it too. Nil

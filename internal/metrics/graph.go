@@ -95,7 +95,8 @@ func NewCredentialsAdded(reg prometheus.Registerer) (*CredentialsAdded, error) {
 }
 
 // Added counts one in tenant.
-// Tenant IDs are GUIDs, written in any case: one series each.
-func (c *CredentialsAdded) Added(tenantID string) {
-	c.counter.WithLabelValues(strings.ToLower(tenantID)).Inc()
+// Added counts n in tenantID, 0 as well: a tenant's series starts at zero, and the rule sees its
+// first increase. Tenant IDs are GUIDs, written in any case: one series each.
+func (c *CredentialsAdded) Added(tenantID string, n int) {
+	c.counter.WithLabelValues(strings.ToLower(tenantID)).Add(float64(n))
 }

@@ -732,7 +732,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added.Added("t")
+	added.Added("t", 1)
 	req, _ := http.NewRequest(http.MethodGet, "https://graph.example/v1.0", nil)
 	resp, err := g.RoundTripper(answer200{}).RoundTrip(req)
 	if err != nil {

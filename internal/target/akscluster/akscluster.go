@@ -46,7 +46,7 @@ type Kind struct {
 	// (serviceprincipal.Kind).
 	SignInsUnavailable string
 	Reports            *serviceprincipal.Reports
-	Added              func(tenantID string)
+	Added              func(tenantID string, n int)
 	Own                serviceprincipal.OwnSecrets
 }
 

@@ -24,7 +24,8 @@ const EventCredentialAdded = "CredentialAdded"
 // markAdded marks the credentials of obj's status that before, its last check of the same
 // application, did not hold and credwatch's rotation did not add (policy.MarkAdded), says who
 // added them where the identity may read the directory audit log, and tells of each in an event,
-// at most target.MaxStateEvents, and to Added.
+// at most target.MaxStateEvents, and to Added: none as well, so that the tenant's count starts
+// at zero.
 func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, first bool, now time.Time) {
 	st := &obj.Status
 	own := func(c v1alpha1.Credential) bool {
@@ -37,10 +38,10 @@ func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Fo
 	}
 	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, own, metav1.NewTime(now))
 	k.whoAdded(ctx, obj, f, now)
+	if k.Added != nil {
+		k.Added(obj.Spec.Target.TenantID(), len(added))
+	}
 	for i, c := range added {
-		if k.Added != nil {
-			k.Added(obj.Spec.Target.TenantID())
-		}
 		switch {
 		case i == target.MaxStateEvents:
 			k.Events.Eventf(obj, corev1.EventTypeWarning, EventCredentialAdded, "%d more credentials were added; status.credentials marks each with addedTime", len(added)-i)

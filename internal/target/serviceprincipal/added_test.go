@@ -20,8 +20,14 @@ import (
 func TestRecordMarksWhatWasAdded(t *testing.T) {
 	events := &targettest.Events{}
 	var counted []string
+	calls := 0
 	k := Kind{Events: events, MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return false },
-		Added: func(tenant string) { counted = append(counted, tenant) }}
+		Added: func(tenant string, n int) {
+			calls++
+			for range n {
+				counted = append(counted, tenant)
+			}
+		}}
 	obj := &v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{
 		ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: "tenant-1", ClientID: "a"}}}}
 	next := metav1.NewTime(policytest.Now.Add(policytest.Day))
@@ -65,8 +71,8 @@ func TestRecordMarksWhatWasAdded(t *testing.T) {
 	}
 
 	record(added)
-	if got := events.Take(); len(got) != 0 || len(counted) != 1 {
-		t.Errorf("the next check told %v, counted %v", got, counted)
+	if got := events.Take(); len(got) != 0 || len(counted) != 1 || calls != 3 {
+		t.Errorf("the next check told %v, counted %v in %d calls; want each check counted, none added", got, counted, calls)
 	}
 	if i := slices.IndexFunc(obj.Status.Credentials, func(c v1alpha1.Credential) bool { return c.KeyID == "k2" }); obj.Status.Credentials[i].AddedTime == nil {
 		t.Error("the mark was lost")

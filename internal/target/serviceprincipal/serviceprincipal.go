@@ -44,9 +44,9 @@ type Kind struct {
 	SignInsUnavailable string
 	// Reports shares the sign-in reads of every watch; nil, each watch reads for itself (tests).
 	Reports *Reports
-	// Added counts a credential added to a watched application by something other than
-	// credwatch, by tenant; nil counts nothing.
-	Added func(tenantID string)
+	// Added counts n credentials added to a watched application by something other than
+	// credwatch, by tenant, at every check (n may be 0); nil counts nothing.
+	Added func(tenantID string, n int)
 	// Own tells other watches' rotations' secrets from others added; nil, only this watch's
 	// rotation is known.
 	Own OwnSecrets

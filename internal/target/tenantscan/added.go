@@ -26,9 +26,11 @@ const maxRecentlyAdded = 50
 const EventCredentialAdded = "CredentialAdded"
 
 // markAdded counts in counts, and tells of, the credentials of found that before, the scan
-// before, did not hold, unless a rotation of credwatch's created them. A scan remembers the one
-// before in memory only: the first scan after a restart counts nothing.
-func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, before []v1alpha1.Credential, found Found, counts *v1alpha1.TenantScanStatus, now time.Time) {
+// before, did not hold, unless a rotation of credwatch's created them; none when there was no
+// scan before (scanned false): a scan remembers the one before in memory only, and the first
+// after a restart counts nothing. Added hears of every scan, of none as well, so that the
+// tenant's count starts at zero.
+func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, before []v1alpha1.Credential, scanned bool, found Found, counts *v1alpha1.TenantScanStatus, now time.Time) {
 	// A credential is known by its application, object, type and keyId: a certificate's keyId is
 	// its adder's to choose, and one reused elsewhere is another credential.
 	key := func(c v1alpha1.Credential) string {
@@ -40,7 +42,7 @@ func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, befo
 	}
 	var added []v1alpha1.Credential
 	for _, c := range found.Credentials {
-		if known[key(c)] {
+		if !scanned || known[key(c)] {
 			continue
 		}
 		// Rotations add application secrets only.
@@ -57,6 +59,9 @@ func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, befo
 		}
 		added = append(added, c)
 	}
+	if s.Added != nil {
+		s.Added(obj.Spec.Target.TenantID(), len(added))
+	}
 	if len(added) == 0 {
 		return
 	}
@@ -66,9 +71,6 @@ func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, befo
 		counts.RecentlyAdded = counts.RecentlyAdded[n-maxRecentlyAdded:]
 	}
 	for i, c := range added {
-		if s.Added != nil {
-			s.Added(obj.Spec.Target.TenantID())
-		}
 		if i == target.MaxStateEvents {
 			s.Events.Eventf(obj, corev1.EventTypeWarning, EventCredentialAdded, "%d more credentials were added; status.tenantScan.recentlyAdded lists the last %d",
 				len(added)-i, maxRecentlyAdded)

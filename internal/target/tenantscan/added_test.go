@@ -22,7 +22,13 @@ func (f ownByName) OwnSecret(_ context.Context, _, _, name string) (bool, error)
 func TestUnitAScanCountsWhatWasAdded(t *testing.T) {
 	events := &targettest.Events{}
 	var counted []string
-	s := Scan{Events: events, Store: NewStore(), Added: func(tenant string) { counted = append(counted, tenant) },
+	calls := 0
+	s := Scan{Events: events, Store: NewStore(), Added: func(tenant string, n int) {
+		calls++
+		for range n {
+			counted = append(counted, tenant)
+		}
+	},
 		Own: ownByName(func(name string) (bool, error) {
 			if name == "unknowable" {
 				return false, errors.New("the API server is away")
@@ -40,8 +46,8 @@ func TestUnitAScanCountsWhatWasAdded(t *testing.T) {
 		s.Record(context.Background(), obj, Found{Credentials: creds}, target.TenantSignIns{}, now)
 	}
 	scan(cred("k1", "ci", v1alpha1.CredentialTypePassword))
-	if got := events.Take(); len(got) != 0 || obj.Status.TenantScan.Added != 0 {
-		t.Fatalf("the first scan told %v, counted %d", got, obj.Status.TenantScan.Added)
+	if got := events.Take(); len(got) != 0 || obj.Status.TenantScan.Added != 0 || calls != 1 || len(counted) != 0 {
+		t.Fatalf("the first scan told %v, counted %d (metric %d in %d calls); want the tenant's count started at zero", got, obj.Status.TenantScan.Added, len(counted), calls)
 	}
 	scan(cred("k1", "ci", v1alpha1.CredentialTypePassword), cred("k2", "keep-access", v1alpha1.CredentialTypePassword),
 		cred("k3", "own-20261207T090000Z", v1alpha1.CredentialTypePassword), cred("k4", "own-cert", v1alpha1.CredentialTypeCertificate),

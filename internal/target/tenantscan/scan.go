@@ -28,9 +28,9 @@ type Scan struct {
 	Relays Relays
 	// Own tells credwatch's rotations' secrets from others added; nil, every one counts.
 	Own OwnSecrets
-	// Added counts a credential added by something other than credwatch, by tenant; nil
-	// counts nothing.
-	Added func(tenantID string)
+	// Added counts n credentials added by something other than credwatch, by tenant, at every
+	// scan (n may be 0); nil counts nothing.
+	Added func(tenantID string, n int)
 }
 
 // Read lists the tenant's applications and service principals through tc, folding them as they
@@ -84,9 +84,7 @@ func (s Scan) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, found F
 	}
 	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
 	counts.Credentials = int32(len(found.Credentials))
-	if scanned {
-		s.markAdded(ctx, obj, before, found, counts, now)
-	}
+	s.markAdded(ctx, obj, before, scanned, found, counts, now)
 	s.Store.Put(target.KeyOf(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
