@@ -24,14 +24,6 @@ func addedAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credent
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		a.Problem += " A credential on the service principal does not show in the portal's App registrations blade."
 	}
-	cli, cert := "app", ""
-	if c.Source == v1alpha1.SourceServicePrincipal {
-		cli = "sp"
-	}
-	if c.Type == v1alpha1.CredentialTypeCertificate {
-		cert = " --cert"
-	}
-	a.Fix = fmt.Sprintf("If someone here added it, nothing. If nobody did, see who did in the directory audit log "+
-		"(activity \"Update application – Certificates and secrets management\"), then remove it: az ad %s credential delete --id %s --key-id %s%s",
-		cli, appOf(w, c), c.KeyID, cert)
+	a.Fix = "If someone here added it, nothing. If nobody did, see who did in the directory audit log " +
+		"(activity \"Update application – Certificates and secrets management\"), then remove it: " + DeleteCommand(appOf(w, c), c)
 }

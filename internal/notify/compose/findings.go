@@ -29,34 +29,34 @@ func Finding(w *v1alpha1.CredentialWatch, f policy.Finding, h policy.Hygiene) st
 	switch f.Kind {
 	case v1alpha1.FindingStartAfterEnd:
 		return fmt.Sprintf("%s starts at %s, after it ends at %s: nothing can ever sign in with it; remove it (%s)",
-			subject, at(start), at(c.EndTime.Time), deleteCommand(appID, c))
+			subject, at(start), at(c.EndTime.Time), DeleteCommand(appID, c))
 	case v1alpha1.FindingNeverExpires:
 		return fmt.Sprintf("%s never expires (it ends at %s): a leaked copy would work for ever; add one that expires, move its users to it, then remove this one (%s)",
-			subject, at(c.EndTime.Time), deleteCommand(appID, c))
+			subject, at(c.EndTime.Time), DeleteCommand(appID, c))
 	case v1alpha1.FindingLongLived:
 		return fmt.Sprintf("%s is valid for %s (%s to %s), longer than the %s the policy allows: add a shorter-lived one, move its users to it, then remove this one (%s)",
-			subject, days(c.EndTime.Sub(start)), at(start), at(c.EndTime.Time), days(h.MaxLifetime), deleteCommand(appID, c))
+			subject, days(c.EndTime.Sub(start)), at(start), at(c.EndTime.Time), days(h.MaxLifetime), DeleteCommand(appID, c))
 	case v1alpha1.FindingServicePrincipalSecret:
 		return fmt.Sprintf("%s is on the service principal, where the portal's app registration does not show it (az ad sp credential reset puts secrets there): if nothing signs in with it, remove it (%s)",
-			subject, deleteCommand(appID, c))
+			subject, DeleteCommand(appID, c))
 	case v1alpha1.FindingManySecrets:
 		return fmt.Sprintf("%s holds %d client secrets that have not expired, more than the %d the policy allows: remove those nothing signs in with (az ad app credential list --id %s and az ad sp credential list --id %s show them)",
 			capitalise(app), f.LiveSecrets, h.MaxLiveSecrets, appID, appID)
 	case v1alpha1.FindingNeverUsed:
 		return fmt.Sprintf("%s has not signed in since it was created at %s, as far as Graph's sign-in report knows, longer than the %s the policy allows: if nothing needs it, remove it (%s)",
-			subject, at(start), days(h.UnusedAfter), deleteCommand(appID, c))
+			subject, at(start), days(h.UnusedAfter), DeleteCommand(appID, c))
 	case v1alpha1.FindingUnused:
 		return fmt.Sprintf("%s last signed in at %s, longer ago than the %s the policy allows: if nothing needs it any more, let it expire or remove it (%s)",
-			subject, at(c.LastSignIn.Time), days(h.UnusedAfter), deleteCommand(appID, c))
+			subject, at(c.LastSignIn.Time), days(h.UnusedAfter), DeleteCommand(appID, c))
 	case v1alpha1.FindingNotYetValid:
 		return fmt.Sprintf("%s is not valid before %s: nothing can sign in with it until then", subject, at(start))
 	}
 	return subject
 }
 
-// deleteCommand is the az command that removes c from the application appID or its service
+// DeleteCommand is the az command that removes c from the application appID or its service
 // principal.
-func deleteCommand(appID string, c v1alpha1.Credential) string {
+func DeleteCommand(appID string, c v1alpha1.Credential) string {
 	object := "app"
 	if c.Source == v1alpha1.SourceServicePrincipal {
 		object = "sp"

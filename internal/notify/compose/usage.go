@@ -62,7 +62,7 @@ func unusedAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Creden
 	}
 	a.Fix = fmt.Sprintf("Nothing needs to be renewed: this %s %s, while %s %s in use. Let it expire, or remove it now: %s. "+
 		"credwatch does not remind you of it again unless it signs in.", noun(c), lastSignIn(c), notify.Some(used, len(used)),
-		map[bool]string{true: "is", false: "are"}[len(used) == 1], deleteCommand(appOf(w, c), c))
+		map[bool]string{true: "is", false: "are"}[len(used) == 1], DeleteCommand(appOf(w, c), c))
 }
 
 // movedOffAlert words the resolution of c, whose consumers moved to the credential that renewed it.
@@ -74,7 +74,7 @@ func movedOffAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Cred
 		newer = fmt.Sprintf("the newer %s, which %s", describe(*n), lastSignIn(*n))
 	}
 	a.Fix = fmt.Sprintf("Nothing: what used this %s moved to %s; this one %s. Remove it when you like: %s.",
-		noun(c), newer, lastSignIn(c), deleteCommand(appOf(w, c), c))
+		noun(c), newer, lastSignIn(c), DeleteCommand(appOf(w, c), c))
 }
 
 // heldAlert words a rotation held by an old secret still in use.

@@ -124,6 +124,7 @@ func composedCases() map[string]composed {
 	}
 	maps.Copy(cases, pullAndIssuerCases())
 	maps.Copy(cases, usageCases())
+	maps.Copy(cases, addedCases())
 	return cases
 }
 

@@ -81,21 +81,6 @@ func usageCases() map[string]composed {
 				return p
 			},
 		},
-		"composed-credential-added": {
-			watch: func(w *v1alpha1.CredentialWatch) {
-				start, added := metav1.NewTime(At.Add(-3*time.Hour)), metav1.NewTime(At.Add(-time.Hour))
-				w.Status.Credentials = append(w.Status.Credentials, v1alpha1.Credential{KeyID: "8d2f4a6c-k9", Type: v1alpha1.CredentialTypePassword,
-					Source: v1alpha1.SourceServicePrincipal, DisplayName: "keep-access", Hint: "Q7x", StartTime: &start,
-					EndTime: metav1.NewTime(At.Add(730 * day)), State: v1alpha1.StateValid, AddedTime: &added,
-					AddedBy: "user mallory@contoso.example at " + At.Add(-2*time.Hour).UTC().Format(time.RFC3339) + " (Add service principal credentials)"})
-			},
-			plan: func(w *v1alpha1.CredentialWatch) alerting.Planned {
-				c := &w.Status.Credentials[1]
-				p := planned(alertkind.CredentialAdded, alerting.AddedSubject(*c), "added", c.AddedTime.Time)
-				p.Credential = c
-				return p
-			},
-		},
 		"composed-rotation-held": {
 			watch: func(w *v1alpha1.CredentialWatch) {
 				signIns(time.Hour)(w)
@@ -120,6 +105,27 @@ func usageCases() map[string]composed {
 						"restore it, or remove the old secrets by hand if nothing uses them (5e1c9b2a-k1)"}
 			},
 			plan: fixed(planned(alertkind.RotationHeld, alerting.RotationSubject, "held/9a8b7c6d-new", At.Add(-time.Hour))),
+		},
+	}
+}
+
+// addedCases are the composed alerts of a credential added by something other than credwatch.
+func addedCases() map[string]composed {
+	return map[string]composed{
+		"composed-credential-added": {
+			watch: func(w *v1alpha1.CredentialWatch) {
+				start, added := metav1.NewTime(At.Add(-3*time.Hour)), metav1.NewTime(At.Add(-time.Hour))
+				w.Status.Credentials = append(w.Status.Credentials, v1alpha1.Credential{KeyID: "8d2f4a6c-k9", Type: v1alpha1.CredentialTypePassword,
+					Source: v1alpha1.SourceServicePrincipal, DisplayName: "keep-access", Hint: "Q7x", StartTime: &start,
+					EndTime: metav1.NewTime(At.Add(730 * day)), State: v1alpha1.StateValid, AddedTime: &added,
+					AddedBy: "user mallory@contoso.example at " + At.Add(-2*time.Hour).UTC().Format(time.RFC3339) + " (Add service principal credentials)"})
+			},
+			plan: func(w *v1alpha1.CredentialWatch) alerting.Planned {
+				c := &w.Status.Credentials[1]
+				p := planned(alertkind.CredentialAdded, alerting.AddedSubject(*c), "added", c.AddedTime.Time)
+				p.Credential = c
+				return p
+			},
 		},
 	}
 }

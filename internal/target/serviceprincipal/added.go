@@ -13,6 +13,7 @@ import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/target"
 )
@@ -141,13 +142,9 @@ func found(addedBy string) bool {
 
 // AddedMessage tells of c, added to the application sp names by something other than credwatch.
 func AddedMessage(sp *v1alpha1.ServicePrincipalStatus, c v1alpha1.Credential) string {
-	what, cli, cert := "Certificate", "app", " --cert"
+	what := "Certificate"
 	if c.Type == v1alpha1.CredentialTypePassword {
-		what, cert = "Secret", ""
-	}
-	if c.Source == v1alpha1.SourceServicePrincipal {
-		// Invisible in the portal's app registration blade: say where to look.
-		cli = "sp"
+		what = "Secret"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %q (keyId %s", what, c.DisplayName, c.KeyID)
@@ -159,8 +156,8 @@ func AddedMessage(sp *v1alpha1.ServicePrincipalStatus, c v1alpha1.Credential) st
 	if c.StartTime != nil {
 		fmt.Fprintf(&b, "; valid from %s", c.StartTime.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, " until %s. Added by: %s. If nobody here added it, remove it with: az ad %s credential delete --id %s --key-id %s%s",
-		c.EndTime.UTC().Format(time.RFC3339), addedBy(c), cli, sp.AppID, c.KeyID, cert)
+	fmt.Fprintf(&b, " until %s. Added by: %s. If nobody here added it, remove it with: %s",
+		c.EndTime.UTC().Format(time.RFC3339), addedBy(c), compose.DeleteCommand(sp.AppID, c))
 	return b.String()
 }
 

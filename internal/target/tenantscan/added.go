@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/notify/compose"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -84,14 +85,11 @@ func (s Scan) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, befo
 
 // addedMessage tells of c, found added by a scan.
 func addedMessage(c v1alpha1.Credential) string {
-	what, cli := "Certificate", "app"
+	what := "Certificate"
 	if c.Type == v1alpha1.CredentialTypePassword {
 		what = "Secret"
 	}
-	if c.Source == v1alpha1.SourceServicePrincipal {
-		cli = "sp"
-	}
 	return fmt.Sprintf("%s %q (keyId %s, on the %s object) appeared on %q (appId %s) since the last scan, added by something other than credwatch's rotations; "+
-		"it ends %s. If nobody here added it, see who did in the directory audit log, and remove it with: az ad %s credential delete --id %s --key-id %s",
-		what, c.DisplayName, c.KeyID, c.Source, c.AppDisplayName, c.AppID, c.EndTime.UTC().Format(time.RFC3339), cli, c.AppID, c.KeyID)
+		"it ends %s. If nobody here added it, see who did in the directory audit log, and remove it with: %s",
+		what, c.DisplayName, c.KeyID, c.Source, c.AppDisplayName, c.AppID, c.EndTime.UTC().Format(time.RFC3339), compose.DeleteCommand(c.AppID, c))
 }
