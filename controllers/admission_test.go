@@ -320,6 +320,12 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"spec.alerts.remindBefore[1]", "must be a whole number and one unit"},
 		},
+		"alerts: a severity of added credentials that is none": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Alerts = &v1alpha1.Alerts{CredentialAddedSeverity: "urgent"}
+			},
+			wantErr: []string{"spec.alerts.credentialAddedSeverity", `supported values: "info", "warning", "critical"`},
+		},
 		"alerts: email and webhook, with defaults filled in": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Alerts = &v1alpha1.Alerts{
@@ -411,8 +417,8 @@ func TestAdmission(t *testing.T) {
 					t.Errorf("rotation defaults = %+v; want Apply, 30d, 365d, 7d, CreatedByCredwatch", r)
 				}
 				if a := w.Spec.Alerts; a != nil && (a.Email.SMTP.Port != 587 || a.Email.SMTP.TLS != v1alpha1.SMTPStartTLS ||
-					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels) {
-					t.Errorf("alert defaults = %+v; want port 587, StartTLS, five reminders, 1h, default channels on", a)
+					len(a.RemindBefore) != 5 || a.CheckFailureAfter != "1h" || a.UseDefaultChannels == nil || !*a.UseDefaultChannels || a.CredentialAddedSeverity != "warning") {
+					t.Errorf("alert defaults = %+v; want port 587, StartTLS, five reminders, 1h, default channels on, added credentials a warning", a)
 				}
 				if p := w.Spec.ImagePulls; p != nil && (len(p.Registries) == 0 || p.PodRegistries == nil || *p.PodRegistries) {
 					t.Errorf("image pulls = %+v, want the default registries, and not the pods' registries", p)

@@ -44,6 +44,14 @@ type Alerts struct {
 	// +kubebuilder:default="1h"
 	// +optional
 	CheckFailureAfter Duration `json:"checkFailureAfter,omitempty"`
+
+	// CredentialAddedSeverity is the severity of the alert that a credential was added to the
+	// application by something other than credwatch: info, warning (the default) or critical;
+	// a team that treats it as a possible intrusion pages on critical.
+	// +kubebuilder:validation:Enum=info;warning;critical
+	// +kubebuilder:default=warning
+	// +optional
+	CredentialAddedSeverity string `json:"credentialAddedSeverity,omitempty"`
 }
 
 // SecretKeyRef names one key of a Secret in the watch's namespace.

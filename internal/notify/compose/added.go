@@ -13,6 +13,9 @@ import (
 func addedAlert(a *notify.Alert, w *v1alpha1.CredentialWatch, c v1alpha1.Credential) {
 	credentialFacts(a, c)
 	a.Severity = notify.SeverityWarning
+	if al := w.Spec.Alerts; al != nil && al.CredentialAddedSeverity != "" {
+		a.Severity = notify.Severity(al.CredentialAddedSeverity)
+	}
 	start := "a start Graph does not give"
 	if c.StartTime != nil {
 		start = c.StartTime.UTC().Format(time.RFC3339)

@@ -28,7 +28,7 @@ func TestAlertWordsGolden(t *testing.T) {
 	}
 	for _, k := range []alertkind.Kind{alertkind.Reminder, alertkind.Expired, alertkind.Resolved, alertkind.CheckFailing,
 		alertkind.CheckRecovered, alertkind.Rotated, alertkind.RotationFailing, alertkind.RotationHeld, alertkind.Unused, alertkind.PullsRefused, alertkind.PullsRecovered,
-		alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged} {
+		alertkind.SigningKeyDrift, alertkind.SigningKeysAgree, alertkind.IssuerChanged, alertkind.CredentialAdded} {
 		if !kinds[k] {
 			t.Errorf("no golden alert of kind %s", k)
 		}
@@ -144,5 +144,25 @@ func TestARenewedSecretOfAWatchThatRotates(t *testing.T) {
 	w.Status.Rotation = &v1alpha1.RotationStatus{Step: v1alpha1.StepSecretStored, KeyID: newer.KeyID}
 	if a := compose.Alert(w, plan, notifytest.At); !strings.HasPrefix(a.Fix, "Nothing: credwatch rotates") {
 		t.Errorf("renewed by the rotation in progress: fix %q", a.Fix)
+	}
+}
+
+// A credential added out of band is a warning unless the watch says how grave it is.
+func TestCredentialAddedSeverity(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want notify.Severity
+	}{{"", notify.SeverityWarning}, {"critical", notify.SeverityCritical}, {"info", notify.SeverityInfo}} {
+		w := notifytest.Watch()
+		if tc.set != "" {
+			w.Spec.Alerts = &v1alpha1.Alerts{CredentialAddedSeverity: tc.set}
+		}
+		added := metav1.NewTime(notifytest.At)
+		c := w.Status.Credentials[0]
+		c.AddedTime = &added
+		a := compose.Alert(w, alerting.Planned{Kind: alertkind.CredentialAdded, Subject: alerting.AddedSubject(c), Step: alerting.Step{Name: "added", Due: added.Time}, Credential: &c}, notifytest.At)
+		if a.Severity != tc.want {
+			t.Errorf("credentialAddedSeverity %q: %s, want %s", tc.set, a.Severity, tc.want)
+		}
 	}
 }
