@@ -216,7 +216,10 @@ func (s *Server) report(tenantID, report string, q reportQuery) ([]object, int) 
 			emit(func() object {
 				var last time.Time
 				for _, o := range []*stored{app, sp} {
-					for _, k := range credentialKeys(o) {
+					if o == nil {
+						continue
+					}
+					for _, k := range keyIDsOf(o.obj) {
 						last = latest(last, t.lastSignIn(k, now, lag))
 					}
 				}
@@ -269,20 +272,6 @@ func (e entries) of(o *stored, origin string) {
 	for _, k := range o.obj.Keys {
 		add(k.KeyID, "certificate", strings.ToLower(k.Usage), k.Start, k.End)
 	}
-}
-
-func credentialKeys(o *stored) []string {
-	if o == nil {
-		return nil
-	}
-	var keys []string
-	for _, p := range o.obj.Passwords {
-		keys = append(keys, p.KeyID)
-	}
-	for _, k := range o.obj.Keys {
-		keys = append(keys, k.KeyID)
-	}
-	return keys
 }
 
 func latest(a, b time.Time) time.Time {

@@ -1,6 +1,11 @@
 package planner
 
-import "slices"
+import (
+	"slices"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
 
 // An asker waits for one appId at a time. Its answer holds room among its identity's reads ahead
 // (readAhead) until taken: a watch deleted, or naming another application, would never take it,
@@ -85,4 +90,25 @@ func (p *Planner) withdrawnLocked(b *batch) bool {
 	}
 	p.unreserveLocked(b)
 	return true
+}
+
+// keepAnswerLocked keeps r, read at now (by a delta round when fromLog), as the answer to k that
+// asker waits for: a newer answer for all, whoever asked before it waits for no older one. An
+// answer older than answerTTL lets go of its askers first.
+func (p *Planner) keepAnswerLocked(k key, r graph.Read, now time.Time, fromLog bool, asker string) {
+	a := p.answers[k]
+	if a != nil && now.Sub(a.at) >= answerTTL {
+		p.unaskLocked(k, a)
+		a.askers = nil
+	}
+	if a == nil {
+		a = &answer{}
+		p.answers[k] = a
+		p.ahead[k.identity]++
+	}
+	a.read, a.at, a.fromLog = r, now, fromLog
+	if !slices.Contains(a.askers, asker) {
+		a.askers = append(a.askers, asker)
+	}
+	p.askers[asker] = k
 }

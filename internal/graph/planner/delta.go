@@ -183,10 +183,9 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 		return false
 	}
 	tr.cred = cred
-	if !tr.started && !tr.running {
+	if !tr.started {
 		// The first checks are read; their sweep starts the log, for the next.
-		tr.running = true
-		go p.deltaRound(tr)
+		p.roundLocked(tr)
 	}
 	if ask.Known == nil || seen.read.IsZero() || fingerprint(*ask.Known) != seen.sum {
 		return false
@@ -198,11 +197,16 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 	} else {
 		tr.waiting = append(tr.waiting, w)
 	}
+	p.roundLocked(tr)
+	return true
+}
+
+// roundLocked starts tr's next round unless one is read or waits for its window.
+func (p *Planner) roundLocked(tr *tracker) {
 	if !tr.running {
 		tr.running = true
 		go p.deltaRound(tr)
 	}
-	return true
 }
 
 // deltaRound reads a round of changes once a sweep's checks stop coming, answers the checks
@@ -298,15 +302,7 @@ func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, writtenFrom time
 	ok = ok && (a == nil || len(a.askers) == 0 || fingerprint(a.read.Snapshot) == fingerprint(snap))
 	due := p.delta.FullEvery > 0 && p.clock.Since(w.seen.realRead) >= p.delta.FullEvery
 	if ok && !due {
-		if a == nil {
-			a = &answer{}
-			p.answers[w.k] = a
-			p.ahead[w.k.identity]++
-		}
-		a.read, a.at, a.fromLog = graph.Read{Snapshot: snap}, p.clock.Now(), true
-		if !slices.Contains(a.askers, w.asker) {
-			a.askers = append(a.askers, w.asker)
-		}
+		p.keepAnswerLocked(w.k, graph.Read{Snapshot: snap}, p.clock.Now(), true, w.asker)
 		return w.wake
 	}
 	if ok {

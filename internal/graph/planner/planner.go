@@ -335,23 +335,8 @@ func (p *Planner) deliver(b *batch, reads []graph.Read) {
 			continue
 		}
 		p.compareLocked(k, r)
-		a := p.answers[k]
-		if a != nil && now.Sub(a.at) >= answerTTL {
-			p.unaskLocked(k, a)
-			a.askers = nil
-		}
-		if a == nil {
-			a = &answer{}
-			p.answers[k] = a
-			p.ahead[b.identity]++
-		}
-		// A newer answer for all: whoever asked before it waits for no older one.
-		a.read, a.at, a.fromLog = r, now, false
 		for _, wk := range w.wakers {
-			if !slices.Contains(a.askers, wk.asker) {
-				a.askers = append(a.askers, wk.asker)
-			}
-			p.askers[wk.asker] = k
+			p.keepAnswerLocked(k, r, now, false, wk.asker)
 			wake = append(wake, wk.wake)
 		}
 	}
