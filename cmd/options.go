@@ -329,8 +329,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.BoolVar(&o.deltaReads, "delta-reads", true, "Answer the checks of an identity that may scan its tenant (TenantScan) and watches more than fifteen of its applications from Microsoft Graph's changes to the tenant (delta queries), kept in the operator's namespace, rather than read each application.")
-	fs.DurationVar(&o.deltaFullEvery, "delta-full-every", 24*time.Hour, "How long a watch answered from Graph's changes goes before it is read again, and any difference counted in credwatch_graph_delta_missed_total; 0 never.")
+	fs.BoolVar(&o.deltaReads, "delta-reads", true, "Answer the checks of an identity that may scan its tenant (TenantScan) and watches more than fifteen of its applications from Microsoft Graph's changes to the tenant (delta queries), kept in the operator's namespace, rather than read each application; and scan a tenant (TenantScan without a filter) from the changes since its last scan, held in memory, rather than list it each time.")
+	fs.DurationVar(&o.deltaFullEvery, "delta-full-every", 24*time.Hour, "How long a watch answered from Graph's changes goes before it is read again, and a tenant scanned from them before it is listed again, any difference counted in credwatch_graph_delta_missed_total; 0 never.")
 	fs.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
 	fs.DurationVar(&o.pullThresholds.Window, "image-pull-window", pullauth.DefaultThresholds.Window, "How far back image pulls count when telling a cluster-wide credential failure from a node's.")
 	fs.IntVar(&o.pullThresholds.ClusterWideNodes, "image-pull-cluster-wide-nodes", pullauth.DefaultThresholds.ClusterWideNodes, "Nodes refused by a registry that make the failure the cluster's credential (in a smaller cluster, all its nodes).")

@@ -155,7 +155,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 			IdentitySpec: v1alpha1.IdentitySpec{
 				Operator: &v1alpha1.OperatorSignIn{},
 				Allow: v1alpha1.IdentityAllow{
-					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant, deltaTenant},
+					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant, deltaTenant, deltaScanTenant},
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,

@@ -24,6 +24,9 @@ type Change struct {
 	HasSingleSignOn bool
 	// SingleSignOnMode is a service principal's preferredSingleSignOnMode.
 	SingleSignOnMode string
+	// HasTags: an application's tags, which a tenant scan reads.
+	HasTags bool
+	Tags    []string
 }
 
 // DeltaStart names the state a round starts from when there is no deltaLink yet: Latest asks

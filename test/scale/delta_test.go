@@ -16,6 +16,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/graph/budget"
 	"github.com/credwatch/credwatch/internal/graph/planner"
+	"github.com/credwatch/credwatch/internal/target/tenantscan"
 	"github.com/credwatch/credwatch/test/fakegraph"
 )
 
@@ -169,4 +170,69 @@ func graphCost(fake *fakegraph.Server) (requests, units int) {
 		}
 	}
 	return requests, fake.Spent()
+}
+
+// BenchmarkTenantScanDelta scans a tenant of N applications, each with its service principal, as
+// a tenantScan watch does with delta reads on: the first scan lists the tenant; then a scan of a
+// tenant where nothing changed, and one where 1% of the applications gained a secret, are
+// measured: their time to the last object folded, their Graph requests and units, and whether the
+// fold holds every credential.
+func BenchmarkTenantScanDelta(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("apps=%d", n), func(b *testing.B) {
+			fake := fakegraph.New()
+			b.Cleanup(fake.Close)
+			fake.AddClient(tenant, client, secret)
+			seedTenant(fake, n, true, true)
+			graphClient, cred := operatorGraph(b, fake)
+			clk := &hoursLater{}
+			reader := planner.New(graphClient, clk, window)
+			if err := reader.UseDelta(planner.DeltaOptions{Keeper: &memoryKeeper{kept: map[string][]byte{}}}); err != nil {
+				b.Fatal(err)
+			}
+			fake.SetLatency(latency)
+			scan := func(wantCreds int) (took time.Duration, requests, units int) {
+				b.Helper()
+				fake.SetBudget(budget.SmallTenant, clock.RealClock{})
+				fake.ResetRequests()
+				clk.later()
+				b.StartTimer()
+				began := time.Now()
+				var fold tenantscan.Fold
+				err := reader.Scan(context.Background(), cred, fold.Add)
+				found := fold.Found()
+				took = time.Since(began)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if int(found.Applications) != n || len(found.Credentials) != wantCreds {
+					b.Fatalf("scanned %d applications and %d credentials, want %d and %d", found.Applications, len(found.Credentials), n, wantCreds)
+				}
+				requests, units = graphCost(fake)
+				return took, requests, units
+			}
+			for range b.N {
+				b.StopTimer()
+				took, requests, units := scan(n + n/10)
+				b.ReportMetric(took.Seconds(), "first-s")
+				b.ReportMetric(float64(requests), "first-requests")
+				b.ReportMetric(float64(units), "first-units")
+				took, requests, units = scan(n + n/10)
+				b.ReportMetric(took.Seconds(), "quiet-s")
+				b.ReportMetric(float64(requests), "quiet-requests")
+				b.ReportMetric(float64(units), "quiet-units")
+				changed := n / 100
+				for i := range changed {
+					app, _ := fake.Application(tenant, fmt.Sprintf("%08x-0000-4000-8000-%012x", i*100, i*100))
+					app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{SecretText: "added", Start: app.Passwords[0].Start, End: app.Passwords[0].End})
+					fake.PutApplication(tenant, app)
+				}
+				took, requests, units = scan(n + n/10 + changed)
+				b.ReportMetric(took.Seconds(), "changed-s")
+				b.ReportMetric(float64(requests), "changed-requests")
+				b.ReportMetric(float64(units), "changed-units")
+			}
+		})
+	}
 }

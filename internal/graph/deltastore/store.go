@@ -99,13 +99,13 @@ func (s *Store) save(ctx context.Context, scope string, state []byte) error {
 // Resynced tells that scope's log starts again, and why, in an event on its ConfigMap.
 func (s *Store) Resynced(scope string, why error) {
 	s.Counters.Resynced()
-	s.Log.Info("Reading Graph's changes starts again: the watches of this identity are read once more", "scope", scope, "why", why.Error())
+	s.Log.Info("Reading Graph's changes starts again: the watches of this identity are read, and its tenant scans list the tenant, once more", "scope", scope, "why", why.Error())
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Name(scope), Namespace: s.Namespace}}
 	if err := s.Reader.Get(context.Background(), client.ObjectKeyFromObject(cm), cm); err != nil && !apierrors.IsNotFound(err) {
 		s.Log.Error(err, "Reading the delta state's ConfigMap for an event")
 	}
 	s.Events.Eventf(cm, corev1.EventTypeWarning, EventResynced,
-		"Reading Graph's changes as %s starts again, and its watches are read once more: %v", scope, why)
+		"Reading Graph's changes as %s starts again: its watches are read, and its tenant scans list the tenant, once more: %v", scope, why)
 }
 
 // Missed tells of a read of appID that found what no round reported: a delta that missed a

@@ -171,6 +171,9 @@ func changeOf(src graph.Source, o deltaObject) graph.Change {
 			}
 		}
 	}
+	if app, ok := o.(interface{ GetTags() []string }); ok && src == graph.Application && app.GetTags() != nil {
+		ch.HasTags, ch.Tags = true, app.GetTags()
+	}
 	if sp, ok := o.(interface{ GetPreferredSingleSignOnMode() *string }); ok {
 		if m := sp.GetPreferredSingleSignOnMode(); m != nil {
 			ch.HasSingleSignOn, ch.SingleSignOnMode = true, *m

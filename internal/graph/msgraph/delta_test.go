@@ -42,6 +42,7 @@ func TestReadDelta(t *testing.T) {
 	// An out-of-band secret on the application, and every secret gone from the service principal.
 	app, _ := fake.Application(tenant, appID)
 	app.Passwords = append(app.Passwords, fakegraph.PasswordCredential{DisplayName: "added", SecretText: "Abc~added-000000000000000000000000", Start: end1.AddDate(-1, 0, 0), End: end1})
+	app.Tags = []string{"credwatch-no-digest"}
 	fake.PutApplication(tenant, app)
 	sp, _ := fake.ServicePrincipal(tenant, appID)
 	sp.Passwords = nil
@@ -52,7 +53,8 @@ func TestReadDelta(t *testing.T) {
 	if len(apps) != 2 {
 		t.Fatalf("changed applications: %+v", apps)
 	}
-	if ch := apps[0]; ch.HasAppID || ch.HasCertificates || !ch.HasPasswords || len(ch.Passwords) != 2 || ch.Passwords[1].DisplayName != "added" || ch.Passwords[1].Source != graph.Application {
+	if ch := apps[0]; ch.HasAppID || ch.HasCertificates || !ch.HasPasswords || len(ch.Passwords) != 2 || ch.Passwords[1].DisplayName != "added" || ch.Passwords[1].Source != graph.Application ||
+		!ch.HasTags || len(ch.Tags) != 1 || ch.Tags[0] != "credwatch-no-digest" {
 		t.Errorf("an updated application: %+v", ch)
 	}
 	if !apps[1].Removed || apps[1].ObjectID == "" {

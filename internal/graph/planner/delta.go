@@ -72,6 +72,8 @@ type deltas struct {
 	trackers map[string]*tracker
 	// compare holds, for checks read in place of the log's answer, what the log answered.
 	compare map[key]comparison
+	// scans are the tenants tenant scans read, by scope.
+	scans map[string]*scanState
 }
 
 // tracker is one identity's rounds.
@@ -148,7 +150,7 @@ func (p *Planner) UseDelta(o DeltaOptions) error {
 	}
 	p.mu.Lock()
 	defer p.unlock()
-	p.delta = &deltas{DeltaOptions: o, reader: r, trackers: map[string]*tracker{}, compare: map[key]comparison{}}
+	p.delta = &deltas{DeltaOptions: o, reader: r, trackers: map[string]*tracker{}, compare: map[key]comparison{}, scans: map[string]*scanState{}}
 	return nil
 }
 

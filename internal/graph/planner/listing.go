@@ -29,15 +29,25 @@ const (
 	listingFailedFor = 10 * time.Minute
 )
 
-// Scan lists the whole tenant cred signs in to for a tenant scan, handing every object to visit.
-// The checks of the same identity waiting for their turn, and allowed to list, are answered by
-// the same listing; and the tenant's count chooses how later checks are read. A scan takes no
-// turn of the identity's: its pages are read one after the other in each list, each after the
-// limiter has seen the answer to the last.
+// Scan reads the whole tenant cred signs in to for a tenant scan, handing every object to visit:
+// from Graph's changes since the scan before where delta reads are on (scanChanges), or by a
+// listing.
 func (p *Planner) Scan(ctx context.Context, cred azcore.TokenCredential, visit func(graph.Object)) error {
 	if !plannable(cred) {
 		return p.next.ScanTenant(ctx, cred, "", visit)
 	}
+	if st := p.scanStateOf(cred); st != nil {
+		return p.scanChanges(ctx, cred, st, visit)
+	}
+	return p.scanListing(ctx, cred, visit)
+}
+
+// scanListing lists the whole tenant, handing every object to visit. The checks of the same
+// identity waiting for their turn, and allowed to list, are answered by the same listing; and
+// the tenant's count chooses how later checks are read. A scan takes no turn of the identity's:
+// its pages are read one after the other in each list, each after the limiter has seen the
+// answer to the last.
+func (p *Planner) scanListing(ctx context.Context, cred azcore.TokenCredential, visit func(graph.Object)) error {
 	id := identityOf(cred)
 	p.mu.Lock()
 	var with []*batch

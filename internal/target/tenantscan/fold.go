@@ -1,6 +1,7 @@
 package tenantscan
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -81,11 +82,10 @@ func (f *Fold) Found() Found {
 			c.AppObjectID, c.AppDisplayName = a.objectID, a.displayName
 		}
 	}
-	slices.SortStableFunc(out.Credentials, func(a, b v1alpha1.Credential) int {
-		if c := strings.Compare(a.AppID, b.AppID); c != 0 {
-			return c
-		}
-		return policy.BySoonestEnd(a, b)
+	// A total order: a scan from a tenant held in memory hands its objects in no set order, and
+	// its status must list what ties the same way every time.
+	slices.SortFunc(out.Credentials, func(a, b v1alpha1.Credential) int {
+		return cmp.Or(strings.Compare(a.AppID, b.AppID), policy.BySoonestEnd(a, b), strings.Compare(string(a.Source), string(b.Source)))
 	})
 	return out
 }

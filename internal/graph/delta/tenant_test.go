@@ -1,0 +1,75 @@
+package delta
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/credwatch/credwatch/internal/graph"
+)
+
+func TestUnitTenantApply(t *testing.T) {
+	secret := graph.Credential{KeyID: "s", Type: graph.Password, Source: graph.Application}
+	cert := graph.Credential{KeyID: "c", Type: graph.Certificate, Source: graph.Application}
+	app := graph.Object{Source: graph.Application, ObjectID: "a", AppID: "x", DisplayName: "one", Tags: []string{"t"}, Credentials: []graph.Credential{secret, cert}}
+	for _, tc := range []struct {
+		name   string
+		ch     graph.Change
+		ok     bool
+		want   *graph.Object
+		absent bool
+	}{
+		{name: "a new secret keeps the certificate and the rest",
+			ch: graph.Change{Source: graph.Application, ObjectID: "A", HasPasswords: true}, ok: true,
+			want: &graph.Object{Source: graph.Application, ObjectID: "a", AppID: "x", DisplayName: "one", Tags: []string{"t"}, Credentials: []graph.Credential{cert}}},
+		{name: "a new name and tags",
+			ch: graph.Change{Source: graph.Application, ObjectID: "a", HasDisplayName: true, DisplayName: "two", HasTags: true}, ok: true,
+			want: &graph.Object{Source: graph.Application, ObjectID: "a", AppID: "x", DisplayName: "two", Credentials: []graph.Credential{secret, cert}}},
+		{name: "removed", ch: graph.Change{Source: graph.Application, ObjectID: "a", Removed: true}, ok: true, absent: true},
+		{name: "an unknown object reported in part", ch: graph.Change{Source: graph.ServicePrincipal, ObjectID: "b", HasPasswords: true}},
+		{name: "an unknown object reported whole",
+			ch: graph.Change{Source: graph.ServicePrincipal, ObjectID: "b", HasAppID: true, AppID: "Y", HasPasswords: true, HasCertificates: true, HasSingleSignOn: true, SingleSignOnMode: "saml"}, ok: true,
+			want: &graph.Object{Source: graph.ServicePrincipal, ObjectID: "b", AppID: "y", SingleSignOnMode: "saml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := NewTenant(nil, time.Time{})
+			tn.Put(app)
+			if ok := tn.Apply(tc.ch); ok != tc.ok {
+				t.Fatalf("Apply = %v, want %v", ok, tc.ok)
+			}
+			got, held := tn.objects[strings.ToLower(tc.ch.ObjectID)]
+			switch {
+			case tc.absent && held:
+				t.Errorf("still holds %+v", got)
+			case tc.want != nil && (!held || !sameObject(got, *tc.want) || got.ObjectID != tc.want.ObjectID):
+				t.Errorf("holds %+v, want %+v", got, *tc.want)
+			}
+		})
+	}
+}
+
+func TestUnitTenantDiffers(t *testing.T) {
+	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	a := graph.Credential{KeyID: "a", Type: graph.Password, End: at}
+	b := graph.Credential{KeyID: "b", Type: graph.Certificate, End: at}
+	rounds, listed := NewTenant(nil, at), NewTenant(nil, at)
+	rounds.Put(graph.Object{ObjectID: "same", AppID: "1", Credentials: []graph.Credential{a, b}})
+	// The same credentials in another order, and an end in another zone, are the same.
+	bLocal := b
+	bLocal.End = at.In(time.FixedZone("x", 3600))
+	listed.Put(graph.Object{ObjectID: "same", AppID: "1", Credentials: []graph.Credential{bLocal, a}})
+	rounds.Put(graph.Object{ObjectID: "gone", AppID: "2"})
+	listed.Put(graph.Object{ObjectID: "new", AppID: "3"})
+	rounds.Put(graph.Object{ObjectID: "changed", AppID: "4", Credentials: []graph.Credential{a}})
+	listed.Put(graph.Object{ObjectID: "changed", AppID: "4", Credentials: []graph.Credential{b}})
+	got := rounds.Differs(listed)
+	want := map[string]string{"gone": "2", "new": "3", "changed": "4"}
+	if len(got) != len(want) {
+		t.Fatalf("Differs = %v, want %v", got, want)
+	}
+	for id, appID := range want {
+		if got[id] != appID {
+			t.Errorf("Differs = %v, want %v", got, want)
+		}
+	}
+}
