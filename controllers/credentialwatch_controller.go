@@ -128,8 +128,9 @@ type CredentialWatchReconciler struct {
 
 	// early is each namespace's allowance of checks before their schedule.
 	early target.EarlyChecks
-	// reports shares the watches' reads of Graph's sign-in report, within its small budget.
+	// reports shares the watches' reads of Graph's sign-in report; seen, what their checks found.
 	reports serviceprincipal.Reports
+	seen    serviceprincipal.Seen
 	// queue is the controller's workqueue once it runs, where planned reads wake their watches.
 	queue atomic.Pointer[wakeQueue]
 	// heldClusters are the cluster reads of pending checks, by watch.

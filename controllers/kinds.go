@@ -36,8 +36,7 @@ type kind interface {
 	failed(w *watchState, reason string)
 	// evaluate holds what the last check found to the clock, and returns when that next changes.
 	evaluate(ctx context.Context, w *watchState) (time.Time, error)
-	// follow does what the kind does after, with what it found: the owner digests a tenant scan
-	// mails, the watches a fleet creates.
+	// follow does what the kind does after: a tenant scan's owner digests, a fleet's watches.
 	follow(ctx context.Context, w *watchState) (time.Time, error)
 	alert(ctx context.Context, w *watchState) (time.Time, error)
 	// specChanged forgets what the watch's status holds of a kind it is no longer.
@@ -151,12 +150,12 @@ func (c clusterFound) record(ctx context.Context, w *watchState) {
 // servicePrincipals and clusters are those kinds on this reconciler's edges.
 func (r *CredentialWatchReconciler) servicePrincipals() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: r.Azure, Events: r.Recorder, MailsOwners: r.Channels.NotifiesOwners, OwnerDomains: r.OwnerDomains,
-		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces}
+		SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces, Seen: &r.seen}
 }
 
 func (r *CredentialWatchReconciler) clusters() akscluster.Kind {
 	return akscluster.Kind{Azure: r.Azure, Events: r.Recorder, Held: &r.heldClusters, HeldFor: heldClusterTTL, MailsOwners: r.Channels.NotifiesOwners,
-		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces}
+		OwnerDomains: r.OwnerDomains, SignInsUnavailable: r.SignInsUnavailable, Reports: &r.reports, Added: r.CredentialsAdded, Own: r.Paces, Seen: &r.seen}
 }
 
 // ask is how the read planner knows the watch, and wakes it once its answer is in.

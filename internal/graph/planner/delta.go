@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -154,11 +155,12 @@ func (p *Planner) UseDelta(o DeltaOptions) error {
 	return nil
 }
 
-// scopeOf is who an identity signs in as, for the log: its client and tenant, the same however
-// its secret changes.
+// scopeOf is who an identity signs in as, for the log and a scan's tenant: its client and
+// tenant, the same however its secret changes, and whatever the case a spec wrote them in (each
+// spelling would otherwise hold a tenant of its own).
 func scopeOf(cred azcore.TokenCredential) string {
 	if s, ok := cred.(interface{ Scope() string }); ok {
-		return s.Scope()
+		return strings.ToLower(s.Scope())
 	}
 	return ""
 }

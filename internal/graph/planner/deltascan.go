@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -113,7 +114,7 @@ func (p *Planner) applyRound(ctx context.Context, cred azcore.TokenCredential, s
 	for _, src := range []graph.Source{graph.Application, graph.ServicePrincipal} {
 		next, err := p.delta.reader.ReadDelta(ctx, cred, src, t.Links[src], graph.DeltaLatest, func(ch graph.Change) {
 			complete = t.Apply(ch) && complete
-			delete(st.suspects, ch.ObjectID)
+			delete(st.suspects, strings.ToLower(ch.ObjectID))
 		})
 		if err != nil {
 			return false, err

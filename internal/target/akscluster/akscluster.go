@@ -42,12 +42,13 @@ type Kind struct {
 	MailsOwners func(*v1alpha1.CredentialWatch, access.Identity) bool
 	// OwnerDomains are the domains owners' mail may go to; empty, the tenant's verified domains.
 	OwnerDomains []string
-	// SignInsUnavailable, Reports, Added and Own are the service principal's
+	// SignInsUnavailable, Reports, Added, Own and Seen are the service principal's
 	// (serviceprincipal.Kind).
 	SignInsUnavailable string
 	Reports            *serviceprincipal.Reports
 	Added              func(tenantID string, n int)
 	Own                serviceprincipal.OwnSecrets
+	Seen               *serviceprincipal.Seen
 }
 
 // Found is what a check found: the cluster, once read, and its service principal's credentials,
@@ -72,7 +73,7 @@ func Where(ref aks.ClusterRef) *access.Cluster {
 
 func (k Kind) sp() serviceprincipal.Kind {
 	return serviceprincipal.Kind{Azure: k.Azure, Events: k.Events, MailsOwners: k.MailsOwners, OwnerDomains: k.OwnerDomains,
-		SignInsUnavailable: k.SignInsUnavailable, Reports: k.Reports, Added: k.Added, Own: k.Own}
+		SignInsUnavailable: k.SignInsUnavailable, Reports: k.Reports, Added: k.Added, Own: k.Own, Seen: k.Seen}
 }
 
 // Read reads the watch's cluster as id, which g allows to, then the credentials of the service

@@ -23,10 +23,11 @@ import (
 const EventCredentialAdded = "CredentialAdded"
 
 // markAdded marks the credentials of obj's status that before, its last check of the same
-// application, did not hold and credwatch's rotation did not add (policy.MarkAdded), says who
-// added them where the identity may read the directory audit log, and tells of each in an event,
-// at most target.MaxStateEvents, and to Added: none as well, so that the tenant's count starts
-// at zero.
+// application (or, at its first, the last check of any watch: Seen), did not hold and
+// credwatch's rotation did not add (policy.MarkAdded), says who added them where the identity
+// may read the directory audit log, and tells of each no other watch's check claimed first in an
+// event, at most target.MaxStateEvents, and to Added: none as well, so that the tenant's count
+// starts at zero.
 func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, first bool, now time.Time) {
 	st := &obj.Status
 	own := func(c v1alpha1.Credential) bool {
@@ -37,10 +38,16 @@ func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Fo
 		ok, err := k.Own.OwnSecret(ctx, obj.Spec.Target.TenantID(), f.AppID, c.DisplayName)
 		return err == nil && ok
 	}
+	tenant := obj.Spec.Target.TenantID()
+	if seen, ok := k.Seen.Before(tenant, f.ID.ClientID, f.AppID); ok && first {
+		// Another watch, or this one before it was created again, checked the application.
+		before, first = seen, false
+	}
 	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, own, metav1.NewTime(now))
+	added = k.Seen.Claim(tenant, f.ID.ClientID, f.AppID, st.Credentials, added, now)
 	k.whoAdded(ctx, obj, f, now)
 	if k.Added != nil {
-		k.Added(obj.Spec.Target.TenantID(), len(added))
+		k.Added(tenant, len(added))
 	}
 	for i, c := range added {
 		switch {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -76,5 +77,73 @@ func TestRecordMarksWhatWasAdded(t *testing.T) {
 	}
 	if i := slices.IndexFunc(obj.Status.Credentials, func(c v1alpha1.Credential) bool { return c.KeyID == "k2" }); obj.Status.Credentials[i].AddedTime == nil {
 		t.Error("the mark was lost")
+	}
+}
+
+// What every watch's checks found is the baseline of a watch that starts without one: a watch
+// created again after a secret was added still tells of it, and of several watches of one
+// application, the first check that finds an addition counts it and tells it in an event; the
+// others mark it too, at the same time, for their channels.
+func TestSeenAcrossWatches(t *testing.T) {
+	events := &targettest.Events{}
+	counted := 0
+	seen := &Seen{}
+	k := Kind{Events: events, MailsOwners: func(*v1alpha1.CredentialWatch, access.Identity) bool { return false },
+		Added: func(_ string, n int) { counted += n }, Seen: seen}
+	watch := func() *v1alpha1.CredentialWatch {
+		next := metav1.NewTime(policytest.Now.Add(policytest.Day))
+		return &v1alpha1.CredentialWatch{Spec: v1alpha1.CredentialWatchSpec{Target: v1alpha1.Target{
+			ServicePrincipal: &v1alpha1.ServicePrincipalTarget{TenantID: "tenant-1", ClientID: "a"}}},
+			Status: v1alpha1.CredentialWatchStatus{NextCheckTime: &next}}
+	}
+	with := func(keyIDs ...string) graph.Snapshot {
+		s := snap
+		s.Credentials = slices.Clone(snap.Credentials)
+		for _, id := range keyIDs {
+			s.Credentials = append(s.Credentials, graph.Credential{KeyID: id, Type: graph.Password, Source: graph.Application, End: policytest.Now.Add(700 * policytest.Day)})
+		}
+		return s
+	}
+	addedTime := func(obj *v1alpha1.CredentialWatch, keyID string) *metav1.Time {
+		i := slices.IndexFunc(obj.Status.Credentials, func(c v1alpha1.Credential) bool { return c.KeyID == keyID })
+		return obj.Status.Credentials[i].AddedTime
+	}
+	first, second := watch(), watch()
+	k.Record(context.Background(), first, Found{AppID: "a", Snap: with()}, policytest.Now)
+	k.Record(context.Background(), second, Found{AppID: "a", Snap: with()}, policytest.Now)
+
+	// The first watch's check finds a secret added; the second's, a minute later, finds it too.
+	later := policytest.Now.Add(time.Minute)
+	k.Record(context.Background(), first, Found{AppID: "a", Snap: with("k2")}, policytest.Now)
+	k.Record(context.Background(), second, Found{AppID: "a", Snap: with("k2")}, later)
+	if got := events.Take(); counted != 1 || len(got) != 1 {
+		t.Errorf("two watches of one application: counted %d, events %q; want one each", counted, got)
+	}
+	if a, b := addedTime(first, "k2"), addedTime(second, "k2"); a == nil || b == nil || !a.Equal(b) {
+		t.Errorf("marked at %v and %v; want both, at the first check's time", a, b)
+	}
+
+	// Deleted and created again, after another secret was added: its first check tells of it.
+	again := watch()
+	k.Record(context.Background(), again, Found{AppID: "a", Snap: with("k2", "k3")}, later)
+	if got := events.Take(); counted != 2 || len(got) != 1 || !strings.Contains(got[0], "keyId k3") {
+		t.Errorf("a watch created again: counted %d, events %q; want k3 told", counted, got)
+	}
+	if addedTime(again, "k2") == nil || addedTime(again, "k3") == nil {
+		t.Errorf("a watch created again marks %+v", again.Status.Credentials)
+	}
+
+	// Without a record of any watch, a first check marks nothing, as before.
+	k.Seen = &Seen{}
+	fresh := watch()
+	k.Record(context.Background(), fresh, Found{AppID: "a", Snap: with("k2", "k3", "k4")}, later)
+	if got := events.Take(); counted != 2 || len(got) != 0 {
+		t.Errorf("a first check with nothing seen: counted %d, events %q", counted, got)
+	}
+	// That check, which had no baseline, silences no watch that had one: the first watch, whose
+	// last check found k2 alone, tells of k3 and k4.
+	k.Record(context.Background(), first, Found{AppID: "a", Snap: with("k2", "k3", "k4")}, later)
+	if got := events.Take(); counted != 4 || len(got) != 2 || addedTime(first, "k3") == nil || addedTime(first, "k4") == nil {
+		t.Errorf("a watch with a baseline after one without: counted %d, events %q", counted, got)
 	}
 }

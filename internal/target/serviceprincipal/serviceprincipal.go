@@ -50,6 +50,8 @@ type Kind struct {
 	// Own tells other watches' rotations' secrets from others added; nil, only this watch's
 	// rotation is known.
 	Own OwnSecrets
+	// Seen is what every watch's checks found; nil, each watch knows only its own.
+	Seen *Seen
 }
 
 // Found is what a check read of an application, and who read it: the owners are read as the
