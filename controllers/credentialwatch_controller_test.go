@@ -159,6 +159,10 @@ type plannedApp struct {
 }
 
 func (a plannedApp) Check(ctx context.Context, ask graph.Ask) (graph.Snapshot, error) {
+	if strings.HasPrefix(ask.Asker, "aksFleet:") {
+		// A fleet waits for its reads within its reconcile: reconcileFully has nothing to wait for.
+		return a.AppClient.Check(ctx, ask)
+	}
 	wake := ask.Wake
 	ask.Wake = func() { wake(); a.p.woken <- struct{}{} }
 	snap, err := a.AppClient.Check(ctx, ask)

@@ -40,7 +40,7 @@ func (k fleetKind) read(ctx context.Context, w *watchState, g access.Grant, id a
 	if err := f.Allowed(ctx, w.obj); err != nil {
 		return nil, err
 	}
-	got, err := f.Read(ctx, g, id, w.obj.Spec.Target.AKSFleet)
+	got, err := f.Read(ctx, target.KeyOf(w.obj), g, id, w.obj.Spec.Target.AKSFleet)
 	if err != nil {
 		return nil, err
 	}

@@ -101,3 +101,86 @@ func TestTenantScanReadsGraphsChanges(t *testing.T) {
 		t.Errorf("the scan after a restart: %d lists, %d credentials", lists, w.Status.TenantScan.Credentials)
 	}
 }
+
+// A fleet's reads of the service principals its clusters sign in with are checks of its own:
+// under an identity that may scan the tenant, from the fleet's third check on (the first read
+// starts the rounds, the second reads what was read before they began) they are answered from
+// Graph's changes, and a secret added to one of them shows in the fleet's status.
+func TestAKSFleetReadsGraphsChanges(t *testing.T) {
+	needsAPIServer(t)
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deltaNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h, arm := newFleetHarness(t)
+	ahead := &atomic.Int64{}
+	h.r.Azure = clients.New(identities, deltaGraph(t, ahead), arm.reader())
+	arm.seed25(t, h.clock.Now())
+	id := &v1alpha1.ClusterAzureIdentity{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-delta-reader"},
+		Spec: v1alpha1.ClusterAzureIdentitySpec{
+			IdentitySpec: v1alpha1.IdentitySpec{
+				Operator: &v1alpha1.OperatorSignIn{},
+				Allow: v1alpha1.IdentityAllow{
+					Tenants: []string{tenantID}, Applications: []string{v1alpha1.AllApplications},
+					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: fleetSubA}, {SubscriptionID: fleetSubB}},
+					Operations:    []v1alpha1.Operation{v1alpha1.OperationFleetScan, v1alpha1.OperationTenantScan},
+				},
+			},
+			Conditions: []v1alpha1.NamespaceCondition{{NamespaceSelector: &metav1.LabelSelector{}}},
+		},
+	}
+	if err := createSignedIn(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), id) })
+	h.create("", func(spec *v1alpha1.CredentialWatchSpec) {
+		spec.CheckInterval = "1h"
+		spec.Target = v1alpha1.Target{AKSFleet: &v1alpha1.AKSFleetTarget{TenantID: tenantID, Subscriptions: []string{fleetSubA, fleetSubB}}}
+		spec.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: id.Name}
+	})
+	// check reconciles two hours on, and counts the applications read and the delta requests.
+	check := func(why string) (w *v1alpha1.CredentialWatch, read, deltas int) {
+		t.Helper()
+		h.step(2 * time.Hour)
+		ahead.Add(int64(2 * time.Hour))
+		fake.ResetRequests()
+		w, _ = h.reconcile()
+		for _, r := range fake.Requests() {
+			switch {
+			case strings.HasSuffix(r.Path, "/delta"):
+				deltas++
+			case strings.Contains(r.Path, "$batch"), strings.Contains(r.Path, "(appId="):
+				read++
+			}
+		}
+		if w.Status.Fleet == nil || w.Status.Fleet.ServicePrincipal != 19 {
+			t.Fatalf("%s: fleet status %+v, conditions %+v", why, w.Status.Fleet, w.Status.Conditions)
+		}
+		return w, read, deltas
+	}
+	check("the first check")
+	check("the check that reads what was read before the rounds began")
+	w, read, deltas := check("a quiet tenant")
+	if read != 0 || deltas == 0 {
+		t.Fatalf("a quiet tenant: %d reads and %d delta requests; want the service principals answered from a round", read, deltas)
+	}
+	expired := w.Status.Fleet.Expired
+
+	// The secret of an expired cluster's service principal is reset: the old one goes, a new one
+	// comes.
+	c := w.Status.Fleet.Attention[0]
+	if c.State != v1alpha1.StateExpired {
+		t.Fatalf("the first cluster needing attention is %s, want Expired", c.State)
+	}
+	app, ok := fake.Application(tenantID, c.AppID)
+	if !ok {
+		t.Fatalf("no application %s", c.AppID)
+	}
+	app.Passwords = []fakegraph.PasswordCredential{{DisplayName: "reset", SecretText: "rEs~" + uuid.NewString(), Start: h.clock.Now(), End: h.clock.Now().Add(300 * day)}}
+	fake.PutApplication(tenantID, app)
+	w, read, _ = check("a secret reset")
+	if read != 0 || w.Status.Fleet.Expired != expired-1 {
+		t.Errorf("after a secret was reset: %d reads, %d expired (was %d); want the round to renew one cluster", read, w.Status.Fleet.Expired, expired)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/aks"
@@ -40,10 +42,10 @@ func (f Fleet) Allowed(ctx context.Context, obj *v1alpha1.CredentialWatch) error
 	return limit.Allows(ctx, f.Watches, obj)
 }
 
-// Read lists the clusters of the fleet's subscriptions and reads the credentials of the service
+// Read lists the clusters of fleet's subscriptions and reads the credentials of the service
 // principals they sign in with. A subscription that cannot be listed is reported with the
 // reason, and the others are read; the check fails only when none could be.
-func (f Fleet) Read(ctx context.Context, g access.Grant, id azure.Identity, t *v1alpha1.AKSFleetTarget) (Found, error) {
+func (f Fleet) Read(ctx context.Context, fleet types.NamespacedName, g access.Grant, id azure.Identity, t *v1alpha1.AKSFleetTarget) (Found, error) {
 	fc, err := f.Azure.Fleet(id, t.TenantID)
 	if err != nil {
 		return Found{}, err
@@ -67,7 +69,7 @@ func (f Fleet) Read(ctx context.Context, g access.Grant, id azure.Identity, t *v
 	if found.Subscriptions > 0 && len(found.Unread) == found.Subscriptions {
 		return Found{}, &target.ClusterError{Err: firstErr}
 	}
-	f.readCredentials(ctx, g, id, t.TenantID, found.Clusters)
+	f.readCredentials(ctx, fleet, g, id, t.TenantID, &found)
 	if err := ctx.Err(); err != nil {
 		if ue := azerr.Unanswered(err); ue != nil {
 			return Found{}, ue
@@ -183,18 +185,26 @@ func listFleet(ctx context.Context, fc aks.FleetClient, g access.Grant, t *v1alp
 
 // readCredentials reads the credentials of each service principal the clusters sign in with,
 // once however many clusters share it, into the clusters; a cluster whose service principal the
-// identity does not cover, or that could not be read, says why instead.
-func (f Fleet) readCredentials(ctx context.Context, g access.Grant, id azure.Identity, tenant string, clusters []Cluster) {
+// identity does not cover, or that could not be read, says why instead. Each is read as a check
+// of the fleet (checkOf), with what the fleet's last check took.
+func (f Fleet) readCredentials(ctx context.Context, fleet types.NamespacedName, g access.Grant, id azure.Identity, tenant string, found *Found) {
 	type answer struct {
 		creds  []v1alpha1.Credential
+		snap   *graph.Snapshot
 		reason string
 	}
+	var before map[string]graph.Snapshot
+	if f.Store != nil {
+		prev, _ := f.Store.Get(fleet)
+		before = prev.Read
+	}
 	answers := map[string]*answer{}
-	for _, c := range clusters {
+	for _, c := range found.Clusters {
 		if c.AppID != "" && answers[c.AppID] == nil {
 			answers[c.AppID] = &answer{}
 		}
 	}
+	mayList := g.Allow(access.Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}) == nil
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, reads)
 	for appID, a := range answers {
@@ -209,26 +219,69 @@ func (f Fleet) readCredentials(ctx context.Context, g access.Grant, id azure.Ide
 			continue
 		}
 		wg.Add(1)
+		ask := graph.Ask{Asker: fleetAsker(fleet, appID), MayList: mayList}
+		if k, ok := before[appID]; ok {
+			ask.Known, ask.KnownAt = &k, k.ReadAt
+		}
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			app, err := f.Azure.Application(id, graph.AppRef{AppID: appID})
+			snap, err := f.check(ctx, id, appID, ask)
 			if err != nil {
 				a.reason = target.ReasonFor(err)
 				return
 			}
-			snap, err := app.ReadCredentials(ctx)
-			if err != nil {
-				a.reason = target.ReasonFor(err)
-				return
-			}
-			a.creds = target.Credentials(snap)
+			a.creds, a.snap = target.Credentials(snap), &snap
 		}()
 	}
 	wg.Wait()
-	for i := range clusters {
-		if a := answers[clusters[i].AppID]; a != nil {
-			clusters[i].Credentials, clusters[i].Reason = a.creds, a.reason
+	found.Read = map[string]graph.Snapshot{}
+	for appID, a := range answers {
+		if a.snap != nil {
+			found.Read[appID] = *a.snap
+		}
+	}
+	for i := range found.Clusters {
+		if a := answers[found.Clusters[i].AppID]; a != nil {
+			found.Clusters[i].Credentials, found.Clusters[i].Reason = a.creds, a.reason
+		}
+	}
+}
+
+// fleetAsker is how the read planner knows a fleet's reads of one service principal: apart from
+// any watch's, as the planner answers each asker from what it last answered it.
+func fleetAsker(fleet types.NamespacedName, appID string) string {
+	return "aksFleet:" + fleet.Namespace + "/" + fleet.Name + "/" + strings.ToLower(appID)
+}
+
+// check reads appID's credentials as id, as ask says (checkOf).
+func (f Fleet) check(ctx context.Context, id azure.Identity, appID string, ask graph.Ask) (graph.Snapshot, error) {
+	app, err := f.Azure.Application(id, graph.AppRef{AppID: appID})
+	if err != nil {
+		return graph.Snapshot{}, err
+	}
+	return checkOf(ctx, app, ask)
+}
+
+// checkOf asks for app's credentials as ask says and waits for the answer: from a batch of
+// lists, or from Graph's changes when the planner can answer from what ask knows.
+func checkOf(ctx context.Context, app graph.AppClient, ask graph.Ask) (graph.Snapshot, error) {
+	woken := make(chan struct{}, 1)
+	ask.Wake = func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		snap, err := app.Check(ctx, ask)
+		if !errors.Is(err, graph.ErrPending) {
+			return snap, err
+		}
+		select {
+		case <-woken:
+		case <-ctx.Done():
+			return graph.Snapshot{}, ctx.Err()
 		}
 	}
 }

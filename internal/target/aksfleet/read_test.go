@@ -68,7 +68,7 @@ func TestUnitReadListsWhatTheIdentityCoversAndReadsEachServicePrincipalOnce(t *t
 	}, map[string]error{"s2": &azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden, Err: errors.New("AuthorizationFailed")}}, &reads)
 	f := Fleet{Azure: az}
 	// s3 is the tenant's too, but the identity does not cover it: it is not the fleet's.
-	found, err := f.Read(context.Background(), grantOf("s1", "s2"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Tags: map[string]string{"env": "prod"}})
+	found, err := f.Read(context.Background(), fleetKey, grantOf("s1", "s2"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Tags: map[string]string{"env": "prod"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestUnitReadListsWhatTheIdentityCoversAndReadsEachServicePrincipalOnce(t *t
 func TestUnitReadOfAResourceGroupScopeIsCompleteOnlyThere(t *testing.T) {
 	var reads atomic.Int32
 	az := tenantOf(map[string][]aks.ListedCluster{"s1": {listed("s1", "RG-A", "a", "app-1", nil), listed("s1", "rg-b", "b", "app-2", nil)}}, nil, &reads)
-	found, err := Fleet{Azure: az}.Read(context.Background(), grantOf("s1/rg-a"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Subscriptions: []string{"s1"}})
+	found, err := Fleet{Azure: az}.Read(context.Background(), fleetKey, grantOf("s1/rg-a"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Subscriptions: []string{"s1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestUnitReadOfAResourceGroupScopeIsCompleteOnlyThere(t *testing.T) {
 func TestUnitReadHoldsAtMostItsClustersAndThenProvesNothingGone(t *testing.T) {
 	var reads atomic.Int32
 	az := tenantOf(map[string][]aks.ListedCluster{"s1": {listed("s1", "rg", "a", "", nil), listed("s1", "rg", "b", "", nil), listed("s1", "rg", "c", "", nil)}}, nil, &reads)
-	found, err := Fleet{Azure: az, MaxClusters: 2}.Read(context.Background(), grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
+	found, err := Fleet{Azure: az, MaxClusters: 2}.Read(context.Background(), fleetKey, grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +118,12 @@ func TestUnitReadFailsOnlyWhenNoSubscriptionCouldBeRead(t *testing.T) {
 	var reads atomic.Int32
 	down := &azerr.Error{Kind: azerr.KindUnavailable, Status: http.StatusServiceUnavailable, Err: errors.New("down")}
 	az := tenantOf(nil, map[string]error{"s1": down, "s2": down}, &reads)
-	_, err := Fleet{Azure: az}.Read(context.Background(), grantOf("s1", "s2"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
+	_, err := Fleet{Azure: az}.Read(context.Background(), fleetKey, grantOf("s1", "s2"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
 	if got := target.ReasonFor(err); got != v1alpha1.ReasonResourceManagerUnreachable {
 		t.Errorf("reason %q (%v), want %s", got, err, v1alpha1.ReasonResourceManagerUnreachable)
 	}
 	// A subscription the watch names that the identity does not cover is refused, not dropped.
-	_, err = Fleet{Azure: az}.Read(context.Background(), grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Subscriptions: []string{"s3"}})
+	_, err = Fleet{Azure: az}.Read(context.Background(), fleetKey, grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t", Subscriptions: []string{"s3"}})
 	if got := target.ReasonFor(err); got != v1alpha1.ReasonIdentityNotAllowed {
 		t.Errorf("reason %q (%v), want %s", got, err, v1alpha1.ReasonIdentityNotAllowed)
 	}
@@ -183,3 +183,43 @@ func TestUnitTagsAndReasons(t *testing.T) {
 }
 
 // A fleet holds at most its limit of clusters, says how many more it found, and tells it once.
+
+var fleetKey = types.NamespacedName{Namespace: "team", Name: "fleet"}
+
+// A fleet reads each service principal as a check of its own, waits for a check the planner
+// answers later, and asks the next time with what it took: an identity that may list its tenant
+// may then be answered from Graph's changes since.
+func TestUnitReadAsksWithWhatTheLastCheckTook(t *testing.T) {
+	var reads atomic.Int32
+	az := tenantOf(map[string][]aks.ListedCluster{"s1": {listed("s1", "rg", "a", "app-1", nil)}}, nil, &reads)
+	var asks []graph.Ask
+	pending := true
+	az.ApplicationFunc = func(_ azure.Identity, app graph.AppRef) (graph.AppClient, error) {
+		return &azurefake.App{CheckFunc: func(_ context.Context, ask graph.Ask) (graph.Snapshot, error) {
+			asks = append(asks, ask)
+			if pending {
+				pending = false
+				go ask.Wake()
+				return graph.Snapshot{}, graph.ErrPending
+			}
+			return graph.Snapshot{AppID: app.AppID, ReadAt: now, Credentials: []graph.Credential{{KeyID: "k1", Type: graph.Password, End: now.Add(day)}}}, nil
+		}}, nil
+	}
+	store := NewStore()
+	f := Fleet{Azure: az, Store: store}
+	found, err := f.Read(context.Background(), fleetKey, grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asks) != 2 || asks[0].Known != nil || asks[0].Asker != "aksFleet:team/fleet/app-1" || len(found.Clusters[0].Credentials) != 1 {
+		t.Fatalf("first check: asks %+v, clusters %+v; want a pending check, then its answer", asks, found.Clusters)
+	}
+	store.Put(fleetKey, found)
+	asks = nil
+	if _, err := f.Read(context.Background(), fleetKey, grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(asks) != 1 || asks[0].Known == nil || asks[0].Known.Credentials[0].KeyID != "k1" || !asks[0].KnownAt.Equal(now) {
+		t.Errorf("the next check asked %+v; want it to say what the last took", asks)
+	}
+}

@@ -2,6 +2,7 @@ package aksfleet
 
 import (
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -18,6 +19,9 @@ type Found struct {
 	// listed a resource group at a time, in lower case: only there does a cluster's absence prove
 	// it gone. None when clusters were left uncounted.
 	Complete map[string]bool
+	// Read is what the read planner answered for each service principal, by appId: the next
+	// check asks with it, and may be answered from Graph's changes since.
+	Read map[string]graph.Snapshot
 }
 
 // Store keeps what each fleet's last check found, and what its identity lets it show.
