@@ -201,11 +201,11 @@ func (k scanKind) read(ctx context.Context, w *watchState, g access.Grant, id az
 	if err != nil {
 		return nil, err
 	}
-	f, err := tenantscan.Read(ctx, tc, w.obj.Spec.Target.TenantScan)
+	prev, held := k.r.Scans.Get(target.KeyOf(w.obj))
+	f, err := tenantscan.Read(ctx, tc, w.obj.Spec.Target.TenantScan, len(prev.Credentials))
 	if err != nil {
 		return nil, err
 	}
-	_, held := k.r.Scans.Get(target.KeyOf(w.obj))
 	signIns := target.ReadTenantSignIns(ctx, tc, w.obj, g, k.r.SignInsUnavailable, held, w.now)
 	return recordFunc(func(ctx context.Context, w *watchState) { k.r.scan().Record(ctx, w.obj, f, signIns, w.now) }), nil
 }

@@ -154,6 +154,10 @@ type Ask struct {
 	// identity that may list the tenant may then be answered from Graph's changes since.
 	Known   *Snapshot
 	KnownAt time.Time
+	// Waits says the asker waits for the answer where it asked, as a fleet's check does within
+	// its reconcile: its batch is never held back until other askers take their answers, which
+	// the reconciles it holds up may be the ones to take.
+	Waits bool
 }
 
 // Object is an application or a service principal as a tenant scan reads it.

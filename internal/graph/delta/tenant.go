@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/credwatch/credwatch/internal/graph"
 )
 
@@ -19,28 +21,67 @@ type Tenant struct {
 	// ended.
 	Listed, Round time.Time
 
-	objects map[string]graph.Object
+	// objects are the objects by object ID, packed; others, those whose ID is no GUID (Graph's
+	// always are).
+	objects map[uuid.UUID]packed
+	others  map[string]packed
 }
 
 // NewTenant is an empty tenant whose rounds go on from links, listed at listed.
 func NewTenant(links map[graph.Source]string, listed time.Time) *Tenant {
-	return &Tenant{Links: links, Listed: listed, Round: listed, objects: map[string]graph.Object{}}
+	return &Tenant{Links: links, Listed: listed, Round: listed, objects: map[uuid.UUID]packed{}, others: map[string]packed{}}
 }
 
 // Put adds o, as a listing found it.
 func (t *Tenant) Put(o graph.Object) {
-	o.ObjectID = strings.ToLower(o.ObjectID)
-	t.objects[o.ObjectID] = o
+	t.put(strings.ToLower(o.ObjectID), pack(o))
+}
+
+func (t *Tenant) put(id string, p packed) {
+	if u, ok := guidOf(id); ok {
+		t.objects[u] = p
+	} else {
+		t.others[id] = p
+	}
+}
+
+// get is the object of id, when the tenant holds it.
+func (t *Tenant) get(id string) (graph.Object, bool) {
+	var p packed
+	var ok bool
+	if u, isGUID := guidOf(id); isGUID {
+		p, ok = t.objects[u]
+	} else {
+		p, ok = t.others[id]
+	}
+	if !ok {
+		return graph.Object{}, false
+	}
+	return unpack(id, p), true
+}
+
+func (t *Tenant) remove(id string) {
+	if u, ok := guidOf(id); ok {
+		delete(t.objects, u)
+	} else {
+		delete(t.others, id)
+	}
 }
 
 // Len is how many objects the tenant holds.
 func (t *Tenant) Len() (apps, sps int) {
-	for _, o := range t.objects {
-		if o.Source == graph.Application {
-			apps++
-		} else {
+	count := func(p packed) {
+		if p[0] == 1 { // a packed object starts with its source
 			sps++
+		} else {
+			apps++
 		}
+	}
+	for _, p := range t.objects {
+		count(p)
+	}
+	for _, p := range t.others {
+		count(p)
 	}
 	return apps, sps
 }
@@ -50,10 +91,10 @@ func (t *Tenant) Len() (apps, sps int) {
 func (t *Tenant) Apply(ch graph.Change) bool {
 	id := strings.ToLower(ch.ObjectID)
 	if ch.Removed {
-		delete(t.objects, id)
+		t.remove(id)
 		return true
 	}
-	o, ok := t.objects[id]
+	o, ok := t.get(id)
 	if !ok || o.Source != ch.Source {
 		if !ch.HasAppID || !ch.HasPasswords || !ch.HasCertificates {
 			return false
@@ -73,7 +114,7 @@ func (t *Tenant) Apply(ch graph.Change) bool {
 		o.Tags = ch.Tags
 	}
 	replace := func(typ graph.Type, with []graph.Credential) {
-		creds := slices.DeleteFunc(slices.Clone(o.Credentials), func(c graph.Credential) bool { return c.Type == typ })
+		creds := slices.DeleteFunc(o.Credentials, func(c graph.Credential) bool { return c.Type == typ })
 		o.Credentials = append(creds, with...)
 	}
 	if ch.HasPasswords {
@@ -82,14 +123,18 @@ func (t *Tenant) Apply(ch graph.Change) bool {
 	if ch.HasCertificates {
 		replace(graph.Certificate, ch.Certificates)
 	}
-	t.objects[id] = o
+	t.put(id, pack(o))
 	return true
 }
 
-// Visit hands every object to visit, in no set order.
+// Visit hands every object to visit, in no set order, decoded for the call: its strings share
+// the bytes the tenant holds, and keep them alive while visit keeps them.
 func (t *Tenant) Visit(visit func(graph.Object)) {
-	for _, o := range t.objects {
-		visit(o)
+	for u, p := range t.objects {
+		visit(unpack(u.String(), p))
+	}
+	for id, p := range t.others {
+		visit(unpack(id, p))
 	}
 }
 
@@ -98,16 +143,16 @@ func (t *Tenant) Visit(visit func(graph.Object)) {
 // credentials differ.
 func (t *Tenant) Differs(listed *Tenant) map[string]string {
 	out := map[string]string{}
-	for id, o := range t.objects {
-		if l, ok := listed.objects[id]; !ok || !sameObject(o, l) {
-			out[id] = o.AppID
+	t.Visit(func(o graph.Object) {
+		if l, ok := listed.get(o.ObjectID); !ok || !sameObject(o, l) {
+			out[o.ObjectID] = o.AppID
 		}
-	}
-	for id, l := range listed.objects {
-		if _, ok := t.objects[id]; !ok {
-			out[id] = l.AppID
+	})
+	listed.Visit(func(l graph.Object) {
+		if _, ok := t.get(l.ObjectID); !ok {
+			out[l.ObjectID] = l.AppID
 		}
-	}
+	})
 	return out
 }
 

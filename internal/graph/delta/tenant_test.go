@@ -37,7 +37,7 @@ func TestUnitTenantApply(t *testing.T) {
 			if ok := tn.Apply(tc.ch); ok != tc.ok {
 				t.Fatalf("Apply = %v, want %v", ok, tc.ok)
 			}
-			got, held := tn.objects[strings.ToLower(tc.ch.ObjectID)]
+			got, held := tn.get(strings.ToLower(tc.ch.ObjectID))
 			switch {
 			case tc.absent && held:
 				t.Errorf("still holds %+v", got)
@@ -70,6 +70,24 @@ func TestUnitTenantDiffers(t *testing.T) {
 	for id, appID := range want {
 		if got[id] != appID {
 			t.Errorf("Differs = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestUnitPackRoundTrips(t *testing.T) {
+	end := time.Date(2027, 1, 2, 3, 4, 5, 6789, time.UTC)
+	for _, o := range []graph.Object{
+		{Source: graph.Application, ObjectID: "0b1e4c2a-9d3f-4a5b-8c6d-0e2f4a6b8c1d", AppID: "7b1e4c2a-9d3f-4a5b-8c6d-0e2f4a6b8c1d", DisplayName: "payments ✓",
+			Tags: []string{"a", ""}, Credentials: []graph.Credential{
+				{KeyID: "1b1e4c2a-9d3f-4a5b-8c6d-0e2f4a6b8c1d", Type: graph.Password, Source: graph.Application, DisplayName: "ci", Hint: "Q7x", Start: end.AddDate(-1, 0, 0), End: end},
+				{KeyID: "NOT-A-GUID", Type: graph.Certificate, Source: graph.Application, End: end},
+			}},
+		{Source: graph.ServicePrincipal, ObjectID: "s1", AppID: "7B1E4C2A-9D3F-4A5B-8C6D-0E2F4A6B8C1D", SingleSignOnMode: "saml"},
+	} {
+		got := unpack(o.ObjectID, pack(o))
+		if !sameObject(got, o) || got.ObjectID != o.ObjectID || got.Credentials != nil && got.Credentials[0].Source != o.Source ||
+			len(o.Credentials) > 0 && (!got.Credentials[0].Start.Equal(o.Credentials[0].Start) || !got.Credentials[1].Start.IsZero()) {
+			t.Errorf("unpack(pack(%+v)) = %+v", o, got)
 		}
 	}
 }

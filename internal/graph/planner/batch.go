@@ -27,6 +27,8 @@ type batch struct {
 	noListing bool
 	// listed marks a batch a listing read with others: it is answered, and not read again.
 	listed bool
+	// waited marks a batch an asker waits for where it asked (graph.Ask.Waits).
+	waited bool
 	// room is closed when a batch held for room may go.
 	room chan struct{}
 	// reserved is what the batch counts in its identity's ahead until it is answered.
@@ -101,7 +103,7 @@ func (b *batch) fullLocked(p *Planner) {
 
 // askLocked asks for k's appId in the batch that will read it, opened if there is none, and
 // wakes asker when it is in.
-func (p *Planner) askLocked(ctx context.Context, cred azcore.TokenCredential, k key, asker string, wake func(), mayList bool) {
+func (p *Planner) askLocked(ctx context.Context, cred azcore.TokenCredential, k key, asker string, wake func(), mayList, waits bool) {
 	b := p.asked[k]
 	if b == nil {
 		b = p.openLocked(cred)
@@ -110,6 +112,7 @@ func (p *Planner) askLocked(ctx context.Context, cred azcore.TokenCredential, k 
 	w := b.add(k.appID)
 	w.wakeAlso(asker, wake)
 	b.noListing = b.noListing || !mayList
+	b.waited = b.waited || waits
 	b.until(ctx)
 	b.fullLocked(p)
 }

@@ -127,6 +127,7 @@ type deltaWait struct {
 	cred  azcore.TokenCredential
 	asker string
 	wake  func()
+	waits bool
 	known graph.Snapshot
 	seen  watcher
 }
@@ -194,7 +195,7 @@ func (p *Planner) awaitChangesLocked(cred azcore.TokenCredential, k key, ask gra
 	if ask.Known == nil || seen.read.IsZero() || fingerprint(*ask.Known) != seen.sum {
 		return false
 	}
-	w := deltaWait{k: k, cred: cred, asker: ask.Asker, wake: ask.Wake, known: *ask.Known, seen: seen}
+	w := deltaWait{k: k, cred: cred, asker: ask.Asker, wake: ask.Wake, waits: ask.Waits, known: *ask.Known, seen: seen}
 	tr.lastAsk = now
 	if i := slices.IndexFunc(tr.waiting, func(o deltaWait) bool { return o.asker == ask.Asker }); i >= 0 {
 		tr.waiting[i] = w
@@ -312,6 +313,6 @@ func (p *Planner) answerChangesLocked(tr *tracker, w deltaWait, writtenFrom time
 	if ok {
 		p.delta.compare[w.k] = comparison{tr: tr, fromLog: snap}
 	}
-	p.askLocked(context.Background(), w.cred, w.k, w.asker, w.wake, true)
+	p.askLocked(context.Background(), w.cred, w.k, w.asker, w.wake, true, w.waits)
 	return nil
 }

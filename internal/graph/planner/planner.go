@@ -187,7 +187,7 @@ func (p *Planner) Check(ctx context.Context, cred azcore.TokenCredential, appID 
 	if p.asked[k] == nil && p.awaitChangesLocked(cred, k, ask) {
 		return graph.Snapshot{}, graph.ErrPending
 	}
-	p.askLocked(ctx, cred, k, asker, ask.Wake, ask.MayList)
+	p.askLocked(ctx, cred, k, asker, ask.Wake, ask.MayList, ask.Waits)
 	return graph.Snapshot{}, graph.ErrPending
 }
 

@@ -90,9 +90,9 @@ func takenByListing(b *batch) bool { return b.listed }
 // holdLocked is what b waits for before it is read, or nil when it may be read now, having taken
 // room for its answers: when they fit beside its identity's answers waiting and no batch held
 // came before it. A batch that a listing took, or that a read waits on (a rotation's, which must
-// never be held back), takes no room and is never held.
+// never be held back) or an asker that waits where it asked, takes no room and is never held.
 func (p *Planner) holdLocked(b *batch) <-chan struct{} {
-	if b.listed || idle(b) {
+	if b.listed || idle(b) || b.waited {
 		return nil // read at once, or dropped unread
 	}
 	for _, w := range b.wants {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,32 +80,51 @@ func TestAnswersWaitingForTheirChecksAreBounded(t *testing.T) {
 
 // TestAFreshReadIsNotHeldForRoom: a rotation's read is answered while checks' batches are held.
 func TestAFreshReadIsNotHeldForRoom(t *testing.T) {
-	h := newHarness(t)
-	h.p.readAhead = graph.MaxListedAppIDs
-	c := &cred{"reader"}
-	ids := appIDs(2*graph.MaxListedAppIDs + 1)
-	h.fillThenHold(c, ids[:2*graph.MaxListedAppIDs], h.check)
-	got := make(chan error, 1)
-	go func() {
-		_, err := h.p.ReadCredentials(context.Background(), c, ids[len(ids)-1])
-		got <- err
-	}()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		read func(h *harness, c azcore.TokenCredential, id string) error
+	}{
+		{name: "a fresh read", read: func(h *harness, c azcore.TokenCredential, id string) error {
+			_, err := h.p.ReadCredentials(context.Background(), c, id)
+			return err
+		}},
+		{name: "a check that waits where it asked, as a fleet's", read: func(h *harness, c azcore.TokenCredential, id string) error {
+			woken := make(chan struct{}, 1)
+			ask := graph.Ask{Asker: "fleet/" + id, Waits: true, Wake: func() { woken <- struct{}{} }}
+			if _, err := h.p.Check(context.Background(), c, id, ask); !errors.Is(err, graph.ErrPending) {
+				return err
 			}
-			if lists, _ := h.r.calls(); len(lists) != 2 {
-				t.Errorf("%d lists, want the checks' first and the fresh read's", len(lists))
+			<-woken
+			_, err := h.p.Check(context.Background(), c, id, ask)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.p.readAhead = graph.MaxListedAppIDs
+			c := &cred{"reader"}
+			ids := appIDs(2*graph.MaxListedAppIDs + 1)
+			h.fillThenHold(c, ids[:2*graph.MaxListedAppIDs], h.check)
+			got := make(chan error, 1)
+			go func() { got <- tc.read(h, c, ids[len(ids)-1]) }()
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case err := <-got:
+					if err != nil {
+						t.Fatal(err)
+					}
+					if lists, _ := h.r.calls(); len(lists) != 2 {
+						t.Errorf("%d lists, want the checks' first and this read's", len(lists))
+					}
+					return
+				case <-time.After(time.Millisecond):
+					h.clock.Step(window)
+				case <-deadline:
+					t.Fatal("the read waited for the checks to take their answers")
+				}
 			}
-			return
-		case <-time.After(time.Millisecond):
-			h.clock.Step(window)
-		case <-deadline:
-			t.Fatal("the fresh read waited for the checks to take their answers")
-		}
+		})
 	}
 }
 

@@ -219,7 +219,7 @@ func (f Fleet) readCredentials(ctx context.Context, fleet types.NamespacedName, 
 			continue
 		}
 		wg.Add(1)
-		ask := graph.Ask{Asker: fleetAsker(fleet, appID), MayList: mayList}
+		ask := graph.Ask{Asker: fleetAsker(fleet, appID), MayList: mayList, Waits: true}
 		if k, ok := before[appID]; ok {
 			ask.Known, ask.KnownAt = &k, k.ReadAt
 		}

@@ -25,9 +25,10 @@ const EventCredentialAdded = "CredentialAdded"
 // markAdded marks the credentials of obj's status that before, its last check of the same
 // application (or, at its first, the last check of any watch: Seen), did not hold and
 // credwatch's rotation did not add (policy.MarkAdded), says who added them where the identity
-// may read the directory audit log, and tells of each no other watch's check claimed first in an
-// event, at most target.MaxStateEvents, and to Added: none as well, so that the tenant's count
-// starts at zero.
+// may read the directory audit log, and tells of each in an event, at most
+// target.MaxStateEvents, and of those no other watch's check claimed first to Added: none as well,
+// so that the tenant's count starts at zero. Every watch that marks a credential tells its own
+// namespace: a check another namespace makes first must not take the event away.
 func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Found, before []v1alpha1.Credential, first bool, now time.Time) {
 	st := &obj.Status
 	own := func(c v1alpha1.Credential) bool {
@@ -44,10 +45,10 @@ func (k Kind) markAdded(ctx context.Context, obj *v1alpha1.CredentialWatch, f Fo
 		before, first = seen, false
 	}
 	added := policy.MarkAdded(st.Credentials, before, first, st.Rotation, st.LastRotation, own, metav1.NewTime(now))
-	added = k.Seen.Claim(tenant, f.ID.ClientID, f.AppID, st.Credentials, added, now)
+	claimed := k.Seen.Claim(tenant, f.ID.ClientID, f.AppID, st.Credentials, added, now)
 	k.whoAdded(ctx, obj, f, now)
 	if k.Added != nil {
-		k.Added(tenant, len(added))
+		k.Added(tenant, len(claimed))
 	}
 	for i, c := range added {
 		switch {

@@ -82,8 +82,8 @@ func TestRecordMarksWhatWasAdded(t *testing.T) {
 
 // What every watch's checks found is the baseline of a watch that starts without one: a watch
 // created again after a secret was added still tells of it, and of several watches of one
-// application, the first check that finds an addition counts it and tells it in an event; the
-// others mark it too, at the same time, for their channels.
+// application, the first check that finds an addition counts it; each marks it, at the time of
+// that first check, and tells it in an event of its own.
 func TestSeenAcrossWatches(t *testing.T) {
 	events := &targettest.Events{}
 	counted := 0
@@ -116,8 +116,8 @@ func TestSeenAcrossWatches(t *testing.T) {
 	later := policytest.Now.Add(time.Minute)
 	k.Record(context.Background(), first, Found{AppID: "a", Snap: with("k2")}, policytest.Now)
 	k.Record(context.Background(), second, Found{AppID: "a", Snap: with("k2")}, later)
-	if got := events.Take(); counted != 1 || len(got) != 1 {
-		t.Errorf("two watches of one application: counted %d, events %q; want one each", counted, got)
+	if got := events.Take(); counted != 1 || len(got) != 2 {
+		t.Errorf("two watches of one application: counted %d, events %q; want it counted once and told twice", counted, got)
 	}
 	if a, b := addedTime(first, "k2"), addedTime(second, "k2"); a == nil || b == nil || !a.Equal(b) {
 		t.Errorf("marked at %v and %v; want both, at the first check's time", a, b)

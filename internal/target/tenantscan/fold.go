@@ -39,6 +39,11 @@ type Fold struct {
 
 type app struct{ objectID, displayName string }
 
+// Grow makes room for n credentials more.
+func (f *Fold) Grow(n int) {
+	f.found.Credentials = slices.Grow(f.found.Credentials, n)
+}
+
 // Add folds in one object. Graph's objects are not retained.
 func (f *Fold) Add(o graph.Object) {
 	if o.Source == graph.Application {

@@ -29,12 +29,12 @@ func TestUnitReadFoldsTheTenantAndSaysWhichFilterGraphRefused(t *testing.T) {
 		return nil
 	}}
 	spec := &v1alpha1.TenantScanTarget{TenantID: "t", OwnerDigests: &v1alpha1.OwnerDigests{OptOutTag: "no-digest"}}
-	found, err := Read(context.Background(), tenant, spec)
+	found, err := Read(context.Background(), tenant, spec, 0)
 	if err != nil || found.Applications != 1 || found.ServicePrincipals != 1 || len(found.Credentials) != 1 || !found.SAML["a"] || !found.OptedOut["a"] {
 		t.Fatalf("found %+v, %v: want alpha's one credential, its SAML service principal, opted out", found, err)
 	}
 	spec.Filter = "bad"
-	_, err = Read(context.Background(), tenant, spec)
+	_, err = Read(context.Background(), tenant, spec, 1)
 	if target.ReasonFor(err) != v1alpha1.ReasonFilterRejected || !strings.Contains(err.Error(), `Graph refused to list with the filter "bad"`) ||
 		!strings.Contains(err.Error(), "check spec.target.tenantScan.filter") {
 		t.Errorf("a refused filter: %s %v", target.ReasonFor(err), err)
