@@ -55,3 +55,14 @@ func ChooseDelta(watched, reported int, mayList bool) bool {
 	lists := 2 * ceilDiv(watched, appIDsPerList)
 	return round < lists
 }
+
+// ChooseScanDelta says whether a tenant scan of a tenant of apps applications and sps service
+// principals, held from an earlier scan, reads the round of changes since rather than list the
+// tenant again: when the round, as costly as the last one (reported objects), takes no more
+// requests than the listing's pages. A tenant that changes faster is listed, and its next round
+// starts from then.
+func ChooseScanDelta(apps, sps, reported int) bool {
+	round := 2 + ceilDiv(reported, deltaPage)
+	listing := ceilDiv(apps, objectsPerPage) + ceilDiv(sps, objectsPerPage)
+	return round <= max(listing, 2)
+}

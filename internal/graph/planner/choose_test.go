@@ -53,3 +53,25 @@ func TestChooseDelta(t *testing.T) {
 		})
 	}
 }
+
+func TestUnitChooseScanDelta(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		apps, sps, reported int
+		want                bool
+	}{
+		{name: "a quiet tenant of 100,000", apps: 100000, sps: 100000, want: true},
+		{name: "1% changed", apps: 100000, sps: 100000, reported: 2000, want: true},
+		{name: "as many pages as the listing", apps: 100000, sps: 100000, reported: 20000, want: true},
+		{name: "more pages than the listing", apps: 100000, sps: 100000, reported: 20001},
+		{name: "a small tenant, quiet", apps: 10, sps: 10, want: true},
+		{name: "a small tenant whose every object changed", apps: 10, sps: 10, reported: 20},
+		{name: "an empty tenant", want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseScanDelta(tc.apps, tc.sps, tc.reported); got != tc.want {
+				t.Errorf("ChooseScanDelta(%d, %d, %d) = %v, want %v", tc.apps, tc.sps, tc.reported, got, tc.want)
+			}
+		})
+	}
+}

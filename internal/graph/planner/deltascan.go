@@ -20,7 +20,8 @@ import (
 // round of changes since and applies it: two requests when little changed, whatever the tenant's
 // size. The tenant is listed again when Graph no longer keeps the round's state (or the links are
 // older than it keeps them), when a round reports in part an object the tenant does not hold, and
-// once FullEvery has passed since the last listing. That listing is compared with what the rounds
+// once FullEvery has passed since the last listing; and when the last round cost more requests
+// than a listing would (ChooseScanDelta). That listing is compared with what the rounds
 // left, and an object the two differ on, which the next round does not report changed, is one the
 // rounds missed: the keeper hears of it. The scans of one identity take turns, as they share its
 // tenant.
@@ -33,6 +34,9 @@ type scanState struct {
 	// used is when a scan last read the tenant: one unused for longer than Graph keeps its links
 	// is let go.
 	used time.Time
+	// reported is how many objects the last round reported: what the next is expected to cost
+	// (ChooseScanDelta).
+	reported int
 	// suspects are the objects, by object ID, a listing found otherwise than the rounds had left
 	// them, with their appIds: judged by the next round.
 	suspects map[string]string
@@ -75,6 +79,12 @@ func (p *Planner) scanChanges(ctx context.Context, cred azcore.TokenCredential, 
 		p.delta.Keeper.Resynced(scope, fmt.Errorf("the tenant scan's delta links are from %s, older than Graph keeps them", t.Round.UTC().Format(time.RFC3339)))
 		st.tenant = nil
 	}
+	if t := st.tenant; t != nil {
+		if apps, sps := t.Len(); !ChooseScanDelta(apps, sps, st.reported) {
+			// The tenant changes faster than a round pays: it is listed, and rounds go on from then.
+			st.tenant, st.reported = nil, 0
+		}
+	}
 	compare := false
 	if t := st.tenant; t != nil {
 		complete, err := p.applyRound(ctx, cred, st)
@@ -109,10 +119,11 @@ func (p *Planner) applyRound(ctx context.Context, cred azcore.TokenCredential, s
 			err = fmt.Errorf("reading a delta round: panic: %v", r)
 		}
 	}()
-	t, complete := st.tenant, true
+	t, complete, reported := st.tenant, true, 0
 	links := maps.Clone(t.Links)
 	for _, src := range []graph.Source{graph.Application, graph.ServicePrincipal} {
 		next, err := p.delta.reader.ReadDelta(ctx, cred, src, t.Links[src], graph.DeltaLatest, func(ch graph.Change) {
+			reported++
 			complete = t.Apply(ch) && complete
 			delete(st.suspects, strings.ToLower(ch.ObjectID))
 		})
@@ -121,7 +132,7 @@ func (p *Planner) applyRound(ctx context.Context, cred azcore.TokenCredential, s
 		}
 		links[src] = next
 	}
-	t.Links, t.Round = links, p.clock.Now()
+	t.Links, t.Round, st.reported = links, p.clock.Now(), reported
 	for id, appID := range st.suspects {
 		p.delta.Keeper.Missed(scopeOf(cred), appID, fmt.Sprintf("a listing of the tenant found object %s otherwise than the delta rounds had left it, and no round since reported it", id))
 	}

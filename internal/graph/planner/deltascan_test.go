@@ -46,17 +46,21 @@ func (h *deltaHarness) report(chs ...graph.Change) {
 	h.d.changes = append(h.d.changes, chs...)
 }
 
+// scanApps is the size of the tenants these tests scan: a listing is four pages, and a round of
+// a few changes costs less.
+const scanApps = 1000
+
 func TestUnitTenantScanReadsChangesAfterItsFirstListing(t *testing.T) {
 	h := newDeltaHarness(t, &keeper{kept: map[string][]byte{}}, 0)
-	h.r.tenant = scanTenantOf(3)
-	if got := h.scan(); len(got) != 6 || h.listings() != 1 {
-		t.Fatalf("first scan: %d objects from %d listings, want 6 from 1", len(got), h.listings())
+	h.r.tenant = scanTenantOf(scanApps)
+	if got := h.scan(); len(got) != 2*scanApps || h.listings() != 1 {
+		t.Fatalf("first scan: %d objects from %d listings, want %d from 1", len(got), h.listings(), 2*scanApps)
 	}
 	added := graph.Credential{KeyID: "new", Type: graph.Password, Source: graph.Application}
 	h.report(
 		graph.Change{Source: graph.Application, ObjectID: "a0", HasPasswords: true, Passwords: []graph.Credential{added}},
 		graph.Change{Source: graph.ServicePrincipal, ObjectID: "s1", Removed: true},
-		graph.Change{Source: graph.ServicePrincipal, ObjectID: "s9", HasAppID: true, AppID: "NEW-APP", HasDisplayName: true, DisplayName: "new",
+		graph.Change{Source: graph.ServicePrincipal, ObjectID: "s-new", HasAppID: true, AppID: "NEW-APP", HasDisplayName: true, DisplayName: "new",
 			HasPasswords: true, HasCertificates: true},
 	)
 	got := h.scan()
@@ -69,15 +73,36 @@ func TestUnitTenantScanReadsChangesAfterItsFirstListing(t *testing.T) {
 	if _, ok := got["s1"]; ok {
 		t.Error("a removed service principal is still scanned")
 	}
-	if o := got["s9"]; o.AppID != "new-app" || o.Source != graph.ServicePrincipal {
+	if o := got["s-new"]; o.AppID != "new-app" || o.Source != graph.ServicePrincipal {
 		t.Errorf("a created service principal = %+v", o)
 	}
-	if len(got) != 6 {
-		t.Errorf("scanned %d objects, want 6", len(got))
+	if len(got) != 2*scanApps {
+		t.Errorf("scanned %d objects, want %d", len(got), 2*scanApps)
 	}
 	h.clock.Step(time.Minute)
-	if got := h.scan(); len(got) != 6 || h.listings() != 1 {
+	if got := h.scan(); len(got) != 2*scanApps || h.listings() != 1 {
 		t.Errorf("a quiet round: %d objects from %d listings", len(got), h.listings())
+	}
+}
+
+// A round that reported more objects than a listing holds pages for says the tenant changes
+// faster than rounds pay: the next scan lists it, and the one after reads the round since.
+func TestUnitTenantScanListsATenantThatChangesFast(t *testing.T) {
+	h := newDeltaHarness(t, &keeper{kept: map[string][]byte{}}, 0)
+	h.r.tenant = scanTenantOf(10)
+	h.scan()
+	for i := range 10 {
+		h.report(graph.Change{Source: graph.Application, ObjectID: fmt.Sprintf("a%d", i), HasDisplayName: true, DisplayName: "renamed"},
+			graph.Change{Source: graph.ServicePrincipal, ObjectID: fmt.Sprintf("s%d", i), HasDisplayName: true, DisplayName: "renamed"})
+	}
+	if got := h.scan(); h.listings() != 1 || got["a3"].DisplayName != "renamed" {
+		t.Fatalf("the round of 20 changes: %d listings, a3 = %+v", h.listings(), got["a3"])
+	}
+	if h.scan(); h.listings() != 2 {
+		t.Errorf("after a round of 20 objects (3 requests) in a tenant listed in 2: %d listings, want the tenant listed", h.listings())
+	}
+	if h.scan(); h.listings() != 2 {
+		t.Errorf("after the listing: %d listings, want a round", h.listings())
 	}
 }
 
@@ -109,11 +134,11 @@ func TestUnitTenantScanListsAgainWhenTheRoundsCannotSay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			keep := &keeper{kept: map[string][]byte{}}
 			h := newDeltaHarness(t, keep, 0)
-			h.r.tenant = scanTenantOf(2)
+			h.r.tenant = scanTenantOf(scanApps)
 			h.scan()
 			tc.before(h)
-			if got := h.scan(); len(got) != 4 || h.listings() != 2 {
-				t.Errorf("%d objects from %d listings, want 4 from 2", len(got), h.listings())
+			if got := h.scan(); len(got) != 2*scanApps || h.listings() != 2 {
+				t.Errorf("%d objects from %d listings, want %d from 2", len(got), h.listings(), 2*scanApps)
 			}
 			if (len(keep.resynced) == 1) != tc.resynced {
 				t.Errorf("resynced: %q", keep.resynced)
@@ -137,7 +162,7 @@ func TestUnitTenantScanComparesItsListingWithTheRounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			keep := &keeper{kept: map[string][]byte{}}
 			h := newDeltaHarness(t, keep, 24*time.Hour)
-			h.r.tenant = scanTenantOf(2)
+			h.r.tenant = scanTenantOf(scanApps)
 			h.scan()
 			// Graph's tenant changes, and no round says so.
 			h.r.mu.Lock()
