@@ -493,6 +493,12 @@ func TestIdentityAdmission(t *testing.T) {
 			s.Allow.Applications = []string{"payments-api"}
 			return s
 		}, wantErr: []string{"allow.applications must be appIds (GUIDs)"}},
+		"every operation": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Operations = []v1alpha1.Operation{v1alpha1.OperationWatch, v1alpha1.OperationRotate, v1alpha1.OperationResetCluster, v1alpha1.OperationTenantScan,
+				v1alpha1.OperationReadOwners, v1alpha1.OperationFleetScan, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog}
+			return s
+		}},
 		"an operation of no known kind": {spec: func() v1alpha1.IdentitySpec {
 			s := secret()
 			s.Allow.Operations = []v1alpha1.Operation{"Delete"}

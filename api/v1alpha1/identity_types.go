@@ -173,8 +173,9 @@ type IdentityAllow struct {
 	Subscriptions []SubscriptionScope `json:"subscriptions,omitempty"`
 
 	// Operations are what watches may do beyond Watch, which is always allowed within the
-	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners, FleetScan.
-	// +kubebuilder:validation:MaxItems=6
+	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners, FleetScan, ReadSignIns,
+	// ReadAuditLog.
+	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	// +optional
 	Operations []Operation `json:"operations,omitempty"`
