@@ -1,0 +1,149 @@
+// Package keyvault writes a rotated client secret to Azure Key Vault, where the consumers outside
+// the cluster read it (External Secrets, the CSI driver, App Service, Functions): a new version of
+// a named secret, its expiry the credential's end, tagged with the application and keyId it holds.
+// A version is found again by those tags, from the versions' properties, so a restarted rotation
+// writes nothing twice and no secret value is ever read back; a version is disabled once the
+// credential it holds is retired, or its rotation aborted. It is the one package that speaks the
+// Key Vault SDK.
+package keyvault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/security/keyvault/azsecrets"
+
+	"github.com/credwatch/credwatch/internal/secret"
+)
+
+// Tags on each version credwatch writes: what it holds, never the value.
+const (
+	TagAppID = "credwatch-app-id"
+	TagKeyID = "credwatch-key-id"
+	// ContentType says what the value is, for people reading the vault.
+	ContentType = "application/x-azure-client-secret"
+)
+
+// What a refusal names: the data action each call needs (the Key Vault Secrets Officer role holds
+// all three), for a vault whose permission model is Azure RBAC.
+const (
+	needsSet    = "Microsoft.KeyVault/vaults/secrets/setSecret/action"
+	needsList   = "Microsoft.KeyVault/vaults/secrets/readMetadata/action"
+	needsUpdate = "Microsoft.KeyVault/vaults/secrets/update/action"
+)
+
+// Vaults reaches Key Vaults as one identity.
+type Vaults struct {
+	cred azcore.TokenCredential
+	// transport carries the requests; nil for the SDK's default (tests give the SDK's fake).
+	transport policy.Transporter
+}
+
+// New reaches Key Vaults as cred, through transport (nil for the default).
+func New(cred azcore.TokenCredential, transport policy.Transporter) *Vaults {
+	return &Vaults{cred: cred, transport: transport}
+}
+
+func (v *Vaults) client(vaultURL string) (*azsecrets.Client, error) {
+	opts := &azsecrets.ClientOptions{}
+	if v.transport != nil {
+		opts.Transport = v.transport
+	}
+	return azsecrets.NewClient(vaultURL, v.cred, opts)
+}
+
+// Find is the version of secret name in the vault at vaultURL that holds keyID of appID, if one
+// does, and whether it is enabled. Only the versions' properties are read.
+func (v *Vaults) Find(ctx context.Context, vaultURL, name, appID, keyID string) (version string, enabled, found bool, err error) {
+	c, err := v.client(vaultURL)
+	if err != nil {
+		return "", false, false, err
+	}
+	pager := c.NewListSecretPropertiesVersionsPager(name, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if notFound(err) {
+			return "", false, false, nil
+		}
+		if err != nil {
+			return "", false, false, refused(err, vaultURL, name, needsList)
+		}
+		for _, p := range page.Value {
+			if p == nil || p.ID == nil || !strings.EqualFold(tag(p.Tags, TagKeyID), keyID) || !strings.EqualFold(tag(p.Tags, TagAppID), appID) {
+				continue
+			}
+			return p.ID.Version(), p.Attributes == nil || p.Attributes.Enabled == nil || *p.Attributes.Enabled, true, nil
+		}
+	}
+	return "", false, false, nil
+}
+
+// Set writes value as a new version of secret name, expiring at expires, tagged with appID and
+// keyID, and returns the version. The versions before it stay as they are.
+func (v *Vaults) Set(ctx context.Context, vaultURL, name string, value secret.Text, appID, keyID string, expires time.Time) (string, error) {
+	c, err := v.client(vaultURL)
+	if err != nil {
+		return "", err
+	}
+	text, contentType, enabled := value.Reveal(), ContentType, true
+	resp, err := c.SetSecret(ctx, name, azsecrets.SetSecretParameters{
+		Value:            &text,
+		ContentType:      &contentType,
+		SecretAttributes: &azsecrets.SecretAttributes{Enabled: &enabled, Expires: &expires},
+		Tags:             map[string]*string{TagAppID: &appID, TagKeyID: &keyID},
+	}, nil)
+	if err != nil {
+		return "", refused(err, vaultURL, name, needsSet)
+	}
+	if resp.ID == nil {
+		return "", fmt.Errorf("the Key Vault %s set secret %s and named no version", vaultURL, name)
+	}
+	return resp.ID.Version(), nil
+}
+
+// Disable disables version of secret name: what it holds may no longer be handed out.
+func (v *Vaults) Disable(ctx context.Context, vaultURL, name, version string) error {
+	c, err := v.client(vaultURL)
+	if err != nil {
+		return err
+	}
+	enabled := false
+	_, err = c.UpdateSecretProperties(ctx, name, version, azsecrets.UpdateSecretPropertiesParameters{
+		SecretAttributes: &azsecrets.SecretAttributes{Enabled: &enabled},
+	}, nil)
+	if notFound(err) {
+		return nil // deleted by someone else: nothing left to hand out
+	}
+	return refused(err, vaultURL, name, needsUpdate)
+}
+
+func tag(tags map[string]*string, key string) string {
+	if v := tags[key]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+func notFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+}
+
+// refused says what a call Key Vault refused needs, and keeps the error to be sorted by kind.
+func refused(err error, vaultURL, name, needs string) error {
+	if err == nil {
+		return nil
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.StatusCode == http.StatusUnauthorized) {
+		return fmt.Errorf("the Key Vault %s refused the identity on secret %s (%s): it needs %s on the vault (the Key Vault Secrets Officer role holds it), or an access policy allowing it: %w",
+			vaultURL, name, re.ErrorCode, needs, err)
+	}
+	return fmt.Errorf("the Key Vault %s, secret %s: %w", vaultURL, name, err)
+}

@@ -1,0 +1,71 @@
+package keyvault
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/credwatch/credwatch/internal/secret"
+	"github.com/credwatch/credwatch/test/fakekeyvault"
+)
+
+// noToken is a credential the fake transport never asks for a token: Key Vault's challenge comes
+// only from a real vault.
+type noToken struct{}
+
+func (noToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, nil
+}
+
+func TestSetFindDisable(t *testing.T) {
+	vault := fakekeyvault.New()
+	v := New(noToken{}, vault.Transport())
+	ctx := context.Background()
+	end := time.Date(2027, 6, 1, 0, 0, 0, 0, time.UTC)
+
+	if _, _, found, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "k1"); err != nil || found {
+		t.Fatalf("Find in an empty vault: found %v, %v", found, err)
+	}
+	first, err := v.Set(ctx, fakekeyvault.URL, "payments-sp", secret.New("old~secret"), "app", "k0", end.AddDate(-1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := v.Set(ctx, fakekeyvault.URL, "payments-sp", secret.New("new~secret"), "app", "k1", end)
+	if err != nil || second == first || second == "" {
+		t.Fatalf("Set: %q after %q, %v", second, first, err)
+	}
+	versions := vault.Versions("payments-sp")
+	if len(versions) != 2 || versions[1].Value != "new~secret" || versions[1].ContentType != ContentType || !versions[1].Expires.Equal(end) ||
+		versions[1].Tags[TagKeyID] != "k1" || versions[1].Tags[TagAppID] != "app" || !versions[0].Enabled {
+		t.Fatalf("the vault holds %+v", versions)
+	}
+	version, enabled, found, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "K1")
+	if err != nil || !found || !enabled || version != second {
+		t.Fatalf("Find k1: %q %v %v %v, want %q enabled", version, enabled, found, err, second)
+	}
+	if _, _, found, _ := v.Find(ctx, fakekeyvault.URL, "payments-sp", "other-app", "k1"); found {
+		t.Error("another application's keyId was found")
+	}
+	if err := v.Disable(ctx, fakekeyvault.URL, "payments-sp", first); err != nil {
+		t.Fatal(err)
+	}
+	if versions := vault.Versions("payments-sp"); versions[0].Enabled || !versions[1].Enabled {
+		t.Errorf("after disabling the first version: %+v", versions)
+	}
+	if err := v.Disable(ctx, fakekeyvault.URL, "payments-sp", "gone"); err != nil {
+		t.Errorf("disabling a version no longer there: %v", err)
+	}
+
+	vault.Refuse(true)
+	_, err = v.Set(ctx, fakekeyvault.URL, "payments-sp", secret.New("x"), "app", "k2", end)
+	if err == nil || !strings.Contains(err.Error(), needsSet) || strings.Contains(err.Error(), "new~secret") {
+		t.Errorf("a refused set: %v, want the data action it needs named", err)
+	}
+	if _, _, _, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "k1"); err == nil || !strings.Contains(err.Error(), needsList) {
+		t.Errorf("a refused list: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+// Package fakekeyvault is one Azure Key Vault's secrets, in memory, behind the Key Vault SDK's own
+// fake transport (azsecrets/fake): each set adds a version with its tags, expiry and content type,
+// versions are listed by their properties (never their values), and updated; a test reads what
+// was written, values included, and can have the vault refuse the identity as RBAC does (403
+// Forbidden).
+package fakekeyvault
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/security/keyvault/azsecrets"
+	"github.com/Azure/azure-sdk-for-go/sdk/security/keyvault/azsecrets/fake"
+)
+
+// URL is the vault's URL, as a watch names it.
+const URL = "https://credwatch-fake.vault.azure.net/"
+
+// Version is one version of a secret, as the vault holds it.
+type Version struct {
+	ID, Value, ContentType string
+	Tags                   map[string]string
+	Enabled                bool
+	Expires                time.Time
+}
+
+// Vault is the fake vault.
+type Vault struct {
+	mu      sync.Mutex
+	secrets map[string][]*Version // by lower-cased name: Key Vault's names are not case-sensitive
+	refuse  bool
+	next    int
+	sets    int
+}
+
+// New is an empty vault.
+func New() *Vault { return &Vault{secrets: map[string][]*Version{}} }
+
+// Refuse makes the vault answer 403 Forbidden to everything, as to an identity without a role on it.
+func (v *Vault) Refuse(refuse bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.refuse = refuse
+}
+
+// Versions are the versions of secret name, oldest first, copies.
+func (v *Vault) Versions(name string) []Version {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Version
+	for _, ver := range v.secrets[strings.ToLower(name)] {
+		c := *ver
+		out = append(out, c)
+	}
+	return out
+}
+
+// Sets is how many versions were written.
+func (v *Vault) Sets() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.sets
+}
+
+// Transport is the SDK's fake transport, answering from the vault.
+func (v *Vault) Transport() policy.Transporter {
+	return transport{v: v, next: fake.NewServerTransport(&fake.Server{
+		SetSecret:                            v.set,
+		NewListSecretPropertiesVersionsPager: v.list,
+		UpdateSecretProperties:               v.update,
+	})}
+}
+
+// transport refuses every request while the vault refuses, before the SDK's fake sees it: the
+// fake keeps a pager that failed, and would answer the next listing from it.
+type transport struct {
+	v    *Vault
+	next policy.Transporter
+}
+
+func (t transport) Do(req *http.Request) (*http.Response, error) {
+	t.v.mu.Lock()
+	refuse := t.v.refuse
+	t.v.mu.Unlock()
+	if !refuse {
+		return t.next.Do(req)
+	}
+	body := `{"error":{"code":"Forbidden","message":"Caller is not authorized to perform action on resource.","innererror":{"code":"ForbiddenByRbac"}}}`
+	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Request: req,
+		Header: http.Header{"Content-Type": []string{"application/json; charset=utf-8"}}, Body: io.NopCloser(strings.NewReader(body))}, nil
+}
+
+func (v *Vault) set(_ context.Context, name string, p azsecrets.SetSecretParameters, _ *azsecrets.SetSecretOptions) (resp azfake.Responder[azsecrets.SetSecretResponse], errResp azfake.ErrorResponder) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.next++
+	v.sets++
+	ver := &Version{ID: fmt.Sprintf("%ssecrets/%s/%032x", URL, name, v.next), Enabled: true, Tags: map[string]string{}}
+	if p.Value != nil {
+		ver.Value = *p.Value
+	}
+	if p.ContentType != nil {
+		ver.ContentType = *p.ContentType
+	}
+	for k, t := range p.Tags {
+		if t != nil {
+			ver.Tags[k] = *t
+		}
+	}
+	if a := p.SecretAttributes; a != nil {
+		if a.Enabled != nil {
+			ver.Enabled = *a.Enabled
+		}
+		if a.Expires != nil {
+			ver.Expires = *a.Expires
+		}
+	}
+	key := strings.ToLower(name)
+	v.secrets[key] = append(v.secrets[key], ver)
+	resp.SetResponse(http.StatusOK, azsecrets.SetSecretResponse{Secret: secretOf(ver)}, nil)
+	return resp, errResp
+}
+
+func (v *Vault) list(name string, _ *azsecrets.ListSecretPropertiesVersionsOptions) (resp azfake.PagerResponder[azsecrets.ListSecretPropertiesVersionsResponse]) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// A secret with no version lists none.
+	props := []*azsecrets.SecretProperties{}
+	for _, ver := range v.secrets[strings.ToLower(name)] {
+		s := secretOf(ver)
+		props = append(props, &azsecrets.SecretProperties{ID: s.ID, Attributes: s.Attributes, ContentType: s.ContentType, Tags: s.Tags})
+	}
+	// Key Vault lists versions in no order a caller may rely on.
+	sort.Slice(props, func(i, j int) bool { return string(*props[i].ID) > string(*props[j].ID) })
+	resp.AddPage(http.StatusOK, azsecrets.ListSecretPropertiesVersionsResponse{SecretPropertiesListResult: azsecrets.SecretPropertiesListResult{Value: props}}, nil)
+	return resp
+}
+
+func (v *Vault) update(_ context.Context, name, version string, p azsecrets.UpdateSecretPropertiesParameters, _ *azsecrets.UpdateSecretPropertiesOptions) (resp azfake.Responder[azsecrets.UpdateSecretPropertiesResponse], errResp azfake.ErrorResponder) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ver := range v.secrets[strings.ToLower(name)] {
+		if strings.HasSuffix(ver.ID, "/"+version) {
+			if a := p.SecretAttributes; a != nil && a.Enabled != nil {
+				ver.Enabled = *a.Enabled
+			}
+			resp.SetResponse(http.StatusOK, azsecrets.UpdateSecretPropertiesResponse{Secret: secretOf(ver)}, nil)
+			return resp, errResp
+		}
+	}
+	errResp.SetResponseError(http.StatusNotFound, "SecretNotFound")
+	return resp, errResp
+}
+
+// secretOf is ver as the SDK returns it, without its value: nothing here reads values back.
+func secretOf(ver *Version) azsecrets.Secret {
+	id := azsecrets.ID(ver.ID)
+	enabled, expires, contentType := ver.Enabled, ver.Expires, ver.ContentType
+	tags := map[string]*string{}
+	for k, t := range ver.Tags {
+		tags[k] = &t
+	}
+	return azsecrets.Secret{ID: &id, ContentType: &contentType, Tags: tags, Attributes: &azsecrets.SecretAttributes{Enabled: &enabled, Expires: &expires}}
+}
