@@ -339,6 +339,25 @@ func TestAdmission(t *testing.T) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}}
 			},
 		},
+		"rotation publishing to a Key Vault": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{VaultURL: "https://payments-kv.vault.azure.net/", SecretName: "payments-sp"}}}}
+			},
+		},
+		"rotation: a publish sink that names none": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, Publish: []v1alpha1.PublishSink{{}}}
+			},
+			wantErr: []string{"a publish sink names where it writes: keyVault"},
+		},
+		"rotation: a Key Vault secret name Key Vault refuses": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{VaultURL: "http://payments-kv.vault.azure.net/", SecretName: "payments_sp"}}}}
+			},
+			wantErr: []string{"keyVault.vaultURL must be the vault's URL", "keyVault.secretName must be 1 to 127 letters, digits and '-'"},
+		},
 		"rotation: rotateBefore not shorter than validity": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, RotateBefore: "400d", Validity: "365d"}
@@ -499,6 +518,11 @@ func TestIdentityAdmission(t *testing.T) {
 				v1alpha1.OperationReadOwners, v1alpha1.OperationFleetScan, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog}
 			return s
 		}},
+		"a Key Vault by name": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Operations, s.Allow.KeyVaults = []v1alpha1.Operation{v1alpha1.OperationPublishKeyVault}, []string{"payments-kv"}
+			return s
+		}, wantErr: []string{"allow.keyVaults must be vault URLs, such as https://payments-kv.vault.azure.net/"}},
 		"an operation of no known kind": {spec: func() v1alpha1.IdentitySpec {
 			s := secret()
 			s.Allow.Operations = []v1alpha1.Operation{"Delete"}

@@ -22,6 +22,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/imagepulls"
+	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
 	"github.com/credwatch/credwatch/internal/rotation/pacing"
@@ -50,6 +51,8 @@ type Azure interface {
 	// Withdraw forgets the planned reads a watch's checks asked for, by its askerOf: it is
 	// deleted, and an answer it would never take holds back its identity's other reads.
 	Withdraw(asker string)
+	// KeyVaults are the Key Vaults id writes rotated secrets to.
+	KeyVaults(id azure.Identity) (*keyvault.Vaults, error)
 }
 
 // statusWriteTimeout bounds the final status write of a reconcile.

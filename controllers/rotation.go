@@ -14,11 +14,8 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/access"
-	"github.com/credwatch/credwatch/internal/azure"
-	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/rotation/secretstore"
-	"github.com/credwatch/credwatch/internal/secret"
 	"github.com/credwatch/credwatch/internal/target"
 )
 
@@ -92,21 +89,7 @@ func (r *CredentialWatchReconciler) rotationClients(ctx context.Context, g acces
 	if err != nil {
 		return rotation.Clients{}, err
 	}
-	app, err := r.Azure.Application(id, graph.AppRef{AppID: pin.AppID, ObjectID: pin.ApplicationObjectID})
-	if err != nil {
-		return rotation.Clients{}, err
-	}
-	c := rotation.Clients{App: rotation.AppSecrets(app), SignIn: func(ctx context.Context, text secret.Text) error {
-		return r.Azure.SignIn(ctx, azure.Identity{TenantID: pin.TenantID, ClientID: pin.AppID, Secret: text})
-	}}
-	if pin.Cluster != nil {
-		cluster, err := r.Azure.Cluster(id, rotation.ClusterRef(pin.Cluster))
-		if err != nil {
-			return rotation.Clients{}, err
-		}
-		c.Cluster = rotation.ClusterReset(cluster)
-	}
-	return c, nil
+	return rotation.ClientsOf(r.Azure, id, pin)
 }
 
 // setFinalizer adds or removes the rotation finalizer, with an optimistic lock.

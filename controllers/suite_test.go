@@ -31,6 +31,7 @@ import (
 	"github.com/credwatch/credwatch/internal/graph/msgraph"
 	"github.com/credwatch/credwatch/internal/graph/planner"
 	"github.com/credwatch/credwatch/test/fakegraph"
+	"github.com/credwatch/credwatch/test/fakekeyvault"
 )
 
 // The suite runs one real kube-apiserver and etcd, and one Graph fake, for every test.
@@ -159,7 +160,9 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,
-						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog},
+						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog,
+						v1alpha1.OperationPublishKeyVault},
+					KeyVaults: []string{fakekeyvault.URL},
 				},
 			},
 			Conditions: []v1alpha1.NamespaceCondition{{NamespaceSelector: &metav1.LabelSelector{}}},

@@ -111,7 +111,7 @@ type LocalRef struct {
 }
 
 // Operation is something a watch does with an identity.
-// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns;ReadAuditLog
+// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns;ReadAuditLog;PublishKeyVault
 type Operation string
 
 const (
@@ -137,6 +137,9 @@ const (
 	// OperationReadAuditLog reads the directory audit log of the allowed applications
 	// (AuditLog.Read.All), to say who added a credential credwatch did not.
 	OperationReadAuditLog Operation = "ReadAuditLog"
+	// OperationPublishKeyVault writes the new secret of a rotation of the allowed applications to
+	// the Key Vaults allow.keyVaults lists, and disables the versions holding retired ones.
+	OperationPublishKeyVault Operation = "PublishKeyVault"
 )
 
 // AllApplications in allow.applications allows every application of the allowed tenants.
@@ -174,11 +177,20 @@ type IdentityAllow struct {
 
 	// Operations are what watches may do beyond Watch, which is always allowed within the
 	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners, FleetScan, ReadSignIns,
-	// ReadAuditLog.
+	// ReadAuditLog, PublishKeyVault.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	// +optional
 	Operations []Operation `json:"operations,omitempty"`
+
+	// KeyVaults are the Key Vaults, by URL (https://<name>.vault.azure.net/), that rotations may
+	// write new secrets to when operations allow PublishKeyVault. Empty allows none.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(v, v.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9]/?$'))",message="allow.keyVaults must be vault URLs, such as https://payments-kv.vault.azure.net/"
+	// +listType=set
+	// +optional
+	KeyVaults []string `json:"keyVaults,omitempty"`
 }
 
 // SubscriptionScope is a subscription, or some of its resource groups.

@@ -99,6 +99,37 @@ type Rotation struct {
 	// restarts or reimages its nodes. Absent, any time.
 	// +optional
 	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
+
+	// Publish lists where else each new secret goes, for its consumers outside the cluster. Each
+	// sink is written once the new secret is verified (and an AKS cluster moved onto it), before
+	// any old secret may be retired: a sink that fails holds the retirement.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Publish []PublishSink `json:"publish,omitempty"`
+}
+
+// PublishSink is one place a new secret is written to.
+// +kubebuilder:validation:XValidation:rule="has(self.keyVault)",message="a publish sink names where it writes: keyVault: {vaultURL, secretName}"
+type PublishSink struct {
+	// KeyVault writes the secret as a new version of a Key Vault secret, as the rotation's
+	// identity, which must allow PublishKeyVault and list the vault in allow.keyVaults.
+	// +optional
+	KeyVault *KeyVaultSink `json:"keyVault,omitempty"`
+}
+
+// KeyVaultSink is a secret of an Azure Key Vault. Each version written holds one client secret,
+// expires with it, and is tagged with its appId and keyId; the previous versions stay, and the
+// one holding an old secret is disabled once that secret is retired.
+type KeyVaultSink struct {
+	// VaultURL is the vault's URL, such as https://payments-kv.vault.azure.net/.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9]/?$')",message="keyVault.vaultURL must be the vault's URL, such as https://payments-kv.vault.azure.net/"
+	VaultURL string `json:"vaultURL"`
+
+	// SecretName is the Key Vault secret's name: 1 to 127 letters, digits and '-'.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-zA-Z-]{1,127}$')",message="keyVault.secretName must be 1 to 127 letters, digits and '-', as Key Vault names secrets, such as payments-sp-secret"
+	// +kubebuilder:validation:MaxLength=127
+	SecretName string `json:"secretName"`
 }
 
 // SecretName names a Secret in the watch's namespace.
@@ -267,6 +298,11 @@ type RotationStatus struct {
 	// the rotation is held, and alerted, until they stop.
 	// +optional
 	HeldTime *metav1.Time `json:"heldTime,omitempty"`
+	// Published are the sinks of spec.rotation.publish the new secret was written to, each once.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Published []PublishedSink `json:"published,omitempty"`
 	// DeletionSeenTime is when credwatch first found the watch being deleted: it lets the watch
 	// go an hour later at the latest, whatever the rotation's state.
 	// +optional
@@ -307,3 +343,17 @@ type LastRotation struct {
 	// +optional
 	NewSecretSignIn *metav1.Time `json:"newSecretSignIn,omitempty"`
 }
+
+// PublishedSink is a sink a rotation wrote its new secret to.
+type PublishedSink struct {
+	// Sink names it: "keyVault <vaultURL> <secretName>".
+	Sink string `json:"sink"`
+	// Version is the sink's name for what was written: a Key Vault secret's version.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Time is when it was written, or found written by the rotation before a restart.
+	Time metav1.Time `json:"time"`
+}
+
+// Name is how status names a Key Vault sink.
+func (k KeyVaultSink) Name() string { return "keyVault " + k.VaultURL + " " + k.SecretName }

@@ -71,6 +71,8 @@ type Request struct {
 	AppID string
 	// Cluster is the AKS cluster the operation reads or resets, nil when it concerns none.
 	Cluster *Cluster
+	// KeyVault is the URL of the Key Vault the operation writes to; empty when it concerns none.
+	KeyVault string
 }
 
 // Refusal is an identity refusing a request: which identity, and the rule that refused.
@@ -108,6 +110,9 @@ func Check(id Identity, ns Namespace, req Request) error {
 	}
 	if req.AppID != "" && !coversApp(id.Spec.Allow.Applications, req.AppID) {
 		return refuse("allow.applications does not list appId %s", req.AppID)
+	}
+	if v := req.KeyVault; v != "" && !slices.ContainsFunc(id.Spec.Allow.KeyVaults, func(a string) bool { return SameVault(a, v) }) {
+		return refuse("allow.keyVaults does not list %s", v)
 	}
 	if c := req.Cluster; c != nil {
 		groups, err := groupsOf(id, c.SubscriptionID)
@@ -202,4 +207,10 @@ func groupsOf(id Identity, sub string) ([]string, error) {
 		return nil, &Refusal{Identity: id.String(), Rule: "allow.subscriptions does not list subscription " + sub}
 	}
 	return id.Spec.Allow.Subscriptions[i].ResourceGroups, nil
+}
+
+// SameVault reports whether two Key Vault URLs name one vault: host names are not case-sensitive,
+// and the trailing slash is optional.
+func SameVault(a, b string) bool {
+	return strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(b, "/"))
 }

@@ -28,7 +28,8 @@ func clientSecret() v1alpha1.IdentitySpec {
 		Allow: v1alpha1.IdentityAllow{
 			Applications:  []string{strings.ToUpper(app)},
 			Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: sub, ResourceGroups: []string{"rg-Prod"}}},
-			Operations:    []v1alpha1.Operation{v1alpha1.OperationRotate},
+			Operations:    []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationPublishKeyVault},
+			KeyVaults:     []string{"https://payments-kv.vault.azure.net/"},
 		},
 	}
 }
@@ -62,6 +63,9 @@ func TestCheck(t *testing.T) {
 		{"another appId", namespaced(clientSecret()), inA, watch(other), "allow.applications does not list appId " + other},
 		{"another tenant", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationWatch, TenantID: other, AppID: app}, "allow.tenants does not list tenant " + other},
 		{"a listed operation", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationRotate, TenantID: tenant, AppID: app}, granted},
+		{"a listed Key Vault, case and slash aside", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://Payments-KV.vault.azure.net"}, granted},
+		{"another Key Vault", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://other.vault.azure.net/"}, "allow.keyVaults does not list https://other.vault.azure.net/"},
+		{"a Key Vault without the operation", cluster(v1alpha1.NamespaceCondition{Namespaces: []string{teamA}}), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://payments-kv.vault.azure.net/"}, "allow.operations does not list PublishKeyVault"},
 		{"an operation not listed", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant, AppID: app}, "allow.operations does not list ReadOwners"},
 		{"a tenant scan not listed", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}, "allow.operations does not list TenantScan"},
 		{"another namespace's AzureIdentity", namespaced(clientSecret()), inB, watch(app), "only the watches of its own namespace, team-a"},

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/security/keyvault/azsecrets"
 
+	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
@@ -30,8 +31,8 @@ const (
 	ContentType = "application/x-azure-client-secret"
 )
 
-// What a refusal names: the data action each call needs (the Key Vault Secrets Officer role holds
-// all three), for a vault whose permission model is Azure RBAC.
+// What a refusal names: the data action each call needs, for a vault whose permission model is
+// Azure RBAC.
 const (
 	needsSet    = "Microsoft.KeyVault/vaults/secrets/setSecret/action"
 	needsList   = "Microsoft.KeyVault/vaults/secrets/readMetadata/action"
@@ -135,15 +136,29 @@ func notFound(err error) bool {
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
 }
 
-// refused says what a call Key Vault refused needs, and keeps the error to be sorted by kind.
+// refused sorts a failed call into an azerr.Error, whose message holds no response body; a
+// refusal names the data action the call needs (the Key Vault Secrets Officer role holds all
+// three). The vault and the secret's name say where.
 func refused(err error, vaultURL, name, needs string) error {
 	if err == nil {
 		return nil
 	}
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.StatusCode == http.StatusUnauthorized) {
-		return fmt.Errorf("the Key Vault %s refused the identity on secret %s (%s): it needs %s on the vault (the Key Vault Secrets Officer role holds it), or an access policy allowing it: %w",
-			vaultURL, name, re.ErrorCode, needs, err)
+	needs += " on Key Vault " + vaultURL + " (role Key Vault Secrets Officer, or an access policy allowing it)"
+	var ae *azerr.Error
+	if errors.As(err, &ae) {
+		return fmt.Errorf("secret %s: %w", name, ae.Needing(needs))
 	}
-	return fmt.Errorf("the Key Vault %s, secret %s: %w", vaultURL, name, err)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		var after time.Duration
+		if re.RawResponse != nil {
+			after = azerr.RetryAfterSeconds(re.RawResponse.Header.Get("Retry-After"))
+		}
+		ae := &azerr.Error{Kind: azerr.KindOfStatus(re.StatusCode), Status: re.StatusCode, Code: re.ErrorCode, RetryAfter: after, Err: err}
+		return fmt.Errorf("secret %s of Key Vault %s: %w", name, vaultURL, ae.Needing(needs))
+	}
+	if ue := azerr.Unanswered(err); ue != nil {
+		return fmt.Errorf("secret %s of Key Vault %s: %w", name, vaultURL, ue)
+	}
+	return fmt.Errorf("secret %s of Key Vault %s: %w", name, vaultURL, &azerr.Error{Kind: azerr.KindOther, Err: err})
 }

@@ -5,9 +5,47 @@ import (
 	"time"
 
 	"github.com/credwatch/credwatch/internal/aks"
+	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/secret"
 )
+
+// Azure is what a rotation reaches in Azure, as any identity (package clients).
+type Azure interface {
+	Application(id azure.Identity, app graph.AppRef) (graph.AppClient, error)
+	Cluster(id azure.Identity, ref aks.ClusterRef) (aks.ClusterClient, error)
+	KeyVaults(id azure.Identity) (*keyvault.Vaults, error)
+	SignIn(ctx context.Context, id azure.Identity) error
+}
+
+// ClientsOf are what a rotation of pin changes in Azure, as id: the application, the cluster it
+// moves onto the new secret, the Key Vaults it publishes to, and Entra's answer to the new
+// secret's own sign-in.
+func ClientsOf(az Azure, id azure.Identity, pin Pin) (Clients, error) {
+	app, err := az.Application(id, graph.AppRef{AppID: pin.AppID, ObjectID: pin.ApplicationObjectID})
+	if err != nil {
+		return Clients{}, err
+	}
+	c := Clients{App: AppSecrets(app), SignIn: func(ctx context.Context, text secret.Text) error {
+		return az.SignIn(ctx, azure.Identity{TenantID: pin.TenantID, ClientID: pin.AppID, Secret: text})
+	}}
+	if pin.Cluster != nil {
+		cluster, err := az.Cluster(id, ClusterRef(pin.Cluster))
+		if err != nil {
+			return Clients{}, err
+		}
+		c.Cluster = ClusterReset(cluster)
+	}
+	vaults, err := az.KeyVaults(id)
+	if err != nil {
+		return Clients{}, err
+	}
+	if vaults != nil { // never a nil pointer in the interface
+		c.Vaults = vaults
+	}
+	return c, nil
+}
 
 // AppSecrets is app's client secrets, as Graph holds them, for a rotation.
 func AppSecrets(app graph.AppClient) Application { return appSecrets{app} }

@@ -139,6 +139,9 @@ type world struct {
 	confirmed     string
 	// signIns is what the watch read of the secrets' sign-ins; nil: it reads none.
 	signIns *SignIns
+	// publish are the watch's sinks, written to vaults.
+	publish []v1alpha1.PublishSink
+	vaults  *fakeVaults
 }
 
 const testApp = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
@@ -232,8 +235,11 @@ func (w *world) machine(withCluster bool) *Machine {
 		Settings: Settings{Validity: 365 * 24 * time.Hour, GracePeriod: 7 * 24 * time.Hour, RemoveOld: v1alpha1.RemoveOldCreatedByCredwatch,
 			Prefix: "credwatch-2b9c0c1e-", Target: "application payments", Watch: "payments", SecretNamespace: "team-a", SecretName: "payments-sp",
 			StagingName:  "credwatch-rotation-payments",
-			ConfirmReset: w.confirmed, SignIns: w.signIns},
+			ConfirmReset: w.confirmed, SignIns: w.signIns, Publish: w.publish},
 		Now: w.now,
+	}
+	if w.vaults != nil {
+		m.Vaults = w.vaults
 	}
 	if withCluster {
 		m.Cluster = fakeCluster{

@@ -30,7 +30,8 @@ func (m *Machine) replaceGone(ctx context.Context) error {
 	return m.startOver(ctx, "The new secret disappeared from Graph after it was put in use; adding another, and retiring nothing meanwhile")
 }
 
-// retire hands the new secret to the watch's Secret, then removes the old secrets that removeOld
+// retire hands the new secret to the sinks of spec.rotation.publish and the watch's Secret, then
+// removes the old secrets that removeOld
 // allows once the grace period, counted from then, is over, and completes the rotation.
 func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	if m.st.RetireTime == nil {
@@ -41,6 +42,9 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 		// digests were kept, here.
 		if _, err := m.text(ctx); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		}
+		if err := m.publish(ctx); err != nil {
+			return m.publishFailed(err)
 		}
 		if err := m.Store.Publish(ctx, m.st.KeyID, m.st.SecretDigest); err != nil {
 			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))

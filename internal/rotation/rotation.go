@@ -144,6 +144,8 @@ type Settings struct {
 	// SignIns is what the watch knows of its secrets' use (spec.usage.signIns), which old
 	// secrets wait on besides the grace period; nil when it reads none, or cannot here.
 	SignIns *SignIns
+	// Publish are the sinks each new secret goes to besides the Secret (spec.rotation.publish).
+	Publish []v1alpha1.PublishSink
 }
 
 // Pin is what a rotation is about, fixed when it starts.
@@ -163,7 +165,9 @@ type Machine struct {
 	Cluster Cluster
 	Store   Store
 	// SignIn reports whether Entra accepts the application's secret text now, signing in afresh.
-	SignIn   func(ctx context.Context, text secret.Text) error
+	SignIn func(ctx context.Context, text secret.Text) error
+	// Vaults are the Key Vaults the rotation publishes to; nil when it publishes to none.
+	Vaults   KeyVaults
 	Ledger   Ledger
 	Events   Events
 	Settings Settings

@@ -62,6 +62,8 @@ type Clients struct {
 	Cluster Cluster
 	// SignIn reports whether Entra accepts the application's secret text now.
 	SignIn func(ctx context.Context, text secret.Text) error
+	// Vaults reach the Key Vaults of spec.rotation.publish as the identity; nil when it has none.
+	Vaults KeyVaults
 }
 
 // Timeout bounds the Azure calls of one reconcile's rotation steps.
@@ -304,8 +306,8 @@ func (ro *Run) apply(res Result, err error, changed string) (time.Time, error) {
 }
 
 // authorize finds the watch's identity and checks that it allows what the rotation does from its
-// step on: rotating the application's secrets, and, with reset, until the cluster has been moved
-// onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
+// step on: rotating the application's secrets, publishing them to the Key Vaults the spec names,
+// and, with reset, until the cluster has been moved onto the new one, resetting the cluster. It is asked at every reconcile, before any call to
 // Azure, so that an identity that no longer allows the rotation stops it at its next step.
 func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) {
 	g, err := ro.e.Grant(ctx, ro.pin.Identity)
@@ -314,6 +316,13 @@ func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) 
 	}
 	if err := g.Allow(access.Request{Operation: v1alpha1.OperationRotate, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID}); err != nil {
 		return access.Grant{}, err
+	}
+	for _, sink := range ro.spec.Publish {
+		if kv := sink.KeyVault; kv != nil {
+			if err := g.Allow(access.Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID, KeyVault: kv.VaultURL}); err != nil {
+				return access.Grant{}, err
+			}
+		}
 	}
 	if c := ro.pin.Cluster; c != nil && reset && !ro.retiring() {
 		where := &access.Cluster{SubscriptionID: c.SubscriptionID, ResourceGroup: c.ResourceGroup}
@@ -377,13 +386,14 @@ func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
 			SecretNamespace: ro.obj.Namespace, SecretName: ro.spec.SecretRef.Name, StagingName: StagingName(ro.obj.Name),
 			ConfirmReset: ro.obj.Annotations[v1alpha1.ConfirmResetAnnotation],
 			SignIns:      SignInsOf(ro.obj, ro.pin.AppID),
+			Publish:      ro.spec.Publish,
 		},
 	}
 	c, err := ro.e.Clients(ctx, g, ro.pin)
 	if err != nil {
 		return m, err
 	}
-	m.App, m.Cluster, m.SignIn = c.App, c.Cluster, c.SignIn
+	m.App, m.Cluster, m.SignIn, m.Vaults = c.App, c.Cluster, c.SignIn, c.Vaults
 	return m, nil
 }
 

@@ -39,6 +39,21 @@ type Vault struct {
 	refuse  bool
 	next    int
 	sets    int
+	// tenant and issued, when set, check the bearer token as Key Vault does (Authenticate).
+	tenant string
+	issued func(token string) (tenantID, clientID, audience string, ok bool)
+}
+
+// resource is Key Vault's audience in the global cloud.
+const resource = "https://vault.azure.net"
+
+// Authenticate has the vault challenge a request without a token as Key Vault does, naming
+// tenantID and its resource, and accept only a token issued (as the Entra fake says: issued) in
+// that tenant for that resource.
+func (v *Vault) Authenticate(tenantID string, issued func(token string) (tenant, clientID, audience string, ok bool)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.tenant, v.issued = tenantID, issued
 }
 
 // New is an empty vault.
@@ -88,14 +103,29 @@ type transport struct {
 
 func (t transport) Do(req *http.Request) (*http.Response, error) {
 	t.v.mu.Lock()
-	refuse := t.v.refuse
+	refuse, tenant, issued := t.v.refuse, t.v.tenant, t.v.issued
 	t.v.mu.Unlock()
-	if !refuse {
-		return t.next.Do(req)
+	if issued != nil {
+		token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			// The challenge Key Vault answers a request without a token with.
+			resp := answer(req, http.StatusUnauthorized, `{"error":{"code":"Unauthorized","message":"AKV10000: Request is missing a Bearer or PoP token."}}`)
+			resp.Header.Set("WWW-Authenticate", fmt.Sprintf(`Bearer authorization="https://login.microsoftonline.com/%s", resource="%s"`, tenant, resource))
+			return resp, nil
+		}
+		if got, _, audience, ok := issued(token); !ok || !strings.EqualFold(got, tenant) || strings.TrimSuffix(audience, "/") != resource {
+			return answer(req, http.StatusUnauthorized, `{"error":{"code":"Unauthorized","message":"AKV10032: Invalid issuer or audience."}}`), nil
+		}
 	}
-	body := `{"error":{"code":"Forbidden","message":"Caller is not authorized to perform action on resource.","innererror":{"code":"ForbiddenByRbac"}}}`
-	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Request: req,
-		Header: http.Header{"Content-Type": []string{"application/json; charset=utf-8"}}, Body: io.NopCloser(strings.NewReader(body))}, nil
+	if refuse {
+		return answer(req, http.StatusForbidden, `{"error":{"code":"Forbidden","message":"Caller is not authorized to perform action on resource.","innererror":{"code":"ForbiddenByRbac"}}}`), nil
+	}
+	return t.next.Do(req)
+}
+
+func answer(req *http.Request, status int, body string) *http.Response {
+	return &http.Response{StatusCode: status, Status: http.StatusText(status), Request: req,
+		Header: http.Header{"Content-Type": []string{"application/json; charset=utf-8"}}, Body: io.NopCloser(strings.NewReader(body))}
 }
 
 func (v *Vault) set(_ context.Context, name string, p azsecrets.SetSecretParameters, _ *azsecrets.SetSecretOptions) (resp azfake.Responder[azsecrets.SetSecretResponse], errResp azfake.ErrorResponder) {

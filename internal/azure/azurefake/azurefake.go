@@ -11,6 +11,7 @@ import (
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/keyvault"
 )
 
 // ErrUnexpected is what a method whose field is nil returns.
@@ -22,7 +23,9 @@ type Azure struct {
 	TenantFunc      func(id azure.Identity) (graph.TenantClient, error)
 	ClusterFunc     func(id azure.Identity, c aks.ClusterRef) (aks.ClusterClient, error)
 	FleetFunc       func(id azure.Identity, tenantID string) (aks.FleetClient, error)
-	SignInFunc      func(ctx context.Context, id azure.Identity) error
+	// KeyVaultsFunc gives the Key Vaults an identity writes to; nil gives none.
+	KeyVaultsFunc func(id azure.Identity) (*keyvault.Vaults, error)
+	SignInFunc    func(ctx context.Context, id azure.Identity) error
 	// WithdrawFunc sees the watches withdrawn; nil ignores them, as there is nothing to forget.
 	WithdrawFunc func(asker string)
 }
@@ -57,6 +60,14 @@ func (a *Azure) Fleet(id azure.Identity, tenantID string) (aks.FleetClient, erro
 		return nil, ErrUnexpected
 	}
 	return a.FleetFunc(id, tenantID)
+}
+
+// KeyVaults calls KeyVaultsFunc, or gives none.
+func (a *Azure) KeyVaults(id azure.Identity) (*keyvault.Vaults, error) {
+	if a.KeyVaultsFunc == nil {
+		return nil, nil
+	}
+	return a.KeyVaultsFunc(id)
 }
 
 // SignIn calls SignInFunc.

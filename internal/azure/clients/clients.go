@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/credwatch/credwatch/internal/aks"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/graph"
+	"github.com/credwatch/credwatch/internal/keyvault"
 )
 
 // Identities makes the token credentials of identities, and verifies new secrets.
@@ -55,6 +57,23 @@ type Clients struct {
 	identities Identities
 	graph      Graph
 	clusters   Clusters
+	// vaults carries Key Vault's requests; nil for the SDK's own (tests give its fake).
+	vaults policy.Transporter
+}
+
+// WithKeyVaultTransport sends Key Vault's requests through t, and returns c.
+func (c *Clients) WithKeyVaultTransport(t policy.Transporter) *Clients {
+	c.vaults = t
+	return c
+}
+
+// KeyVaults are the Key Vaults, as id writes to them.
+func (c *Clients) KeyVaults(id azure.Identity) (*keyvault.Vaults, error) {
+	cred, err := c.identities.Credential(id)
+	if err != nil {
+		return nil, err
+	}
+	return keyvault.New(cred, c.vaults), nil
 }
 
 // New returns Clients that sign in through identities and talk to graph and clusters.

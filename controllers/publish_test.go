@@ -1,0 +1,75 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/keyvault"
+	"github.com/credwatch/credwatch/internal/rotation"
+	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/test/fakekeyvault"
+)
+
+// A rotation that publishes to a Key Vault the identity may not write to holds its retirement,
+// says which vault and what it needs, and tells of it; once the vault lets the identity in, the
+// new secret is written there once, as a version tagged with its keyId and expiring with it,
+// before any old secret goes, and the rotation completes.
+func TestRotationPublishesToKeyVault(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	vault := fakekeyvault.New()
+	vault.Authenticate(tenantID, fake.Issued)
+	h.r.Azure = clients.New(identities, graphAPI, nil).WithKeyVaultTransport(vault.Transport())
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	sink := v1alpha1.KeyVaultSink{VaultURL: fakekeyvault.URL, SecretName: "payments-sp"}
+	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) { r.Publish = []v1alpha1.PublishSink{{KeyVault: &sink}} }))
+	old, _ := h.oldCredwatchSecrets(s.appID, t0)
+
+	vault.Refuse(true)
+	h.run(2*day, nil)
+	w := h.get()
+	if st := w.Status.Rotation; st == nil || st.Step != v1alpha1.StepRetiring || st.RetireTime != nil || len(st.Published) != 0 {
+		t.Fatalf("with the vault refusing: rotation %+v; want it held before the grace period", st)
+	}
+	assertCondition(t, w, v1alpha1.ConditionRotating, metav1.ConditionFalse, v1alpha1.ReasonRotationBlocked)
+	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, sink.Name()) ||
+		!strings.Contains(msg, "Microsoft.KeyVault/vaults/secrets/readMetadata/action") {
+		t.Errorf("Rotating: %q; want the vault and the data action named", msg)
+	}
+	if countPrefix(h.all, "Warning "+rotation.EventPublishFailed) == 0 {
+		t.Errorf("events %q; want %s", h.all, rotation.EventPublishFailed)
+	}
+	if _, kept := h.credwatchSecrets(s.appID)[old]; !kept {
+		t.Fatal("an old secret was retired while the vault did not hold the new one")
+	}
+
+	vault.Refuse(false)
+	h.run(10*day, nil)
+	w = h.get()
+	last := w.Status.LastRotation
+	if last == nil || w.Status.Rotation != nil {
+		t.Fatalf("rotation %+v, last %+v: want it completed", w.Status.Rotation, last)
+	}
+	versions := vault.Versions("payments-sp")
+	kept, err := h.targetSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != 1 || versions[0].Value != string(kept.Data["clientSecret"]) || versions[0].Tags[keyvault.TagKeyID] != last.KeyID ||
+		versions[0].Tags[keyvault.TagAppID] != s.appID || !versions[0].Enabled || versions[0].Expires.IsZero() {
+		t.Errorf("the vault holds %+v; want one version of the new secret %s", versions, last.KeyID)
+	}
+	if countPrefix(h.all, "Normal "+rotation.EventPublished) != 1 {
+		t.Errorf("events %q; want one %s", h.all, rotation.EventPublished)
+	}
+	for _, e := range h.all {
+		if strings.Contains(e, string(kept.Data["clientSecret"])) {
+			t.Errorf("an event holds the secret: %s", e)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
+)
+
+// fakeVaults are Key Vaults in memory: each secret's versions, with the keyId each holds.
+type fakeVaults struct {
+	versions map[string][]vaultVersion // by vault URL and name
+	sets     int
+	err      error // every call fails with it
+}
+
+type vaultVersion struct {
+	version, appID, keyID, text string
+	enabled                     bool
+	expires                     time.Time
+}
+
+func (f *fakeVaults) Find(_ context.Context, vaultURL, name, appID, keyID string) (string, bool, bool, error) {
+	if f.err != nil {
+		return "", false, false, f.err
+	}
+	for _, v := range f.versions[vaultURL+name] {
+		if v.appID == appID && v.keyID == keyID {
+			return v.version, v.enabled, true, nil
+		}
+	}
+	return "", false, false, nil
+}
+
+func (f *fakeVaults) Set(_ context.Context, vaultURL, name string, value secret.Text, appID, keyID string, expires time.Time) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
+	f.sets++
+	v := vaultVersion{version: fmt.Sprintf("v%d", f.sets), appID: appID, keyID: keyID, text: value.Reveal(), enabled: true, expires: expires}
+	f.versions[vaultURL+name] = append(f.versions[vaultURL+name], v)
+	return v.version, nil
+}
+
+func (f *fakeVaults) Disable(_ context.Context, vaultURL, name, version string) error {
+	if f.err != nil {
+		return f.err
+	}
+	for i, v := range f.versions[vaultURL+name] {
+		if v.version == version {
+			f.versions[vaultURL+name][i].enabled = false
+		}
+	}
+	return nil
+}
+
+var testVault = v1alpha1.KeyVaultSink{VaultURL: "https://payments-kv.vault.azure.net/", SecretName: "payments-sp"}
+
+func publishingWorld(t *testing.T) *world {
+	w := newWorld(t)
+	w.publish = []v1alpha1.PublishSink{{KeyVault: &testVault}}
+	w.vaults = &fakeVaults{versions: map[string][]vaultVersion{}}
+	return w
+}
+
+// The new secret is written to the Key Vault before the grace period for the old ones starts,
+// once, recorded in status; a rotation resumed from a status written before that record finds
+// the version it wrote, and writes no second one.
+func TestARotationPublishesToKeyVaultOnceBeforeRetiring(t *testing.T) {
+	w := publishingWorld(t)
+	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
+	versions := w.vaults.versions[testVault.VaultURL+testVault.SecretName]
+	if len(versions) != 1 || versions[0].text != "text-1" || versions[0].keyID != "k-1" || versions[0].appID != testApp || !versions[0].expires.Equal(st.Expiry.Time) {
+		t.Fatalf("the vault holds %+v, want the new secret k-1 expiring with it", versions)
+	}
+	if len(st.Published) != 1 || st.Published[0].Sink != testVault.Name() || st.Published[0].Version != "v1" || st.RetireTime == nil {
+		t.Fatalf("status %+v: want the sink recorded and the grace period started", st)
+	}
+	if !slices.Contains(w.eventReasons(), EventPublished) {
+		t.Errorf("events %v", w.eventReasons())
+	}
+
+	// An operator stopped between the write and its record.
+	resumed := st.DeepCopy()
+	resumed.Published, resumed.RetireTime = nil, nil
+	st, _ = w.run(resumed, false)
+	if w.vaults.sets != 1 || len(st.Published) != 1 || st.Published[0].Version != "v1" || st.RetireTime == nil {
+		t.Errorf("resumed: %d sets, status %+v; want the version found, not written again", w.vaults.sets, st)
+	}
+}
+
+// A vault that refuses the identity holds the retirement, says which sink and what it needs, and
+// the rotation goes on once the vault lets it.
+func TestAVaultThatRefusesHoldsTheRetirement(t *testing.T) {
+	w := publishingWorld(t)
+	w.vaults.err = fmt.Errorf("secret payments-sp of Key Vault %s: %w", testVault.VaultURL,
+		&azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden, Code: "Forbidden", Needs: "Microsoft.KeyVault/vaults/secrets/setSecret/action"})
+	st, res := w.until(nil, false, v1alpha1.StepRetiring, 10)
+	if st.RetireTime != nil || len(st.Published) != 0 || res.Condition.Reason != v1alpha1.ReasonRotationBlocked ||
+		!strings.Contains(res.Condition.Message, "publishing the new secret to "+testVault.Name()) || !strings.Contains(res.Condition.Message, "setSecret/action") {
+		t.Fatalf("status %+v, condition %+v: want the retirement held, blocked, naming the sink and what it needs", st, res.Condition)
+	}
+	if !slices.Contains(w.eventReasons(), EventPublishFailed) {
+		t.Errorf("events %v", w.eventReasons())
+	}
+	if !w.listed("k-old") {
+		t.Error("an old secret was retired although the vault does not hold the new one")
+	}
+	w.vaults.err = nil
+	w.now = st.NextAttemptTime.Time
+	st, _ = w.run(st, false)
+	if st.RetireTime == nil || len(st.Published) != 1 {
+		t.Errorf("after the vault let the identity in: %+v", st)
+	}
+}
