@@ -358,6 +358,13 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"keyVault.vaultURL must be the vault's URL", "keyVault.secretName must be 1 to 127 letters, digits and '-'"},
 		},
+		"rotation: a vault that is no Key Vault": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{VaultURL: "https://169.254.169.254/", SecretName: "sp"}}}}
+			},
+			wantErr: []string{"keyVault.vaultURL must be the vault's URL"},
+		},
 		"rotation: rotateBefore not shorter than validity": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, RotateBefore: "400d", Validity: "365d"}

@@ -187,7 +187,7 @@ type IdentityAllow struct {
 	// write new secrets to when operations allow PublishKeyVault. Empty allows none.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.all(v, v.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9]/?$'))",message="allow.keyVaults must be vault URLs, such as https://payments-kv.vault.azure.net/"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, v.matches('^https://[a-z0-9][-a-z0-9]*[.](vault[.]azure[.]net|vault[.]azure[.]cn|vault[.]usgovcloudapi[.]net|managedhsm[.]azure[.]net)/?$'))",message="allow.keyVaults must be vault URLs, such as https://payments-kv.vault.azure.net/"
 	// +listType=set
 	// +optional
 	KeyVaults []string `json:"keyVaults,omitempty"`

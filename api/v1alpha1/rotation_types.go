@@ -123,7 +123,7 @@ type PublishSink struct {
 type KeyVaultSink struct {
 	// VaultURL is the vault's URL, such as https://payments-kv.vault.azure.net/.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9]/?$')",message="keyVault.vaultURL must be the vault's URL, such as https://payments-kv.vault.azure.net/"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[a-z0-9][-a-z0-9]*[.](vault[.]azure[.]net|vault[.]azure[.]cn|vault[.]usgovcloudapi[.]net|managedhsm[.]azure[.]net)/?$')",message="keyVault.vaultURL must be the vault's URL, such as https://payments-kv.vault.azure.net/ (or under vault.azure.cn, vault.usgovcloudapi.net, managedhsm.azure.net)"
 	VaultURL string `json:"vaultURL"`
 
 	// SecretName is the Key Vault secret's name: 1 to 127 letters, digits and '-'.

@@ -1,8 +1,8 @@
 // Package keyvault writes a rotated client secret to Azure Key Vault, where the consumers outside
 // the cluster read it (External Secrets, the CSI driver, App Service, Functions): a new version of
 // a named secret, its expiry the credential's end, tagged with the application and keyId it holds.
-// A version is found again by those tags, from the versions' properties, so a restarted rotation
-// writes nothing twice and no secret value is ever read back; a version is disabled once the
+// Its versions are listed by their properties, so a restarted rotation finds what it wrote by
+// those tags, and no secret value is ever read back; a version is disabled once the
 // credential it holds is retired, or its rotation aborted. It is the one package that speaks the
 // Key Vault SDK.
 package keyvault
@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,9 @@ func New(cred azcore.TokenCredential, transport policy.Transporter) *Vaults {
 }
 
 func (v *Vaults) client(vaultURL string) (*azsecrets.Client, error) {
+	if err := CheckURL(vaultURL); err != nil {
+		return nil, err
+	}
 	opts := &azsecrets.ClientOptions{}
 	if v.transport != nil {
 		opts.Transport = v.transport
@@ -59,44 +64,66 @@ func (v *Vaults) client(vaultURL string) (*azsecrets.Client, error) {
 	return azsecrets.NewClient(vaultURL, v.cred, opts)
 }
 
-// Find is the version of secret name in the vault at vaultURL that holds keyID of appID, if one
-// does, and whether it is enabled. Only the versions' properties are read.
-func (v *Vaults) Find(ctx context.Context, vaultURL, name, appID, keyID string) (version string, enabled, found bool, err error) {
+// Version is one version of a secret, by its properties: never its value.
+type Version struct {
+	Version string
+	// AppID and KeyID are its tags: what credwatch wrote it for, or empty.
+	AppID, KeyID string
+	Enabled      bool
+	// Created is when the vault made it; zero when it does not say.
+	Created time.Time
+}
+
+// List is the versions of secret name in the vault at vaultURL; none when the secret does not
+// exist. Only their properties are read.
+func (v *Vaults) List(ctx context.Context, vaultURL, name string) ([]Version, error) {
 	c, err := v.client(vaultURL)
 	if err != nil {
-		return "", false, false, err
+		return nil, err
 	}
+	var out []Version
 	pager := c.NewListSecretPropertiesVersionsPager(name, nil)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if notFound(err) {
-			return "", false, false, nil
+			return nil, nil
 		}
 		if err != nil {
-			return "", false, false, refused(err, vaultURL, name, needsList)
+			return nil, refused(err, vaultURL, name, needsList)
 		}
 		for _, p := range page.Value {
-			if p == nil || p.ID == nil || !strings.EqualFold(tag(p.Tags, TagKeyID), keyID) || !strings.EqualFold(tag(p.Tags, TagAppID), appID) {
+			if p == nil || p.ID == nil {
 				continue
 			}
-			return p.ID.Version(), p.Attributes == nil || p.Attributes.Enabled == nil || *p.Attributes.Enabled, true, nil
+			ver := Version{Version: p.ID.Version(), AppID: tag(p.Tags, TagAppID), KeyID: tag(p.Tags, TagKeyID), Enabled: true}
+			if a := p.Attributes; a != nil {
+				ver.Enabled = a.Enabled == nil || *a.Enabled
+				if a.Created != nil {
+					ver.Created = *a.Created
+				}
+			}
+			out = append(out, ver)
 		}
 	}
-	return "", false, false, nil
+	return out, nil
 }
 
-// Set writes value as a new version of secret name, expiring at expires, tagged with appID and
-// keyID, and returns the version. The versions before it stay as they are.
+// Set writes value as a new version of secret name, expiring at expires (never when zero),
+// tagged with appID and keyID, and returns the version. The versions before it stay as they are.
 func (v *Vaults) Set(ctx context.Context, vaultURL, name string, value secret.Text, appID, keyID string, expires time.Time) (string, error) {
 	c, err := v.client(vaultURL)
 	if err != nil {
 		return "", err
 	}
 	text, contentType, enabled := value.Reveal(), ContentType, true
+	attrs := &azsecrets.SecretAttributes{Enabled: &enabled}
+	if !expires.IsZero() {
+		attrs.Expires = &expires
+	}
 	resp, err := c.SetSecret(ctx, name, azsecrets.SetSecretParameters{
 		Value:            &text,
 		ContentType:      &contentType,
-		SecretAttributes: &azsecrets.SecretAttributes{Enabled: &enabled, Expires: &expires},
+		SecretAttributes: attrs,
 		Tags:             map[string]*string{TagAppID: &appID, TagKeyID: &keyID},
 	}, nil)
 	if err != nil {
@@ -123,6 +150,29 @@ func (v *Vaults) Disable(ctx context.Context, vaultURL, name, version string) er
 	}
 	return refused(err, vaultURL, name, needsUpdate)
 }
+
+// Suffixes are the domains of Key Vaults in Azure's clouds: the global one, China, US
+// Government, and Managed HSM.
+var Suffixes = []string{".vault.azure.net", ".vault.azure.cn", ".vault.usgovcloudapi.net", ".managedhsm.azure.net"}
+
+// CheckURL accepts a vault URL only as Key Vault writes them, https://<name><suffix>/, with no
+// user, port, path or query: the identity's token and the client secret go there.
+func CheckURL(vaultURL string) error {
+	u, err := url.Parse(vaultURL)
+	host := ""
+	if err == nil {
+		host = strings.ToLower(u.Host)
+	}
+	ok := err == nil && u.Scheme == "https" && u.User == nil && u.Port() == "" && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" &&
+		slices.ContainsFunc(Suffixes, func(s string) bool { return strings.HasSuffix(host, s) && len(host) > len(s) })
+	if !ok {
+		return fmt.Errorf("%w: %q is not a Key Vault URL such as https://payments-kv.vault.azure.net/ (a host under %s)", ErrNotAVault, vaultURL, strings.Join(Suffixes, ", "))
+	}
+	return nil
+}
+
+// ErrNotAVault: a sink names something that is not a Key Vault.
+var ErrNotAVault = errors.New("not a Key Vault")
 
 func tag(tags map[string]*string, key string) string {
 	if v := tags[key]; v != nil {

@@ -2,6 +2,7 @@ package keyvault
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestSetFindDisable(t *testing.T) {
 	ctx := context.Background()
 	end := time.Date(2027, 6, 1, 0, 0, 0, 0, time.UTC)
 
-	if _, _, found, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "k1"); err != nil || found {
-		t.Fatalf("Find in an empty vault: found %v, %v", found, err)
+	if got, err := v.List(ctx, fakekeyvault.URL, "payments-sp"); err != nil || len(got) != 0 {
+		t.Fatalf("List in an empty vault: %v, %v", got, err)
 	}
 	first, err := v.Set(ctx, fakekeyvault.URL, "payments-sp", secret.New("old~secret"), "app", "k0", end.AddDate(-1, 0, 0))
 	if err != nil {
@@ -43,12 +44,14 @@ func TestSetFindDisable(t *testing.T) {
 		versions[1].Tags[TagKeyID] != "k1" || versions[1].Tags[TagAppID] != "app" || !versions[0].Enabled {
 		t.Fatalf("the vault holds %+v", versions)
 	}
-	version, enabled, found, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "K1")
-	if err != nil || !found || !enabled || version != second {
-		t.Fatalf("Find k1: %q %v %v %v, want %q enabled", version, enabled, found, err, second)
+	listed, err := v.List(ctx, fakekeyvault.URL, "payments-sp")
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("List: %+v, %v", listed, err)
 	}
-	if _, _, found, _ := v.Find(ctx, fakekeyvault.URL, "payments-sp", "other-app", "k1"); found {
-		t.Error("another application's keyId was found")
+	for _, l := range listed {
+		if l.Version == second && (l.KeyID != "k1" || l.AppID != "app" || !l.Enabled || l.Created.IsZero()) {
+			t.Errorf("the second version listed as %+v", l)
+		}
 	}
 	if err := v.Disable(ctx, fakekeyvault.URL, "payments-sp", first); err != nil {
 		t.Fatal(err)
@@ -65,7 +68,21 @@ func TestSetFindDisable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), needsSet) || strings.Contains(err.Error(), "new~secret") {
 		t.Errorf("a refused set: %v, want the data action it needs named", err)
 	}
-	if _, _, _, err := v.Find(ctx, fakekeyvault.URL, "payments-sp", "app", "k1"); err == nil || !strings.Contains(err.Error(), needsList) {
+	if _, err := v.List(ctx, fakekeyvault.URL, "payments-sp"); err == nil || !strings.Contains(err.Error(), needsList) {
 		t.Errorf("a refused list: %v", err)
+	}
+}
+
+func TestOnlyKeyVaultURLsAreReached(t *testing.T) {
+	for _, u := range []string{"https://payments-kv.vault.azure.net/", "https://payments-kv.vault.azure.net", "https://KV.vault.usgovcloudapi.net/"} {
+		if err := CheckURL(u); err != nil {
+			t.Errorf("CheckURL(%q) = %v", u, err)
+		}
+	}
+	for _, u := range []string{"http://payments-kv.vault.azure.net/", "https://169.254.169.254/", "https://evil.example/", "https://vault.azure.net/",
+		"https://a.vault.azure.net@evil.example/", "https://a.vault.azure.net:8443/", "https://a.vault.azure.net/secrets", "https://a.vault.azure.net.evil.example/"} {
+		if err := CheckURL(u); !errors.Is(err, ErrNotAVault) {
+			t.Errorf("CheckURL(%q) = %v, want it refused", u, err)
+		}
 	}
 }

@@ -7,13 +7,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/keyvault"
 )
 
 // Permanent reports whether err is a refusal that retrying does not mend: Azure's 4xx other than
 // a conflict, a timeout or throttling, the API server refusing the Secret as invalid or
 // forbidden, or a Secret changed under the rotation, which a person must put right.
 func Permanent(err error) bool {
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, ErrForeign) || errors.Is(err, ErrSecretChanged) {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || errors.Is(err, ErrForeign) || errors.Is(err, ErrSecretChanged) || errors.Is(err, ErrSinkForeign) || errors.Is(err, keyvault.ErrNotAVault) {
 		return true
 	}
 	var ae *azerr.Error

@@ -5,22 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
 // KeyVaults are the Key Vaults a rotation publishes to, as its identity (package keyvault).
 type KeyVaults interface {
-	// Find is the version of secret name that holds keyID of appID, when one does.
-	Find(ctx context.Context, vaultURL, name, appID, keyID string) (version string, enabled, found bool, err error)
+	List(ctx context.Context, vaultURL, name string) ([]keyvault.Version, error)
 	Set(ctx context.Context, vaultURL, name string, value secret.Text, appID, keyID string, expires time.Time) (string, error)
 	Disable(ctx context.Context, vaultURL, name, version string) error
 }
+
+// ErrSinkForeign: a sink holds something credwatch did not write there for the application.
+var ErrSinkForeign = errors.New("the sink holds what credwatch did not write for this application")
 
 // Event reasons of publishing.
 const (
@@ -35,52 +39,112 @@ type publishError struct {
 }
 
 func (e *publishError) Error() string {
-	return fmt.Sprintf("publishing the new secret to %s failed, and no old secret is retired until it is done: %v", e.sink, e.err)
+	return fmt.Sprintf("publishing to %s failed, and no old secret is retired until it is done: %v", e.sink, e.err)
 }
 func (e *publishError) Unwrap() error { return e.err }
 
 // publish writes the new secret to each sink of spec.rotation.publish it is not in yet, each
-// recorded in status before the next is written. A sink is asked first whether it holds the
-// secret already (a Key Vault version tagged with its keyId): a rotation resumed after a restart
-// between the write and its record writes nothing twice.
-func (m *Machine) publish(ctx context.Context) error {
+// recorded in status before the next is written, and returns how many it wrote. A sink is asked
+// first whether it holds the secret already (a Key Vault version tagged with its keyId, made
+// since the rotation began, enabled): a rotation resumed after a restart between the write and
+// its record writes nothing twice. With recheck, the sinks recorded are asked again, and one that
+// no longer holds it (its version disabled or deleted) is written again: old secrets go only
+// while every sink holds the new one.
+func (m *Machine) publish(ctx context.Context, recheck bool) (int, error) {
+	// A sink no longer in the spec is no longer the rotation's, and its record goes.
+	m.st.Published = slices.DeleteFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool {
+		return !slices.ContainsFunc(m.Settings.Publish, func(s v1alpha1.PublishSink) bool { return s.KeyVault != nil && s.KeyVault.Name() == p.Sink })
+	})
+	written := 0
 	for _, sink := range m.Settings.Publish {
 		kv := sink.KeyVault
-		if kv == nil || slices.ContainsFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() }) {
+		recorded := slices.ContainsFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
+		if kv == nil || recorded && !recheck {
 			continue
 		}
-		version, err := m.toKeyVault(ctx, kv)
+		version, wrote, err := m.toKeyVault(ctx, kv)
 		if err != nil {
-			return &publishError{sink: kv.Name(), err: err}
+			return written, &publishError{sink: kv.Name(), err: err}
 		}
+		if recorded && !wrote {
+			continue
+		}
+		m.st.Published = slices.DeleteFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
 		m.st.Published = append(m.st.Published, v1alpha1.PublishedSink{Sink: kv.Name(), Version: version, Time: metav1.NewTime(m.Now)})
 		if err := m.save(ctx); err != nil {
-			return err
+			return written, err
+		}
+		if wrote {
+			written++
 		}
 		m.Events.Event(corev1.EventTypeNormal, EventPublished, fmt.Sprintf("The new secret %s is in %s, version %s", m.st.KeyID, kv.Name(), version))
 	}
-	return nil
+	return written, nil
 }
 
-// toKeyVault writes the new secret to kv, unless a version holds it already, and returns that
-// version.
-func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (string, error) {
+// toKeyVault writes the new secret to kv, unless a version holds it already, and returns the
+// version, and whether it wrote it. A secret whose versions credwatch did not write for this
+// application is someone else's, and is not written to.
+func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (string, bool, error) {
 	if m.Vaults == nil {
-		return "", errors.New("no Key Vault client: the rotation's identity cannot reach Key Vault here")
+		return "", false, errors.New("no Key Vault client: the rotation's identity cannot reach Key Vault here")
 	}
-	version, _, found, err := m.Vaults.Find(ctx, kv.VaultURL, kv.SecretName, m.st.AppID, m.st.KeyID)
-	if err != nil || found {
-		return version, err
+	versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+	if err != nil {
+		return "", false, err
+	}
+	if v, ok := holding(versions, m.st.AppID, m.st.KeyID, m.st.StartTime.Time); ok {
+		return v, false, nil
+	}
+	if slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, m.st.AppID) }) {
+		return "", false, fmt.Errorf("%w: secret %s has versions credwatch did not write for application %s; name another secretName, or delete that secret",
+			ErrSinkForeign, kv.SecretName, m.st.AppID)
 	}
 	text, err := m.text(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var expires time.Time
 	if m.st.Expiry != nil {
 		expires = m.st.Expiry.Time
 	}
-	return m.Vaults.Set(ctx, kv.VaultURL, kv.SecretName, text, m.st.AppID, m.st.KeyID, expires)
+	version, err := m.Vaults.Set(ctx, kv.VaultURL, kv.SecretName, text, m.st.AppID, m.st.KeyID, expires)
+	return version, err == nil, err
+}
+
+// holding is the version of versions that holds keyID of appID: enabled, and made since the
+// rotation began (a version tagged with it before then was not credwatch's: the keyId did not
+// exist yet).
+func holding(versions []keyvault.Version, appID, keyID string, since time.Time) (string, bool) {
+	for _, v := range versions {
+		if v.Enabled && strings.EqualFold(v.AppID, appID) && strings.EqualFold(v.KeyID, keyID) && (v.Created.IsZero() || !v.Created.Before(since)) {
+			return v.Version, true
+		}
+	}
+	return "", false
+}
+
+// disableRetired disables, in each Key Vault sink, the versions that hold keyIDs: secrets about to
+// be retired, which nothing may be handed any more.
+func (m *Machine) disableRetired(ctx context.Context, keyIDs []string) error {
+	for _, sink := range m.Settings.Publish {
+		kv := sink.KeyVault
+		if kv == nil || len(keyIDs) == 0 || m.Vaults == nil {
+			continue
+		}
+		versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+		if err != nil {
+			return &publishError{sink: kv.Name(), err: err}
+		}
+		for _, v := range versions {
+			if v.Enabled && strings.EqualFold(v.AppID, m.st.AppID) && slices.ContainsFunc(keyIDs, func(k string) bool { return strings.EqualFold(k, v.KeyID) }) {
+				if err := m.Vaults.Disable(ctx, kv.VaultURL, kv.SecretName, v.Version); err != nil {
+					return &publishError{sink: kv.Name(), err: err}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // publishFailed waits to publish again, telling of the sink that failed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
@@ -19,24 +20,24 @@ type fakeVaults struct {
 	versions map[string][]vaultVersion // by vault URL and name
 	sets     int
 	err      error // every call fails with it
+	now      func() time.Time
 }
 
 type vaultVersion struct {
-	version, appID, keyID, text string
-	enabled                     bool
-	expires                     time.Time
+	keyvault.Version
+	text    string
+	expires time.Time
 }
 
-func (f *fakeVaults) Find(_ context.Context, vaultURL, name, appID, keyID string) (string, bool, bool, error) {
+func (f *fakeVaults) List(_ context.Context, vaultURL, name string) ([]keyvault.Version, error) {
 	if f.err != nil {
-		return "", false, false, f.err
+		return nil, f.err
 	}
+	var out []keyvault.Version
 	for _, v := range f.versions[vaultURL+name] {
-		if v.appID == appID && v.keyID == keyID {
-			return v.version, v.enabled, true, nil
-		}
+		out = append(out, v.Version)
 	}
-	return "", false, false, nil
+	return out, nil
 }
 
 func (f *fakeVaults) Set(_ context.Context, vaultURL, name string, value secret.Text, appID, keyID string, expires time.Time) (string, error) {
@@ -44,9 +45,10 @@ func (f *fakeVaults) Set(_ context.Context, vaultURL, name string, value secret.
 		return "", f.err
 	}
 	f.sets++
-	v := vaultVersion{version: fmt.Sprintf("v%d", f.sets), appID: appID, keyID: keyID, text: value.Reveal(), enabled: true, expires: expires}
+	v := vaultVersion{Version: keyvault.Version{Version: fmt.Sprintf("v%d", f.sets), AppID: appID, KeyID: keyID, Enabled: true, Created: f.now()},
+		text: value.Reveal(), expires: expires}
 	f.versions[vaultURL+name] = append(f.versions[vaultURL+name], v)
-	return v.version, nil
+	return v.Version.Version, nil
 }
 
 func (f *fakeVaults) Disable(_ context.Context, vaultURL, name, version string) error {
@@ -54,8 +56,8 @@ func (f *fakeVaults) Disable(_ context.Context, vaultURL, name, version string) 
 		return f.err
 	}
 	for i, v := range f.versions[vaultURL+name] {
-		if v.version == version {
-			f.versions[vaultURL+name][i].enabled = false
+		if v.Version.Version == version {
+			f.versions[vaultURL+name][i].Enabled = false
 		}
 	}
 	return nil
@@ -66,7 +68,7 @@ var testVault = v1alpha1.KeyVaultSink{VaultURL: "https://payments-kv.vault.azure
 func publishingWorld(t *testing.T) *world {
 	w := newWorld(t)
 	w.publish = []v1alpha1.PublishSink{{KeyVault: &testVault}}
-	w.vaults = &fakeVaults{versions: map[string][]vaultVersion{}}
+	w.vaults = &fakeVaults{versions: map[string][]vaultVersion{}, now: func() time.Time { return w.now }}
 	return w
 }
 
@@ -77,7 +79,7 @@ func TestARotationPublishesToKeyVaultOnceBeforeRetiring(t *testing.T) {
 	w := publishingWorld(t)
 	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
 	versions := w.vaults.versions[testVault.VaultURL+testVault.SecretName]
-	if len(versions) != 1 || versions[0].text != "text-1" || versions[0].keyID != "k-1" || versions[0].appID != testApp || !versions[0].expires.Equal(st.Expiry.Time) {
+	if len(versions) != 1 || versions[0].text != "text-1" || versions[0].KeyID != "k-1" || versions[0].AppID != testApp || !versions[0].expires.Equal(st.Expiry.Time) {
 		t.Fatalf("the vault holds %+v, want the new secret k-1 expiring with it", versions)
 	}
 	if len(st.Published) != 1 || st.Published[0].Sink != testVault.Name() || st.Published[0].Version != "v1" || st.RetireTime == nil {
@@ -104,7 +106,7 @@ func TestAVaultThatRefusesHoldsTheRetirement(t *testing.T) {
 		&azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden, Code: "Forbidden", Needs: "Microsoft.KeyVault/vaults/secrets/setSecret/action"})
 	st, res := w.until(nil, false, v1alpha1.StepRetiring, 10)
 	if st.RetireTime != nil || len(st.Published) != 0 || res.Condition.Reason != v1alpha1.ReasonRotationBlocked ||
-		!strings.Contains(res.Condition.Message, "publishing the new secret to "+testVault.Name()) || !strings.Contains(res.Condition.Message, "setSecret/action") {
+		!strings.Contains(res.Condition.Message, "publishing to "+testVault.Name()) || !strings.Contains(res.Condition.Message, "setSecret/action") {
 		t.Fatalf("status %+v, condition %+v: want the retirement held, blocked, naming the sink and what it needs", st, res.Condition)
 	}
 	if !slices.Contains(w.eventReasons(), EventPublishFailed) {
@@ -118,5 +120,49 @@ func TestAVaultThatRefusesHoldsTheRetirement(t *testing.T) {
 	st, _ = w.run(st, false)
 	if st.RetireTime == nil || len(st.Published) != 1 {
 		t.Errorf("after the vault let the identity in: %+v", st)
+	}
+}
+
+// At retirement, the old secret's version in the vault is disabled with it; a sink whose version
+// was disabled meanwhile is written again, and the old secrets wait a grace period more.
+func TestRetirementDisablesTheOldVersionAndRechecksTheSinks(t *testing.T) {
+	w := publishingWorld(t)
+	key := testVault.VaultURL + testVault.SecretName
+	w.vaults.versions[key] = []vaultVersion{{Version: keyvault.Version{Version: "v0", AppID: testApp, KeyID: "k-old", Enabled: true, Created: w.now.Add(-time.Hour)}}}
+	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
+	first := st.RetireTime.Time
+	// Someone disables the new secret's version during the grace period.
+	w.vaults.versions[key][1].Enabled = false
+	st, _ = w.run(st, false)
+	if st == nil || w.vaults.sets != 2 || !st.RetireTime.After(first) || !w.listed("k-old") {
+		t.Fatalf("status %+v after %d sets: want the sink written again and a grace period more, k-old kept", st, w.vaults.sets)
+	}
+	st, _ = w.run(st, false)
+	if st != nil || w.listed("k-old") {
+		t.Fatalf("status %+v: want the rotation completed and k-old retired", st)
+	}
+	for _, v := range w.vaults.versions[key] {
+		if v.KeyID == "k-old" && v.Enabled {
+			t.Errorf("the retired secret's version %s is still enabled", v.Version.Version)
+		}
+	}
+}
+
+// A secret whose versions credwatch did not write for this application is not written to, and a
+// version tagged with the keyId before the rotation began is not taken for the rotation's.
+func TestASinkThatIsNotTheRotationsIsLeftAlone(t *testing.T) {
+	w := publishingWorld(t)
+	key := testVault.VaultURL + testVault.SecretName
+	w.vaults.versions[key] = []vaultVersion{{Version: keyvault.Version{Version: "db", Enabled: true}}}
+	st, res := w.until(nil, false, v1alpha1.StepRetiring, 10)
+	if w.vaults.sets != 0 || st.RetireTime != nil || res.Condition.Reason != v1alpha1.ReasonRotationBlocked || !strings.Contains(res.Condition.Message, "did not write for application") {
+		t.Fatalf("a foreign secret: %d sets, status %+v, condition %+v", w.vaults.sets, st, res.Condition)
+	}
+
+	w = publishingWorld(t)
+	w.vaults.versions[key] = []vaultVersion{{Version: keyvault.Version{Version: "planted", AppID: testApp, KeyID: "k-1", Enabled: true, Created: w.now.Add(-time.Minute)}}}
+	st, _ = w.until(nil, false, v1alpha1.StepRetiring, 10)
+	if w.vaults.sets != 1 || st.Published[0].Version == "planted" {
+		t.Errorf("a version planted before the rotation: %d sets, published %+v; want the secret written", w.vaults.sets, st.Published)
 	}
 }

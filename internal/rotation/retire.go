@@ -31,28 +31,12 @@ func (m *Machine) replaceGone(ctx context.Context) error {
 }
 
 // retire hands the new secret to the sinks of spec.rotation.publish and the watch's Secret, then
-// removes the old secrets that removeOld
-// allows once the grace period, counted from then, is over, and completes the rotation.
+// removes the old secrets that removeOld allows once the grace period, counted from then, is
+// over and every sink still holds the new one, and completes the rotation.
 func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	if m.st.RetireTime == nil {
-		if m.gone(ctx) {
-			return time.Time{}, m.replaceGone(ctx)
-		}
-		// The digest is checked as the text is copied; Graph's hint, for a rotation begun before
-		// digests were kept, here.
-		if _, err := m.text(ctx); err != nil {
-			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
-		}
-		if err := m.publish(ctx); err != nil {
-			return m.publishFailed(err)
-		}
-		if err := m.Store.Publish(ctx, m.st.KeyID, m.st.SecretDigest); err != nil {
-			return m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
-		}
-		t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
-		m.st.RetireTime = &t
-		if err := m.moveOn(ctx); err != nil {
-			return time.Time{}, err
+		if next, stop, err := m.handOver(ctx); stop {
+			return next, err
 		}
 	}
 	if t := m.st.RetireTime; m.Now.Before(t.Time) {
@@ -77,6 +61,9 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	if next, quiet := m.quiet(old); !quiet {
 		return next, nil
 	}
+	if next, ready, err := m.sinksReady(ctx, old); !ready {
+		return next, err
+	}
 	var removed []string
 	for _, c := range old {
 		if err := m.App.Remove(ctx, c.KeyID); err != nil {
@@ -95,6 +82,63 @@ func (m *Machine) retire(ctx context.Context) (time.Time, error) {
 	m.Events.Event(corev1.EventTypeNormal, EventRotated, m.done)
 	// The check reads the new secret in at once: expiry and the next rotation are reckoned from it.
 	return m.Now.Add(time.Second), nil
+}
+
+// handOver hands the new secret to the sinks of spec.rotation.publish and to the watch's Secret,
+// and starts the grace period; stop says retire returns next and err.
+func (m *Machine) handOver(ctx context.Context) (next time.Time, stop bool, err error) {
+	if m.gone(ctx) {
+		return time.Time{}, true, m.replaceGone(ctx)
+	}
+	// The digest is checked as the text is copied; Graph's hint, for a rotation begun before
+	// digests were kept, here.
+	if _, err := m.text(ctx); err != nil {
+		next, err = m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		return next, true, err
+	}
+	if _, err := m.publish(ctx, false); err != nil {
+		next, err = m.publishFailed(err)
+		return next, true, err
+	}
+	if err := m.Store.Publish(ctx, m.st.KeyID, m.st.SecretDigest); err != nil {
+		next, err = m.fail(err, policy.PropagationBackoff(m.st.Failures+1))
+		return next, true, err
+	}
+	t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
+	m.st.RetireTime = &t
+	if err := m.moveOn(ctx); err != nil {
+		return time.Time{}, true, err
+	}
+	return time.Time{}, false, nil
+}
+
+// sinksReady checks, as old secrets are about to go, that every sink still holds the new one, and
+// disables their versions of the old: a sink written only now gives the old secrets a grace
+// period more. ready is false when retire returns next and err.
+func (m *Machine) sinksReady(ctx context.Context, old []v1alpha1.Credential) (next time.Time, ready bool, err error) {
+	written, err := m.publish(ctx, true)
+	if err != nil {
+		next, err = m.publishFailed(err)
+		return next, false, err
+	}
+	if written > 0 {
+		t := metav1.NewTime(m.Now.Add(m.Settings.GracePeriod))
+		m.st.RetireTime = &t
+		if err := m.moveOn(ctx); err != nil {
+			return time.Time{}, false, err
+		}
+		next, err = m.wait(t.Time, "A sink got the new secret only now; old secrets go at "+t.UTC().Format(time.RFC3339)+", a grace period later")
+		return next, false, err
+	}
+	keyIDs := make([]string, 0, len(old))
+	for _, c := range old {
+		keyIDs = append(keyIDs, c.KeyID)
+	}
+	if err := m.disableRetired(ctx, keyIDs); err != nil {
+		next, err = m.publishFailed(err)
+		return next, false, err
+	}
+	return time.Time{}, true, nil
 }
 
 // credentials lists secrets as status records credentials, for policy.Retirable.

@@ -318,7 +318,8 @@ func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) 
 		return access.Grant{}, err
 	}
 	for _, sink := range ro.spec.Publish {
-		if kv := sink.KeyVault; kv != nil {
+		// Only a rotation going on publishes: an abort or a release must not wait on a vault.
+		if kv := sink.KeyVault; kv != nil && reset {
 			if err := g.Allow(access.Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID, KeyVault: kv.VaultURL}); err != nil {
 				return access.Grant{}, err
 			}

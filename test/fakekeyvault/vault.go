@@ -29,7 +29,8 @@ type Version struct {
 	ID, Value, ContentType string
 	Tags                   map[string]string
 	Enabled                bool
-	Expires                time.Time
+	// Expires is zero for a version that never expires.
+	Expires, Created time.Time
 }
 
 // Vault is the fake vault.
@@ -39,6 +40,8 @@ type Vault struct {
 	refuse  bool
 	next    int
 	sets    int
+	// now is the vault's clock, for when versions are created.
+	now func() time.Time
 	// tenant and issued, when set, check the bearer token as Key Vault does (Authenticate).
 	tenant string
 	issued func(token string) (tenantID, clientID, audience string, ok bool)
@@ -57,7 +60,23 @@ func (v *Vault) Authenticate(tenantID string, issued func(token string) (tenant,
 }
 
 // New is an empty vault.
-func New() *Vault { return &Vault{secrets: map[string][]*Version{}} }
+func New() *Vault { return &Vault{secrets: map[string][]*Version{}, now: time.Now} }
+
+// SetClock sets the vault's clock, for when versions are created.
+func (v *Vault) SetClock(now func() time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.now = now
+}
+
+// Plant adds a version to secret name as someone else would, with tags of their choosing.
+func (v *Vault) Plant(name, value string, tags map[string]string, created time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.next++
+	key := strings.ToLower(name)
+	v.secrets[key] = append(v.secrets[key], &Version{ID: fmt.Sprintf("%ssecrets/%s/%032x", URL, name, v.next), Value: value, Tags: tags, Enabled: true, Created: created})
+}
 
 // Refuse makes the vault answer 403 Forbidden to everything, as to an identity without a role on it.
 func (v *Vault) Refuse(refuse bool) {
@@ -133,7 +152,7 @@ func (v *Vault) set(_ context.Context, name string, p azsecrets.SetSecretParamet
 	defer v.mu.Unlock()
 	v.next++
 	v.sets++
-	ver := &Version{ID: fmt.Sprintf("%ssecrets/%s/%032x", URL, name, v.next), Enabled: true, Tags: map[string]string{}}
+	ver := &Version{ID: fmt.Sprintf("%ssecrets/%s/%032x", URL, name, v.next), Enabled: true, Tags: map[string]string{}, Created: v.now()}
 	if p.Value != nil {
 		ver.Value = *p.Value
 	}
@@ -193,10 +212,15 @@ func (v *Vault) update(_ context.Context, name, version string, p azsecrets.Upda
 // secretOf is ver as the SDK returns it, without its value: nothing here reads values back.
 func secretOf(ver *Version) azsecrets.Secret {
 	id := azsecrets.ID(ver.ID)
-	enabled, expires, contentType := ver.Enabled, ver.Expires, ver.ContentType
+	enabled, created, contentType := ver.Enabled, ver.Created, ver.ContentType
 	tags := map[string]*string{}
 	for k, t := range ver.Tags {
 		tags[k] = &t
 	}
-	return azsecrets.Secret{ID: &id, ContentType: &contentType, Tags: tags, Attributes: &azsecrets.SecretAttributes{Enabled: &enabled, Expires: &expires}}
+	attrs := &azsecrets.SecretAttributes{Enabled: &enabled, Created: &created}
+	if !ver.Expires.IsZero() {
+		expires := ver.Expires
+		attrs.Expires = &expires
+	}
+	return azsecrets.Secret{ID: &id, ContentType: &contentType, Tags: tags, Attributes: attrs}
 }
