@@ -84,7 +84,7 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	graph.PutServicePrincipal(tenantID, fakegraph.Object{AppID: sampleAppID, DisplayName: "aks-prod-sp"})
 
 	kubectl("apply", "-f", "charts/credwatch/crds/")
-	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "crd/clusterazureidentities.credwatch.dev", "crd/azureidentities.credwatch.dev", "--timeout=30s")
+	awaitEstablished(t, kubeconfig, "credentialwatches.credwatch.dev", "clusterazureidentities.credwatch.dev", "azureidentities.credwatch.dev")
 
 	// The default alert channel: a webhook, whose URL is in a Secret of the operator's namespace.
 	hook := newReceiver(t)

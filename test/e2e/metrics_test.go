@@ -164,7 +164,7 @@ spec:
 `, tenantID, appID(99), subscriptionID, cp.EndpointA(), cp.EndpointB())
 
 	kubectl("apply", "-f", "charts/credwatch/crds/")
-	kubectl("wait", "--for=condition=Established", "crd/credentialwatches.credwatch.dev", "crd/clusterazureidentities.credwatch.dev", "--timeout=30s")
+	awaitEstablished(t, kubeconfig, "credentialwatches.credwatch.dev", "clusterazureidentities.credwatch.dev")
 	kubectl("create", "namespace", "platform")
 	apply(t, kubectl, work, "identity.yaml", fmt.Sprintf(`apiVersion: credwatch.dev/v1alpha1
 kind: ClusterAzureIdentity

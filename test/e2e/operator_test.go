@@ -79,6 +79,27 @@ func kubectlFor(t *testing.T, kubeconfig string) func(args ...string) string {
 	}
 }
 
+// awaitEstablished waits up to 30 s until the API server serves each of crds. kubectl wait is
+// not used: it fails at once on a CRD whose status has no conditions yet, which a large CRD just
+// applied may not have.
+func awaitEstablished(t *testing.T, kubeconfig string, crds ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, crd := range crds {
+		for {
+			cmd := exec.Command("kubectl", "--kubeconfig", kubeconfig, "get", "crd", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			out, err := cmd.CombinedOutput()
+			if err == nil && strings.TrimSpace(string(out)) == "True" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("CRD %s not established within 30s: %v %s", crd, err, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // startOperator starts bin with args and env, its output into logs; the test's end kills it if
 // it still runs. exited tells how it ended.
 func startOperator(t *testing.T, bin string, args, env []string, logs *bytes.Buffer) (op *exec.Cmd, exited chan error) {
