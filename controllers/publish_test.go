@@ -73,3 +73,35 @@ func TestRotationPublishesToKeyVault(t *testing.T) {
 		}
 	}
 }
+
+// A dry run lists each Key Vault sink's versions, as the identity may, and says in its plan
+// what it found: nothing is written.
+func TestDryRunTriesTheKeyVaultSinks(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	vault := fakekeyvault.New()
+	vault.Authenticate(tenantID, fake.Issued)
+	h.r.Azure = clients.New(identities, graphAPI, nil).WithKeyVaultTransport(vault.Transport())
+	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+	sink := v1alpha1.KeyVaultSink{VaultURL: fakekeyvault.URL, SecretName: "payments-sp"}
+	vault.Refuse(true)
+	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) {
+		r.Mode = v1alpha1.RotationDryRun
+		r.Publish = []v1alpha1.PublishSink{{KeyVault: &sink}}
+	}))
+	w, _ := h.reconcile()
+	msg := target.Condition(w, v1alpha1.ConditionRotating).Message
+	if !strings.Contains(msg, "write it to "+sink.Name()+" as a new version") || !strings.Contains(msg, sink.Name()+" cannot be read") ||
+		!strings.Contains(msg, "readMetadata/action") {
+		t.Errorf("the plan with the vault refusing: %q", msg)
+	}
+	vault.Refuse(false)
+	h.step(2 * day)
+	w, _ = h.reconcile()
+	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, sink.Name()+" can be read (0 versions)") {
+		t.Errorf("the plan with the vault letting the identity in: %q", msg)
+	}
+	if vault.Sets() != 0 {
+		t.Errorf("a dry run wrote %d versions", vault.Sets())
+	}
+}

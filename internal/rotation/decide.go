@@ -167,6 +167,11 @@ func Plan(obj *v1alpha1.CredentialWatch, pin Pin, spec v1alpha1.Rotation, rs pol
 		}
 		steps = append(steps, fmt.Sprintf("reset the service principal of AKS cluster %s/%s %s, which restarts its nodes", c.ResourceGroup, c.Name, when))
 	}
+	for _, sink := range spec.Publish {
+		if kv := sink.KeyVault; kv != nil {
+			steps = append(steps, "write it to "+kv.Name()+" as a new version")
+		}
+	}
 	retire := "keep every old secret"
 	if spec.RemoveOld != v1alpha1.RemoveOldNever {
 		n := len(policy.Retirable(obj.Status.Credentials, prefixes, "", now.Add(rs.Validity), spec.RemoveOld))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
+	"github.com/credwatch/credwatch/internal/access"
 	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/secret"
 )
@@ -166,4 +167,39 @@ func publishBackoff(n int32) time.Duration {
 		d *= 2
 	}
 	return min(d, time.Hour)
+}
+
+// trySinks is what a dry run finds of each sink, as the identity sees it, for its plan: a Key
+// Vault's versions are listed (their properties only), which its reader role allows, and a
+// secret that is someone else's is named. Nothing is written.
+func (ro *Run) trySinks(ctx context.Context, g access.Grant) string {
+	if len(ro.spec.Publish) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	m, err := ro.machine(ctx, g)
+	if err == nil && m.Vaults == nil {
+		err = errors.New("no Key Vault client")
+	}
+	if err != nil {
+		return "; the sinks could not be tried: " + err.Error()
+	}
+	var out strings.Builder
+	for _, sink := range ro.spec.Publish {
+		kv := sink.KeyVault
+		if kv == nil {
+			continue
+		}
+		versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+		switch {
+		case err != nil:
+			fmt.Fprintf(&out, "; %s cannot be read: %v", kv.Name(), err)
+		case slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, ro.pin.AppID) }):
+			fmt.Fprintf(&out, "; %s holds versions credwatch did not write for this application, and would be refused", kv.Name())
+		default:
+			fmt.Fprintf(&out, "; %s can be read (%d versions)", kv.Name(), len(versions))
+		}
+	}
+	return out.String()
 }

@@ -170,7 +170,7 @@ func (ro *Run) maybeStart(ctx context.Context) (time.Time, error) {
 		return h.Next, nil
 	}
 	if ro.spec.Mode == v1alpha1.RotationDryRun {
-		plan := Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), ro.now)
+		plan := Plan(obj, ro.pin, ro.spec, ro.rs, ro.prefixes(), ro.now) + ro.trySinks(ctx, g)
 		if prev := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionRotating); prev == nil || prev.Message != plan {
 			ro.e.Events.Event(corev1.EventTypeNormal, eventPlanned, plan)
 		}
