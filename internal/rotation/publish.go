@@ -53,14 +53,18 @@ func (e *publishError) Unwrap() error { return e.err }
 // while every sink holds the new one.
 func (m *Machine) publish(ctx context.Context, recheck bool) (int, error) {
 	// A sink no longer in the spec is no longer the rotation's, and its record goes.
-	m.st.Published = slices.DeleteFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool {
+	// A copy: the status the rotation was read from shares the array, and must keep what it held.
+	m.st.Published = slices.DeleteFunc(slices.Clone(m.st.Published), func(p v1alpha1.PublishedSink) bool {
 		return !slices.ContainsFunc(m.Settings.Publish, func(s v1alpha1.PublishSink) bool { return s.KeyVault != nil && s.KeyVault.Name() == p.Sink })
 	})
 	written := 0
 	for _, sink := range m.Settings.Publish {
 		kv := sink.KeyVault
+		if kv == nil {
+			continue
+		}
 		recorded := slices.ContainsFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
-		if kv == nil || recorded && !recheck {
+		if recorded && !recheck {
 			continue
 		}
 		version, wrote, err := m.toKeyVault(ctx, kv)
@@ -70,7 +74,7 @@ func (m *Machine) publish(ctx context.Context, recheck bool) (int, error) {
 		if recorded && !wrote {
 			continue
 		}
-		m.st.Published = slices.DeleteFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
+		m.st.Published = slices.DeleteFunc(slices.Clone(m.st.Published), func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
 		m.st.Published = append(m.st.Published, v1alpha1.PublishedSink{Sink: kv.Name(), Version: version, Time: metav1.NewTime(m.Now)})
 		if err := m.save(ctx); err != nil {
 			return written, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/keyvault"
@@ -164,5 +166,19 @@ func TestASinkThatIsNotTheRotationsIsLeftAlone(t *testing.T) {
 	st, _ = w.until(nil, false, v1alpha1.StepRetiring, 10)
 	if w.vaults.sets != 1 || st.Published[0].Version == "planted" {
 		t.Errorf("a version planted before the rotation: %d sets, published %+v; want the secret written", w.vaults.sets, st.Published)
+	}
+}
+
+// Publishing changes the rotation's own copy of status, never the status it was read from: the
+// status write compares the two.
+func TestPublishingLeavesTheStatusItWasGivenAlone(t *testing.T) {
+	w := publishingWorld(t)
+	st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
+	given := st.DeepCopy()
+	given.Published = append(given.Published, v1alpha1.PublishedSink{Sink: "keyVault https://gone.vault.azure.net/ old", Version: "v9"})
+	before := given.DeepCopy()
+	w.run(given, false)
+	if !equality.Semantic.DeepEqual(given.Published, before.Published) {
+		t.Errorf("the status given changed: %+v, was %+v", given.Published, before.Published)
 	}
 }
