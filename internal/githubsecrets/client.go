@@ -1,0 +1,211 @@
+// Package githubsecrets writes a rotated client secret to a GitHub Actions secret of a repository,
+// or of one of its deployment environments, where the workflows that deploy with it read it. The
+// value is sealed with that repository's or environment's public key (libsodium's sealed box, as
+// GitHub asks), with a token the watch's namespace provides, and sent only to a host the admin
+// allows. GitHub never returns a secret's value: what is read back is when it was last updated.
+// It is the one package that speaks go-github.
+package githubsecrets
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v75/github"
+	"golang.org/x/crypto/nacl/box"
+
+	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/secret"
+)
+
+// Target is one Actions secret: of a repository, or of one of its environments.
+type Target struct {
+	Owner, Repo string
+	// Environment is the deployment environment, or empty for the repository's own secrets.
+	Environment string
+	Name        string
+}
+
+func (t Target) String() string {
+	where := t.Owner + "/" + t.Repo
+	if t.Environment != "" {
+		where += " environment " + t.Environment
+	}
+	return "GitHub Actions secret " + t.Name + " of " + where
+}
+
+// needs is what a token refused needs, for people.
+func (t Target) needs() string {
+	return "a token with the \"Secrets\" repository permission (read and write) on " + t.Owner + "/" + t.Repo +
+		" (fine-grained), or the repo scope (classic)"
+}
+
+// Client reaches the GitHub API hosts the admin allows.
+type Client struct {
+	hosts []string
+	http  *http.Client
+}
+
+// New reaches hosts (such as api.github.com) through httpClient (nil for the default).
+func New(hosts []string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{hosts: hosts, http: httpClient}
+}
+
+// ErrHostNotAllowed: a sink names an API host the admin did not allow.
+var ErrHostNotAllowed = errors.New("the GitHub API host is not one the operator may publish to")
+
+// client is go-github's client of the API at baseURL (https://api.github.com/, or a GitHub
+// Enterprise Server's https://<host>/api/v3/), signing in with token.
+func (c *Client) client(baseURL string, token secret.Text) (*github.Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Scheme != "https" || u.User != nil || u.RawQuery != "" ||
+		!slices.ContainsFunc(c.hosts, func(h string) bool { return strings.EqualFold(h, u.Host) }) {
+		return nil, fmt.Errorf("%w: %s (allowed: %s; --publish-hosts)", ErrHostNotAllowed, baseURL, strings.Join(c.hosts, ", "))
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	gh := github.NewClient(c.http).WithAuthToken(token.Reveal())
+	gh.BaseURL = u
+	return gh, nil
+}
+
+// UpdatedAt is when the secret was last written; zero when it does not exist.
+func (c *Client) UpdatedAt(ctx context.Context, baseURL string, token secret.Text, t Target) (time.Time, error) {
+	gh, err := c.client(baseURL, token)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var s *github.Secret
+	if t.Environment == "" {
+		s, _, err = gh.Actions.GetRepoSecret(ctx, t.Owner, t.Repo, t.Name)
+	} else {
+		id, idErr := repoID(ctx, gh, t)
+		if idErr != nil {
+			return time.Time{}, classify(idErr, t)
+		}
+		s, _, err = gh.Actions.GetEnvSecret(ctx, id, t.Environment, t.Name)
+	}
+	if isStatus(err, http.StatusNotFound) {
+		return time.Time{}, nil // no such secret yet (a missing repository or environment fails the write)
+	}
+	if err != nil {
+		return time.Time{}, classify(err, t)
+	}
+	return s.UpdatedAt.Time, nil
+}
+
+// Put seals value with the target's public key and sets the secret to it.
+func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t Target, value secret.Text) error {
+	gh, err := c.client(baseURL, token)
+	if err != nil {
+		return err
+	}
+	var key *github.PublicKey
+	id := 0
+	if t.Environment == "" {
+		key, _, err = gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
+	} else if id, err = repoID(ctx, gh, t); err == nil {
+		key, _, err = gh.Actions.GetEnvPublicKey(ctx, id, t.Environment)
+	}
+	if err != nil {
+		return classify(err, t)
+	}
+	sealed, err := seal(key, t.Name, value)
+	if err != nil {
+		return err
+	}
+	if t.Environment == "" {
+		_, err = gh.Actions.CreateOrUpdateRepoSecret(ctx, t.Owner, t.Repo, sealed)
+	} else {
+		_, err = gh.Actions.CreateOrUpdateEnvSecret(ctx, id, t.Environment, sealed)
+	}
+	return classify(err, t)
+}
+
+// Readable reads the target's public key: what a dry run may ask, to know the token can reach it.
+func (c *Client) Readable(ctx context.Context, baseURL string, token secret.Text, t Target) error {
+	gh, err := c.client(baseURL, token)
+	if err != nil {
+		return err
+	}
+	if t.Environment == "" {
+		_, _, err = gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
+	} else {
+		var id int
+		if id, err = repoID(ctx, gh, t); err == nil {
+			_, _, err = gh.Actions.GetEnvPublicKey(ctx, id, t.Environment)
+		}
+	}
+	return classify(err, t)
+}
+
+func repoID(ctx context.Context, gh *github.Client, t Target) (int, error) {
+	r, _, err := gh.Repositories.Get(ctx, t.Owner, t.Repo)
+	if err != nil {
+		return 0, err
+	}
+	return int(r.GetID()), nil
+}
+
+// seal is value sealed with key, as GitHub asks a secret's value to be.
+func seal(key *github.PublicKey, name string, value secret.Text) (*github.EncryptedSecret, error) {
+	raw, err := base64.StdEncoding.DecodeString(key.GetKey())
+	if err != nil {
+		return nil, fmt.Errorf("GitHub's public key %s is not base64: %w", key.GetKeyID(), err)
+	}
+	if len(raw) != 32 {
+		return nil, fmt.Errorf("GitHub's public key %s holds %d bytes, not a 32-byte key", key.GetKeyID(), len(raw))
+	}
+	var pub [32]byte
+	copy(pub[:], raw)
+	sealed, err := box.SealAnonymous(nil, []byte(value.Reveal()), &pub, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &github.EncryptedSecret{Name: name, KeyID: key.GetKeyID(), EncryptedValue: base64.StdEncoding.EncodeToString(sealed)}, nil
+}
+
+func isStatus(err error, status int) bool {
+	var e *github.ErrorResponse
+	return errors.As(err, &e) && e.Response != nil && e.Response.StatusCode == status
+}
+
+// classify sorts GitHub's answers as Azure's are sorted (azerr), so that the rotation backs off
+// and words them alike: a refusal names what the token needs, a rate limit when to come back.
+// Only status codes and GitHub's message go into it: never the request, which holds the sealed
+// value.
+func classify(err error, t Target) error {
+	if err == nil {
+		return nil
+	}
+	var limited *github.RateLimitError
+	if errors.As(err, &limited) {
+		return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindThrottled, Status: limited.Response.StatusCode, Code: "RateLimited",
+			RetryAfter: max(time.Until(limited.Rate.Reset.Time), time.Second)})
+	}
+	var abuse *github.AbuseRateLimitError
+	if errors.As(err, &abuse) {
+		return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindThrottled, Status: abuse.Response.StatusCode, Code: "SecondaryRateLimit",
+			RetryAfter: abuse.GetRetryAfter()})
+	}
+	var e *github.ErrorResponse
+	if errors.As(err, &e) && e.Response != nil {
+		ae := &azerr.Error{Kind: azerr.KindOfStatus(e.Response.StatusCode), Status: e.Response.StatusCode, Code: e.Message}
+		return fmt.Errorf("%s: %w", t, ae.Needing(t.needs()))
+	}
+	if ue := azerr.Unanswered(err); ue != nil {
+		return fmt.Errorf("%s: %w", t, ue)
+	}
+	return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindOther, Err: err})
+}
