@@ -349,7 +349,22 @@ func TestAdmission(t *testing.T) {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"}, Publish: []v1alpha1.PublishSink{{}}}
 			},
-			wantErr: []string{"a publish sink names where it writes: keyVault"},
+			wantErr: []string{"a publish sink names exactly one place it writes: keyVault"},
+		},
+		"rotation publishing to GitHub Actions": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{GitHubActions: &v1alpha1.GitHubActionsSink{Owner: "contoso", Repo: "deploy", Environment: "production",
+						SecretName: "AZURE_CLIENT_SECRET", TokenSecretRef: v1alpha1.SecretKeyRef{Name: "gh", Key: "token"}}}}}
+			},
+		},
+		"rotation: a GitHub secret name GitHub refuses": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{GitHubActions: &v1alpha1.GitHubActionsSink{Owner: "contoso", Repo: "deploy",
+						SecretName: "github_token", TokenSecretRef: v1alpha1.SecretKeyRef{Name: "gh", Key: "token"}}}}}
+			},
+			wantErr: []string{"githubActions.secretName must be letters, digits and '_', not starting with a digit or GITHUB_"},
 		},
 		"rotation: a Key Vault secret name Key Vault refuses": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {

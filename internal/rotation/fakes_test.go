@@ -142,6 +142,7 @@ type world struct {
 	// publish are the watch's sinks, written to vaults.
 	publish []v1alpha1.PublishSink
 	vaults  *fakeVaults
+	github  *fakeGitHub
 }
 
 const testApp = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
@@ -240,6 +241,12 @@ func (w *world) machine(withCluster bool) *Machine {
 	}
 	if w.vaults != nil {
 		m.Vaults = w.vaults
+	}
+	if w.github != nil {
+		m.GitHub = w.github
+		m.Token = func(_ context.Context, ref v1alpha1.SecretKeyRef) (secret.Text, error) {
+			return secret.New("token-of-" + ref.Name), nil
+		}
 	}
 	if withCluster {
 		m.Cluster = fakeCluster{

@@ -46,45 +46,72 @@ func (e *publishError) Unwrap() error { return e.err }
 
 // publish writes the new secret to each sink of spec.rotation.publish it is not in yet, each
 // recorded in status before the next is written, and returns how many it wrote. A sink is asked
-// first whether it holds the secret already (a Key Vault version tagged with its keyId, made
-// since the rotation began, enabled): a rotation resumed after a restart between the write and
-// its record writes nothing twice. With recheck, the sinks recorded are asked again, and one that
-// no longer holds it (its version disabled or deleted) is written again: old secrets go only
-// while every sink holds the new one.
+// first whether it holds the secret already: a Key Vault version tagged with its keyId, made
+// since the rotation began, enabled; a GitHub secret updated since the write was recorded as
+// begun. A rotation resumed after a restart between the write and its record writes nothing
+// twice. With recheck, the sinks recorded are asked again, and one that no longer holds it (its
+// version disabled or deleted, the secret gone) is written again: old secrets go only while every
+// sink holds the new one.
 func (m *Machine) publish(ctx context.Context, recheck bool) (int, error) {
 	// A sink no longer in the spec is no longer the rotation's, and its record goes.
 	// A copy: the status the rotation was read from shares the array, and must keep what it held.
 	m.st.Published = slices.DeleteFunc(slices.Clone(m.st.Published), func(p v1alpha1.PublishedSink) bool {
-		return !slices.ContainsFunc(m.Settings.Publish, func(s v1alpha1.PublishSink) bool { return s.KeyVault != nil && s.KeyVault.Name() == p.Sink })
+		return !slices.ContainsFunc(m.Settings.Publish, func(s v1alpha1.PublishSink) bool { return sinkName(s) == p.Sink })
 	})
 	written := 0
 	for _, sink := range m.Settings.Publish {
-		kv := sink.KeyVault
-		if kv == nil {
+		name := sinkName(sink)
+		i := slices.IndexFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == name })
+		var prev *v1alpha1.PublishedSink
+		if i >= 0 {
+			p := m.st.Published[i]
+			prev = &p
+		}
+		if name == "" || prev != nil && prev.Version != "" && !recheck {
 			continue
 		}
-		recorded := slices.ContainsFunc(m.st.Published, func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
-		if recorded && !recheck {
-			continue
-		}
-		version, wrote, err := m.toKeyVault(ctx, kv)
+		version, wrote, err := m.toSink(ctx, sink, prev)
 		if err != nil {
-			return written, &publishError{sink: kv.Name(), err: err}
+			return written, &publishError{sink: name, err: err}
 		}
-		if recorded && !wrote {
+		if prev != nil && prev.Version == version && !wrote {
 			continue
 		}
-		m.st.Published = slices.DeleteFunc(slices.Clone(m.st.Published), func(p v1alpha1.PublishedSink) bool { return p.Sink == kv.Name() })
-		m.st.Published = append(m.st.Published, v1alpha1.PublishedSink{Sink: kv.Name(), Version: version, Time: metav1.NewTime(m.Now)})
-		if err := m.save(ctx); err != nil {
+		if err := m.record(ctx, v1alpha1.PublishedSink{Sink: name, Version: version, Time: metav1.NewTime(m.Now)}); err != nil {
 			return written, err
 		}
 		if wrote {
 			written++
 		}
-		m.Events.Event(corev1.EventTypeNormal, EventPublished, fmt.Sprintf("The new secret %s is in %s, version %s", m.st.KeyID, kv.Name(), version))
+		m.Events.Event(corev1.EventTypeNormal, EventPublished, fmt.Sprintf("The new secret %s is in %s (%s)", m.st.KeyID, name, version))
 	}
 	return written, nil
+}
+
+// record replaces what status says of p's sink with p, and saves it.
+func (m *Machine) record(ctx context.Context, p v1alpha1.PublishedSink) error {
+	m.st.Published = append(slices.DeleteFunc(slices.Clone(m.st.Published), func(o v1alpha1.PublishedSink) bool { return o.Sink == p.Sink }), p)
+	return m.save(ctx)
+}
+
+// sinkName is how status names sink; empty for a sink of no known kind.
+func sinkName(s v1alpha1.PublishSink) string {
+	switch {
+	case s.KeyVault != nil:
+		return s.KeyVault.Name()
+	case s.GitHubActions != nil:
+		return s.GitHubActions.Name()
+	}
+	return ""
+}
+
+// toSink writes the new secret to sink unless it holds it already; prev is what status recorded
+// of the sink, nil when nothing. It returns what the sink names the copy, and whether it wrote.
+func (m *Machine) toSink(ctx context.Context, sink v1alpha1.PublishSink, prev *v1alpha1.PublishedSink) (string, bool, error) {
+	if sink.GitHubActions != nil {
+		return m.toGitHub(ctx, sink.GitHubActions, prev)
+	}
+	return m.toKeyVault(ctx, sink.KeyVault)
 }
 
 // toKeyVault writes the new secret to kv, unless a version holds it already, and returns the

@@ -167,7 +167,11 @@ type Machine struct {
 	// SignIn reports whether Entra accepts the application's secret text now, signing in afresh.
 	SignIn func(ctx context.Context, text secret.Text) error
 	// Vaults are the Key Vaults the rotation publishes to; nil when it publishes to none.
-	Vaults   KeyVaults
+	Vaults KeyVaults
+	// GitHub sets Actions secrets, with a token Token reads from a Secret of the watch's
+	// namespace; nil when the operator publishes to no GitHub.
+	GitHub   GitHubSecrets
+	Token    func(ctx context.Context, ref v1alpha1.SecretKeyRef) (secret.Text, error)
 	Ledger   Ledger
 	Events   Events
 	Settings Settings
