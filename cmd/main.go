@@ -36,6 +36,7 @@ import (
 	"github.com/credwatch/credwatch/controllers"
 	"github.com/credwatch/credwatch/internal/azure"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/githubsecrets"
 	"github.com/credwatch/credwatch/internal/ledger"
 	cwmetrics "github.com/credwatch/credwatch/internal/metrics"
 	"github.com/credwatch/credwatch/internal/notify/channels"
@@ -179,6 +180,8 @@ func (o options) watchReconciler(ctx context.Context, mgr ctrl.Manager, scheme *
 		Ledger:     &ledger.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		Digests:    tenantscan.NewDigestStore(),
 		DigestPace: tenantscan.NewPace(o.digestsPerMinute),
+		// Only to the hosts the admin allows, and through the destination policy.
+		GitHub: githubsecrets.New(o.publishHosts, o.destinations.HTTPClient(time.Minute)),
 	}
 	if err := o.watchImagePulls(mgr, scheme, r); err != nil {
 		return nil, err

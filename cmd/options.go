@@ -74,6 +74,8 @@ type options struct {
 	// how often those checks are read and compared instead.
 	deltaReads     bool
 	deltaFullEvery time.Duration
+	// publishHosts are the API hosts rotations may publish secrets to (GitHub, Azure DevOps).
+	publishHosts []string
 }
 
 func (o options) cloud() (azure.Cloud, error) {
@@ -325,6 +327,16 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		for _, e := range strings.Split(v, ",") {
 			if e = strings.TrimSpace(e); e != "" {
 				o.issuerAllowed = append(o.issuerAllowed, e)
+			}
+		}
+		return nil
+	})
+	o.publishHosts = []string{"api.github.com", "dev.azure.com"}
+	fs.Func("publish-hosts", "API hosts, comma-separated, that rotations may publish new secrets to (spec.rotation.publish): api.github.com and dev.azure.com by default; add a GitHub Enterprise Server's host to publish there.", func(v string) error {
+		o.publishHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				o.publishHosts = append(o.publishHosts, h)
 			}
 		}
 		return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/ledger"
 	"github.com/credwatch/credwatch/internal/policy"
+	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/rotation/pacing"
 	"github.com/credwatch/credwatch/internal/statuspatch"
 	"github.com/credwatch/credwatch/internal/target"
@@ -138,6 +139,8 @@ type CredentialWatchReconciler struct {
 	queue atomic.Pointer[wakeQueue]
 	// heldClusters are the cluster reads of pending checks, by watch.
 	heldClusters akscluster.Held
+	// GitHub sets the Actions secrets rotations publish to; nil: none.
+	GitHub rotation.GitHubSecrets
 }
 
 type wakeQueue struct {

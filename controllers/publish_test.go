@@ -1,16 +1,23 @@
 package controllers
 
 import (
+	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
+	"github.com/credwatch/credwatch/internal/githubsecrets"
 	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/test/fakegithub"
 	"github.com/credwatch/credwatch/test/fakekeyvault"
 )
 
@@ -103,5 +110,54 @@ func TestDryRunTriesTheKeyVaultSinks(t *testing.T) {
 	}
 	if vault.Sets() != 0 {
 		t.Errorf("a dry run wrote %d versions", vault.Sets())
+	}
+}
+
+// A rotation that publishes to a repository's Actions secret sets it once, sealed with the
+// repository's key, with the token of a Secret of the watch's namespace, before the grace period;
+// the secret GitHub opens is the new client secret.
+func TestRotationPublishesToGitHub(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	gh := fakegithub.New()
+	t.Cleanup(gh.Close)
+	gh.SetClock(h.clock.Now)
+	gh.AddRepo("contoso", "deploy")
+	gh.AddToken("github_pat_story", "contoso/deploy")
+	host, _ := url.Parse(gh.URL())
+	h.r.GitHub = githubsecrets.New([]string{host.Host}, gh.Client())
+	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
+	sink := v1alpha1.GitHubActionsSink{APIURL: gh.URL(), Owner: "contoso", Repo: "deploy", SecretName: "AZURE_CLIENT_SECRET",
+		TokenSecretRef: v1alpha1.SecretKeyRef{Name: "github", Key: "token"}}
+	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) { r.Publish = []v1alpha1.PublishSink{{GitHubActions: &sink}} }))
+	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: h.key.Namespace},
+		StringData: map[string]string{"token": "github_pat_story"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.run(10*day, nil)
+	w := h.get()
+	if w.Status.LastRotation == nil || w.Status.Rotation != nil {
+		t.Fatalf("rotation %+v, last %+v: want it completed", w.Status.Rotation, w.Status.LastRotation)
+	}
+	kept, err := h.targetSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := gh.Secret("contoso", "deploy", "", "AZURE_CLIENT_SECRET"); !ok || v != string(kept.Data["clientSecret"]) {
+		t.Errorf("GitHub holds %q, want the new client secret", v)
+	}
+	puts := 0
+	for _, r := range gh.Requests() {
+		if r.Method == http.MethodPut {
+			puts++
+		}
+	}
+	if puts != 1 {
+		t.Errorf("%d PUTs to GitHub, want 1", puts)
+	}
+	for _, e := range h.all {
+		if strings.Contains(e, string(kept.Data["clientSecret"])) || strings.Contains(e, "github_pat_story") {
+			t.Errorf("an event holds a secret: %s", e)
+		}
 	}
 }

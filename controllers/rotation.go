@@ -80,6 +80,8 @@ func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges 
 		Finalizer: func(ctx context.Context, add bool) error { return r.setFinalizer(ctx, w, add) },
 		ClusterID: r.ClusterID,
 		Pace:      r.Paces,
+		GitHub:    r.GitHub,
+		Token:     secretstore.Tokens{Reader: r.SecretReader, Namespace: w.obj.Namespace}.Read,
 	}
 }
 

@@ -129,7 +129,7 @@ type GitHubActionsSink struct {
 	// Server's https://<host>/api/v3/.
 	// +kubebuilder:default="https://api.github.com/"
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9](/api/v3)?/?$')",message="githubActions.apiURL must be https://api.github.com/ or a GitHub Enterprise Server's https://<host>/api/v3/"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9](:[0-9]{1,5})?(/api/v3)?/?$')",message="githubActions.apiURL must be https://api.github.com/ or a GitHub Enterprise Server's https://<host>/api/v3/"
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
 

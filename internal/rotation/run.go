@@ -44,6 +44,10 @@ type Edges struct {
 	ClusterID string
 	// Pace keeps each application's record of rotations, beyond any watch.
 	Pace Pacer
+	// GitHub sets Actions secrets, with the tokens Token reads from the watch's namespace; nil
+	// when the operator publishes to no GitHub.
+	GitHub GitHubSecrets
+	Token  func(ctx context.Context, ref v1alpha1.SecretKeyRef) (secret.Text, error)
 }
 
 // Pacer keeps the record of each application's rotations (package pacing): read before a
@@ -345,6 +349,9 @@ func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
 		return m, err
 	}
 	m.App, m.Cluster, m.SignIn, m.Vaults = c.App, c.Cluster, c.SignIn, c.Vaults
+	if ro.e.GitHub != nil {
+		m.GitHub, m.Token = ro.e.GitHub, ro.e.Token
+	}
 	return m, nil
 }
 

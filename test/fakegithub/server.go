@@ -127,6 +127,13 @@ func (s *Server) Secret(owner, repoName, env, name string) (string, bool) {
 	return sec.value, true
 }
 
+// SetClock sets the fake's clock, for the times it gives secrets.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
 // SetRateLimit sets the primary limit of the hour, and forgets what was used.
 func (s *Server) SetRateLimit(limit int) {
 	s.mu.Lock()
