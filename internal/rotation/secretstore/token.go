@@ -26,7 +26,7 @@ func (t Tokens) Read(ctx context.Context, ref v1alpha1.SecretKeyRef) (secret.Tex
 	}
 	v, ok := s.Data[ref.Key]
 	if !ok || len(v) == 0 {
-		return secret.Text{}, fmt.Errorf("Secret %s/%s has no key %s holding a token", t.Namespace, ref.Name, ref.Key)
+		return secret.Text{}, fmt.Errorf("the Secret %s/%s has no key %s holding a token", t.Namespace, ref.Name, ref.Key)
 	}
 	return secret.New(string(v)), nil
 }
