@@ -358,6 +358,14 @@ func TestAdmission(t *testing.T) {
 						SecretName: "AZURE_CLIENT_SECRET", TokenSecretRef: v1alpha1.SecretKeyRef{Name: "gh", Key: "token"}}}}}
 			},
 		},
+		"rotation: a GitHub token that is the client secret's own Secret": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{GitHubActions: &v1alpha1.GitHubActionsSink{Owner: "contoso", Repo: "deploy",
+						SecretName: "AZURE_CLIENT_SECRET", TokenSecretRef: v1alpha1.SecretKeyRef{Name: "sp", Key: "clientSecret"}}}}}
+			},
+			wantErr: []string{"tokenSecretRef must not name rotation.secretRef's Secret"},
+		},
 		"rotation: a GitHub secret name GitHub refuses": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},

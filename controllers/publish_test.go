@@ -113,9 +113,9 @@ func TestDryRunTriesTheKeyVaultSinks(t *testing.T) {
 	}
 }
 
-// A rotation that publishes to a repository's Actions secret sets it once, sealed with the
-// repository's key, with the token of a Secret of the watch's namespace, before the grace period;
-// the secret GitHub opens is the new client secret.
+// A rotation that publishes to a repository's Actions secret sets it, sealed with the repository's
+// key, with the token of a Secret of the watch's namespace, before the grace period, and again as
+// the old secrets go; the secret GitHub opens is the new client secret.
 func TestRotationPublishesToGitHub(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
@@ -152,8 +152,8 @@ func TestRotationPublishesToGitHub(t *testing.T) {
 			puts++
 		}
 	}
-	if puts != 1 {
-		t.Errorf("%d PUTs to GitHub, want 1", puts)
+	if puts != 2 {
+		t.Errorf("%d PUTs to GitHub, want 2: as the grace period began, and as the old secrets went", puts)
 	}
 	for _, e := range h.all {
 		if strings.Contains(e, string(kept.Data["clientSecret"])) || strings.Contains(e, "github_pat_story") {

@@ -54,6 +54,7 @@ const (
 
 // Rotation renews the application's client secret before it expires and, for an AKS target,
 // moves the cluster onto the new one.
+// +kubebuilder:validation:XValidation:rule="!has(self.publish) || self.publish.all(p, !has(p.githubActions) || p.githubActions.tokenSecretRef.name != self.secretRef.name)",message="a githubActions sink's tokenSecretRef must not name rotation.secretRef's Secret, which holds the client secret itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.rotateBefore) || !has(self.validity) || !self.rotateBefore.matches('^[0-9]{1,6}[smhdw]$') || !self.validity.matches('^[0-9]{1,6}[smhdw]$') || int(self.rotateBefore.substring(0, size(self.rotateBefore)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.rotateBefore.substring(size(self.rotateBefore)-1)] < int(self.validity.substring(0, size(self.validity)-1)) * {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}[self.validity.substring(size(self.validity)-1)]",message="rotation.rotateBefore must be shorter than rotation.validity, or every new secret would be due for rotation at once"
 type Rotation struct {
 	// Enabled turns rotation on.
@@ -145,6 +146,7 @@ type GitHubActionsSink struct {
 
 	// Environment is the deployment environment whose secret is set; empty for the repository's.
 	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^/?#%]+$')",message="githubActions.environment must be an environment's name, without '/', '?', '#' or '%'"
 	// +optional
 	Environment string `json:"environment,omitempty"`
 

@@ -56,7 +56,8 @@ type Client struct {
 // New reaches hosts (such as api.github.com) through httpClient (nil for the default).
 func New(hosts []string, httpClient *http.Client) *Client {
 	if httpClient == nil {
-		httpClient = http.DefaultClient
+		// The token rides on every request go-github makes: a redirect must not carry it elsewhere.
+		httpClient = &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	return &Client{hosts: hosts, http: httpClient}
 }
@@ -94,7 +95,7 @@ func (c *Client) UpdatedAt(ctx context.Context, baseURL string, token secret.Tex
 		if idErr != nil {
 			return time.Time{}, classify(idErr, t)
 		}
-		s, _, err = gh.Actions.GetEnvSecret(ctx, id, t.Environment, t.Name)
+		s, _, err = gh.Actions.GetEnvSecret(ctx, id, url.PathEscape(t.Environment), url.PathEscape(t.Name))
 	}
 	if isStatus(err, http.StatusNotFound) {
 		return time.Time{}, nil // no such secret yet (a missing repository or environment fails the write)
@@ -116,7 +117,7 @@ func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t T
 	if t.Environment == "" {
 		key, _, err = gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
 	} else if id, err = repoID(ctx, gh, t); err == nil {
-		key, _, err = gh.Actions.GetEnvPublicKey(ctx, id, t.Environment)
+		key, _, err = gh.Actions.GetEnvPublicKey(ctx, id, url.PathEscape(t.Environment))
 	}
 	if err != nil {
 		return classify(err, t)
@@ -128,7 +129,7 @@ func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t T
 	if t.Environment == "" {
 		_, err = gh.Actions.CreateOrUpdateRepoSecret(ctx, t.Owner, t.Repo, sealed)
 	} else {
-		_, err = gh.Actions.CreateOrUpdateEnvSecret(ctx, id, t.Environment, sealed)
+		_, err = gh.Actions.CreateOrUpdateEnvSecret(ctx, id, url.PathEscape(t.Environment), sealed)
 	}
 	return classify(err, t)
 }
@@ -144,7 +145,7 @@ func (c *Client) Readable(ctx context.Context, baseURL string, token secret.Text
 	} else {
 		var id int
 		if id, err = repoID(ctx, gh, t); err == nil {
-			_, _, err = gh.Actions.GetEnvPublicKey(ctx, id, t.Environment)
+			_, _, err = gh.Actions.GetEnvPublicKey(ctx, id, url.PathEscape(t.Environment))
 		}
 	}
 	return classify(err, t)

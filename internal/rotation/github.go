@@ -19,18 +19,15 @@ type GitHubSecrets interface {
 	Readable(ctx context.Context, apiURL string, token secret.Text, t githubsecrets.Target) error
 }
 
-// clockSlack covers the difference between GitHub's clock and the operator's, when a secret's
-// last update is compared with when the rotation began writing it.
-const clockSlack = time.Minute
-
 func targetOf(gh *v1alpha1.GitHubActionsSink) githubsecrets.Target {
 	return githubsecrets.Target{Owner: gh.Owner, Repo: gh.Repo, Environment: gh.Environment, Name: gh.SecretName}
 }
 
-// toGitHub sets the Actions secret gh names to the new secret, unless it was set since the write
-// was recorded as begun (prev, whose Version is empty while the write is not confirmed). GitHub
-// never returns a value: a secret updated after the rotation began writing it holds what the
-// rotation wrote, or what someone wrote since, which the rotation does not undo. The write is
+// toGitHub sets the Actions secret gh names to the new secret. GitHub never returns a value, so
+// nothing says what a secret holds: the rotation sets it whenever it is not recorded as set (a
+// restart after the write was recorded as begun sets it again, which changes nothing), and once
+// more when the sinks are checked before old secrets go (prev recorded: not counted as a new
+// write), so that GitHub holds the new secret then, whatever wrote to it meanwhile. The write is
 // recorded as begun before it is made.
 func (m *Machine) toGitHub(ctx context.Context, gh *v1alpha1.GitHubActionsSink, prev *v1alpha1.PublishedSink) (string, bool, error) {
 	if m.GitHub == nil || m.Token == nil {
@@ -40,23 +37,18 @@ func (m *Machine) toGitHub(ctx context.Context, gh *v1alpha1.GitHubActionsSink, 
 	if err != nil {
 		return "", false, err
 	}
-	t := targetOf(gh)
-	updated, err := m.GitHub.UpdatedAt(ctx, gh.APIURL, token, t)
-	if err != nil {
-		return "", false, err
-	}
-	if prev != nil && !updated.IsZero() && !updated.Before(prev.Time.Add(-clockSlack)) {
-		return "set at " + updated.UTC().Format(time.RFC3339), false, nil
-	}
-	if err := m.record(ctx, v1alpha1.PublishedSink{Sink: gh.Name(), Time: metav1.NewTime(m.Now)}); err != nil {
-		return "", false, err
+	confirmed := prev != nil && prev.Version != ""
+	if !confirmed {
+		if err := m.record(ctx, v1alpha1.PublishedSink{Sink: gh.Name(), Time: metav1.NewTime(m.Now)}); err != nil {
+			return "", false, err
+		}
 	}
 	text, err := m.text(ctx)
 	if err != nil {
 		return "", false, err
 	}
-	if err := m.GitHub.Put(ctx, gh.APIURL, token, t, text); err != nil {
+	if err := m.GitHub.Put(ctx, gh.APIURL, token, targetOf(gh), text); err != nil {
 		return "", false, err
 	}
-	return "set at " + m.Now.UTC().Format(time.RFC3339), true, nil
+	return "set at " + m.Now.UTC().Format(time.RFC3339), !confirmed, nil
 }
