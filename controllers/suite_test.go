@@ -97,6 +97,8 @@ func runSuite(m *testing.M) int {
 	}
 	var err error
 	if cfg, err = env.Start(); err != nil {
+		// The control plane may be up and a CRD refused: what started is stopped.
+		_ = env.Stop()
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
 		return 1
 	}
