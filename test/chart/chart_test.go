@@ -134,11 +134,11 @@ func apiServer(t *testing.T, crdPaths ...string) client.Client {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: crdPaths}
+	t.Cleanup(func() { _ = env.Stop() }) // also what a failed Start started
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -48,11 +48,11 @@ func TestOperatorBinaryWithKubectl(t *testing.T) {
 	t.Setenv("PATH", work+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	env := &envtest.Environment{}
+	t.Cleanup(func() { _ = env.Stop() }) // also what a failed Start started
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	kubeconfig := filepath.Join(work, "kubeconfig")
 	if err := kubecfg.Write(cfg, "e2e", kubeconfig); err != nil {
 		t.Fatal(err)

@@ -230,10 +230,10 @@ func startControlPlane(b *testing.B) controlPlane {
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
 	var err error
+	b.Cleanup(func() { _ = env.Stop() }) // also what a failed Start started
 	if cp.cfg, err = env.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = env.Stop() })
 	cp.cfg.QPS, cp.cfg.Burst = 1000, 2000
 	if cp.k8s, err = crclient.NewWithWatch(cp.cfg, crclient.Options{Scheme: cp.scheme}); err != nil {
 		b.Fatal(err)
