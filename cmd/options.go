@@ -331,16 +331,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	o.publishHosts = []string{"api.github.com", "dev.azure.com"}
-	fs.Func("publish-hosts", "API hosts, comma-separated, that rotations may publish new secrets to (spec.rotation.publish): api.github.com and dev.azure.com by default; add a GitHub Enterprise Server's host to publish there.", func(v string) error {
-		o.publishHosts = nil
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-				o.publishHosts = append(o.publishHosts, h)
-			}
-		}
-		return nil
-	})
+	o.bindPublishHosts(fs)
 	fs.BoolVar(&o.deltaReads, "delta-reads", true, "Answer the checks of an identity that may scan its tenant (TenantScan) and watches more than fifteen of its applications from Microsoft Graph's changes to the tenant (delta queries), kept in the operator's namespace, rather than read each application; and scan a tenant (TenantScan without a filter) from the changes since its last scan, held in memory, rather than list it each time.")
 	fs.DurationVar(&o.deltaFullEvery, "delta-full-every", 24*time.Hour, "How long a watch answered from Graph's changes goes before it is read again, and a tenant scanned from them before it is listed again, any difference counted in credwatch_graph_delta_missed_total; 0 never.")
 	fs.BoolVar(&o.imagePulls, "image-pulls", true, "Watch the cluster's image pulls for registries refusing credentials (needs list and watch on events, pods and nodes), for watches that set spec.imagePulls.")
@@ -360,4 +351,18 @@ func signInsUnavailable(cloud string) string {
 		return ""
 	}
 	return "Graph's sign-in activity reports are not available in this cloud (" + cloud + "), only in the global one"
+}
+
+// bindPublishHosts binds --publish-hosts, the API hosts rotations may publish secrets to.
+func (o *options) bindPublishHosts(fs *flag.FlagSet) {
+	o.publishHosts = []string{"api.github.com", "dev.azure.com"}
+	fs.Func("publish-hosts", "API hosts, comma-separated, that rotations may publish new secrets to (spec.rotation.publish): api.github.com and dev.azure.com by default; add a GitHub Enterprise Server's host to publish there.", func(v string) error {
+		o.publishHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				o.publishHosts = append(o.publishHosts, h)
+			}
+		}
+		return nil
+	})
 }
