@@ -128,7 +128,7 @@ func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (st
 	if v, ok := holding(versions, m.st.AppID, m.st.KeyID, m.st.StartTime.Time); ok {
 		return v, false, nil
 	}
-	if slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, m.st.AppID) }) {
+	if foreign(versions, m.st.AppID) {
 		return "", false, fmt.Errorf("%w: secret %s has versions credwatch did not write for application %s; name another secretName, or delete that secret",
 			ErrSinkForeign, kv.SecretName, m.st.AppID)
 	}
@@ -142,6 +142,12 @@ func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (st
 	}
 	version, err := m.Vaults.Set(ctx, kv.VaultURL, kv.SecretName, text, m.st.AppID, m.st.KeyID, expires)
 	return version, err == nil, err
+}
+
+// foreign reports whether a secret with versions holds one credwatch did not write for appID:
+// it is someone else's, and not written to.
+func foreign(versions []keyvault.Version, appID string) bool {
+	return slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, appID) })
 }
 
 // holding is the version of versions that holds keyID of appID: enabled, and made since the
@@ -226,7 +232,7 @@ func (ro *Run) trySinks(ctx context.Context, g access.Grant) string {
 		switch {
 		case err != nil:
 			fmt.Fprintf(&out, "; %s cannot be read: %v", kv.Name(), err)
-		case slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, ro.pin.AppID) }):
+		case foreign(versions, ro.pin.AppID):
 			fmt.Fprintf(&out, "; %s holds versions credwatch did not write for this application, and would be refused", kv.Name())
 		default:
 			fmt.Fprintf(&out, "; %s can be read (%d versions)", kv.Name(), len(versions))
