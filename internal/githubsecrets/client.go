@@ -2,8 +2,7 @@
 // or of one of its deployment environments, where the workflows that deploy with it read it. The
 // value is sealed with that repository's or environment's public key (libsodium's sealed box, as
 // GitHub asks), with a token the watch's namespace provides, and sent only to a host the admin
-// allows. GitHub never returns a secret's value: what is read back is when it was last updated.
-// It is the one package that speaks go-github.
+// allows. GitHub never returns a secret's value. It is the one package that speaks go-github.
 package githubsecrets
 
 import (
@@ -81,31 +80,6 @@ func (c *Client) client(baseURL string, token secret.Text) (*github.Client, erro
 	return gh, nil
 }
 
-// UpdatedAt is when the secret was last written; zero when it does not exist.
-func (c *Client) UpdatedAt(ctx context.Context, baseURL string, token secret.Text, t Target) (time.Time, error) {
-	gh, err := c.client(baseURL, token)
-	if err != nil {
-		return time.Time{}, err
-	}
-	var s *github.Secret
-	if t.Environment == "" {
-		s, _, err = gh.Actions.GetRepoSecret(ctx, t.Owner, t.Repo, t.Name)
-	} else {
-		id, idErr := repoID(ctx, gh, t)
-		if idErr != nil {
-			return time.Time{}, classify(idErr, t)
-		}
-		s, _, err = gh.Actions.GetEnvSecret(ctx, id, url.PathEscape(t.Environment), url.PathEscape(t.Name))
-	}
-	if isStatus(err, http.StatusNotFound) {
-		return time.Time{}, nil // no such secret yet (a missing repository or environment fails the write)
-	}
-	if err != nil {
-		return time.Time{}, classify(err, t)
-	}
-	return s.UpdatedAt.Time, nil
-}
-
 // Put seals value with the target's public key and sets the secret to it.
 func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t Target, value secret.Text) error {
 	gh, err := c.client(baseURL, token)
@@ -134,23 +108,6 @@ func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t T
 	return classify(err, t)
 }
 
-// Readable reads the target's public key: what a dry run may ask, to know the token can reach it.
-func (c *Client) Readable(ctx context.Context, baseURL string, token secret.Text, t Target) error {
-	gh, err := c.client(baseURL, token)
-	if err != nil {
-		return err
-	}
-	if t.Environment == "" {
-		_, _, err = gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
-	} else {
-		var id int
-		if id, err = repoID(ctx, gh, t); err == nil {
-			_, _, err = gh.Actions.GetEnvPublicKey(ctx, id, url.PathEscape(t.Environment))
-		}
-	}
-	return classify(err, t)
-}
-
 func repoID(ctx context.Context, gh *github.Client, t Target) (int, error) {
 	r, _, err := gh.Repositories.Get(ctx, t.Owner, t.Repo)
 	if err != nil {
@@ -175,11 +132,6 @@ func seal(key *github.PublicKey, name string, value secret.Text) (*github.Encryp
 		return nil, err
 	}
 	return &github.EncryptedSecret{Name: name, KeyID: key.GetKeyID(), EncryptedValue: base64.StdEncoding.EncodeToString(sealed)}, nil
-}
-
-func isStatus(err error, status int) bool {
-	var e *github.ErrorResponse
-	return errors.As(err, &e) && e.Response != nil && e.Response.StatusCode == status
 }
 
 // classify sorts GitHub's answers as Azure's are sorted (azerr), so that the rotation backs off

@@ -3,7 +3,6 @@ package rotation
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/githubsecrets"
@@ -15,10 +14,6 @@ type fakeGitHub struct {
 	values map[githubsecrets.Target]string
 	puts   int
 	tokens []string
-}
-
-func (f *fakeGitHub) UpdatedAt(context.Context, string, secret.Text, githubsecrets.Target) (time.Time, error) {
-	return time.Time{}, nil
 }
 
 func (f *fakeGitHub) Put(_ context.Context, _ string, token secret.Text, t githubsecrets.Target, value secret.Text) error {
