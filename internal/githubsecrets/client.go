@@ -50,6 +50,8 @@ func (t Target) needs() string {
 type Client struct {
 	hosts []string
 	http  *http.Client
+	// now is the clock a primary rate limit's reset, an instant, is counted from.
+	now func() time.Time
 }
 
 // New reaches hosts (such as api.github.com) through httpClient (nil for the default).
@@ -58,7 +60,13 @@ func New(hosts []string, httpClient *http.Client) *Client {
 		// The token rides on every request go-github makes: a redirect must not carry it elsewhere.
 		httpClient = &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Client{hosts: hosts, http: httpClient}
+	return &Client{hosts: hosts, http: httpClient, now: time.Now}
+}
+
+// WithClock counts the waits GitHub's rate limits ask for from now.
+func (c *Client) WithClock(now func() time.Time) *Client {
+	c.now = now
+	return c
 }
 
 // ErrHostNotAllowed: a sink names an API host the admin did not allow.
@@ -80,21 +88,26 @@ func (c *Client) client(baseURL string, token secret.Text) (*github.Client, erro
 	return gh, nil
 }
 
+// Readable reads the target's public key, which a token that may write its secrets may read: what
+// a dry run can try without writing.
+func (c *Client) Readable(ctx context.Context, baseURL string, token secret.Text, t Target) error {
+	gh, err := c.client(baseURL, token)
+	if err != nil {
+		return err
+	}
+	_, _, err = publicKey(ctx, gh, t)
+	return c.classify(err, t)
+}
+
 // Put seals value with the target's public key and sets the secret to it.
 func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t Target, value secret.Text) error {
 	gh, err := c.client(baseURL, token)
 	if err != nil {
 		return err
 	}
-	var key *github.PublicKey
-	id := 0
-	if t.Environment == "" {
-		key, _, err = gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
-	} else if id, err = repoID(ctx, gh, t); err == nil {
-		key, _, err = gh.Actions.GetEnvPublicKey(ctx, id, url.PathEscape(t.Environment))
-	}
+	key, id, err := publicKey(ctx, gh, t)
 	if err != nil {
-		return classify(err, t)
+		return c.classify(err, t)
 	}
 	sealed, err := seal(key, t.Name, value)
 	if err != nil {
@@ -105,15 +118,23 @@ func (c *Client) Put(ctx context.Context, baseURL string, token secret.Text, t T
 	} else {
 		_, err = gh.Actions.CreateOrUpdateEnvSecret(ctx, id, url.PathEscape(t.Environment), sealed)
 	}
-	return classify(err, t)
+	return c.classify(err, t)
 }
 
-func repoID(ctx context.Context, gh *github.Client, t Target) (int, error) {
+// publicKey is the key the target's secrets are sealed to, and, for an environment, the ID of its
+// repository, by which GitHub names the environment's secrets.
+func publicKey(ctx context.Context, gh *github.Client, t Target) (*github.PublicKey, int, error) {
+	if t.Environment == "" {
+		key, _, err := gh.Actions.GetRepoPublicKey(ctx, t.Owner, t.Repo)
+		return key, 0, err
+	}
 	r, _, err := gh.Repositories.Get(ctx, t.Owner, t.Repo)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return int(r.GetID()), nil
+	id := int(r.GetID())
+	key, _, err := gh.Actions.GetEnvPublicKey(ctx, id, url.PathEscape(t.Environment))
+	return key, id, err
 }
 
 // seal is value sealed with key, as GitHub asks a secret's value to be.
@@ -138,14 +159,14 @@ func seal(key *github.PublicKey, name string, value secret.Text) (*github.Encryp
 // and words them alike: a refusal names what the token needs, a rate limit when to come back.
 // Only status codes and GitHub's message go into it: never the request, which holds the sealed
 // value.
-func classify(err error, t Target) error {
+func (c *Client) classify(err error, t Target) error {
 	if err == nil {
 		return nil
 	}
 	var limited *github.RateLimitError
 	if errors.As(err, &limited) {
 		return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindThrottled, Status: limited.Response.StatusCode, Code: "RateLimited",
-			RetryAfter: max(time.Until(limited.Rate.Reset.Time), time.Second)})
+			RetryAfter: max(limited.Rate.Reset.Sub(c.now()), time.Second)})
 	}
 	var abuse *github.AbuseRateLimitError
 	if errors.As(err, &abuse) {

@@ -3,6 +3,7 @@ package githubsecrets
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -66,10 +67,49 @@ func TestRefusalsSayWhatIsMissing(t *testing.T) {
 	if strings.Contains(err.Error(), token) {
 		t.Errorf("an error holds the token: %v", err)
 	}
-	gh.SetRateLimit(1)
-	_ = c.Put(ctx, base, secret.New(token), repo, secret.New("x"))
+}
+
+// A primary rate limit used up is waited out until the hour GitHub names is over, counted on the
+// operator's clock, whatever the wall clock says; the next hour lets the write in.
+func TestARateLimitIsWaitedOutOnTheInjectedClock(t *testing.T) {
+	gh, c, base := setup(t)
+	now := time.Date(2031, 3, 1, 10, 40, 0, 0, time.UTC)
+	gh.SetClock(func() time.Time { return now })
+	c.WithClock(func() time.Time { return now })
+	ctx := context.Background()
+	repo := Target{Owner: "contoso", Repo: "deploy", Name: "S"}
+	gh.SetRateLimit(2) // a read, and then a write's read of the key: its PUT is one too many
+	err := c.Readable(ctx, base, secret.New(token), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = c.Put(ctx, base, secret.New(token), repo, secret.New("x"))
-	if azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) <= 0 {
-		t.Errorf("the hour's limit used up: %v", err)
+	if azerr.KindOf(err) != azerr.KindThrottled || azerr.RetryAfterOf(err) != 20*time.Minute {
+		t.Errorf("the hour's limit used up at 10:40: %v (retry after %v); want throttled for 20m", err, azerr.RetryAfterOf(err))
+	}
+	now = now.Add(20 * time.Minute)
+	if err := c.Put(ctx, base, secret.New(token), repo, secret.New("x")); err != nil {
+		t.Errorf("in the next hour: %v", err)
+	}
+}
+
+// A dry run's read needs what the write needs: a token that sees the repository.
+func TestReadableNamesWhatTheTokenLacks(t *testing.T) {
+	gh, c, base := setup(t)
+	gh.AddRepo("contoso", "other", "production")
+	ctx := context.Background()
+	for _, target := range []Target{{Owner: "contoso", Repo: "deploy", Name: "S"}, {Owner: "contoso", Repo: "deploy", Environment: "production", Name: "S"}} {
+		if err := c.Readable(ctx, base, secret.New(token), target); err != nil {
+			t.Errorf("%s: %v", target, err)
+		}
+	}
+	err := c.Readable(ctx, base, secret.New(token), Target{Owner: "contoso", Repo: "other", Name: "S"})
+	if azerr.KindOf(err) != azerr.KindForbidden || !strings.Contains(err.Error(), "on contoso/other") {
+		t.Errorf("a repository the token may not write: %v", err)
+	}
+	for _, r := range gh.Requests() {
+		if r.Method != http.MethodGet {
+			t.Errorf("a dry run's read sent %s %s", r.Method, r.Path)
+		}
 	}
 }

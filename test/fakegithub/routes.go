@@ -40,6 +40,10 @@ func (s *Server) limited(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, Request{Method: req.Method, Path: req.URL.Path})
+		// The primary limit is of the clock's hour: what was used is forgotten as the next begins.
+		if hour := s.now().Truncate(time.Hour); !hour.Equal(s.hour) {
+			s.hour, s.used = hour, 0
+		}
 		_, known := s.tokens[tokenOf(req)]
 		secondary := known && s.secondaryLeft > 0
 		if secondary {

@@ -33,9 +33,10 @@ type Server struct {
 	repos  map[string]*repo // by lower-cased owner/name
 	tokens map[string]map[string]bool
 	nextID int64
-	// limit and used count the primary rate limit of the hour; secondaryLeft requests more are
-	// answered with a secondary limit, to retry after secondary.
+	// limit and used count the primary rate limit of the clock's hour, which began at hour;
+	// secondaryLeft requests more are answered with a secondary limit, to retry after secondary.
 	limit, used   int
+	hour          time.Time
 	secondary     time.Duration
 	secondaryLeft int
 	requests      []Request
