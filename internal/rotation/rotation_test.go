@@ -16,6 +16,7 @@ import (
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
+	"github.com/credwatch/credwatch/internal/githubsecrets"
 	"github.com/credwatch/credwatch/internal/secret"
 )
 
@@ -445,6 +446,8 @@ func TestPermanent(t *testing.T) {
 		{"no right to write Secrets here", apierrors.NewForbidden(gr, "s", errors.New("no")), true},
 		{"someone else's Secret", fmt.Errorf("x: %w", ErrForeign), true},
 		{"the API server busy", apierrors.NewTooManyRequests("busy", 1), false},
+		{"GitHub's rate limit, a 403", &azerr.Error{Kind: azerr.KindThrottled, Status: http.StatusForbidden, Code: "RateLimited"}, false},
+		{"a GitHub host not allowed", fmt.Errorf("x: %w", githubsecrets.ErrHostNotAllowed), true},
 	} {
 		if got := Permanent(tc.err); got != tc.want {
 			t.Errorf("%s: Permanent = %v, want %v", tc.name, got, tc.want)
