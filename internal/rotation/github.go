@@ -15,6 +15,7 @@ import (
 // GitHubSecrets are GitHub's Actions secrets (package githubsecrets).
 type GitHubSecrets interface {
 	Put(ctx context.Context, apiURL string, token secret.Text, t githubsecrets.Target, value secret.Text) error
+	Readable(ctx context.Context, apiURL string, token secret.Text, t githubsecrets.Target) error
 }
 
 func targetOf(gh *v1alpha1.GitHubActionsSink) githubsecrets.Target {

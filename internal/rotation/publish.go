@@ -206,9 +206,10 @@ func publishBackoff(n int32) time.Duration {
 	return min(d, time.Hour)
 }
 
-// trySinks is what a dry run finds of each sink, as the identity sees it, for its plan: a Key
-// Vault's versions are listed (their properties only), which its reader role allows, and a
-// secret that is someone else's is named. Nothing is written.
+// trySinks is what a dry run finds of each sink, for its plan, by what a write would need and
+// nothing more: a Key Vault's versions are listed as the identity (their properties only, which
+// its reader role allows), and a secret that is someone else's named; a GitHub repository's or
+// environment's public key is read with the sink's token. Nothing is written.
 func (ro *Run) trySinks(ctx context.Context, g access.Grant) string {
 	if len(ro.spec.Publish) == 0 {
 		return ""
@@ -216,27 +217,43 @@ func (ro *Run) trySinks(ctx context.Context, g access.Grant) string {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	m, err := ro.machine(ctx, g)
-	if err == nil && m.Vaults == nil {
-		err = errors.New("no Key Vault client")
-	}
 	if err != nil {
 		return "; the sinks could not be tried: " + err.Error()
 	}
 	var out strings.Builder
 	for _, sink := range ro.spec.Publish {
-		kv := sink.KeyVault
-		if kv == nil {
-			continue
-		}
-		versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
-		switch {
-		case err != nil:
-			fmt.Fprintf(&out, "; %s cannot be read: %v", kv.Name(), err)
-		case foreign(versions, ro.pin.AppID):
-			fmt.Fprintf(&out, "; %s holds versions credwatch did not write for this application, and would be refused", kv.Name())
-		default:
-			fmt.Fprintf(&out, "; %s can be read (%d versions)", kv.Name(), len(versions))
+		if name := sinkName(sink); name != "" {
+			fmt.Fprintf(&out, "; %s %s", name, m.trySink(ctx, sink, ro.pin.AppID))
 		}
 	}
 	return out.String()
+}
+
+// trySink is what a dry run of a rotation of appID finds of sink: "can be read (...)", or why not.
+func (m *Machine) trySink(ctx context.Context, sink v1alpha1.PublishSink, appID string) string {
+	if gh := sink.GitHubActions; gh != nil {
+		if m.GitHub == nil || m.Token == nil {
+			return "cannot be tried: the operator cannot publish to GitHub here"
+		}
+		token, err := m.Token(ctx, gh.TokenSecretRef)
+		if err == nil {
+			err = m.GitHub.Readable(ctx, gh.APIURL, token, targetOf(gh))
+		}
+		if err != nil {
+			return "cannot be read: " + err.Error()
+		}
+		return "can be read (its public key)"
+	}
+	kv := sink.KeyVault
+	if m.Vaults == nil {
+		return "cannot be tried: no Key Vault client"
+	}
+	versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+	switch {
+	case err != nil:
+		return "cannot be read: " + err.Error()
+	case foreign(versions, appID):
+		return "holds versions credwatch did not write for this application, and would be refused"
+	}
+	return fmt.Sprintf("can be read (%d versions)", len(versions))
 }
