@@ -74,7 +74,7 @@ type options struct {
 	// how often those checks are read and compared instead.
 	deltaReads     bool
 	deltaFullEvery time.Duration
-	// publishHosts are the API hosts rotations may publish secrets to (GitHub, Azure DevOps).
+	// publishHosts are the GitHub API hosts rotations may publish secrets to.
 	publishHosts []string
 }
 
@@ -355,8 +355,9 @@ func signInsUnavailable(cloud string) string {
 
 // bindPublishHosts binds --publish-hosts, the API hosts rotations may publish secrets to.
 func (o *options) bindPublishHosts(fs *flag.FlagSet) {
-	o.publishHosts = []string{"api.github.com", "dev.azure.com"}
-	fs.Func("publish-hosts", "API hosts, comma-separated, that rotations may publish new secrets to (spec.rotation.publish): api.github.com and dev.azure.com by default; add a GitHub Enterprise Server's host to publish there.", func(v string) error {
+	// Only hosts a sink kind speaks to: a GitHub sink may name any listed host, and sends its token there.
+	o.publishHosts = []string{"api.github.com"}
+	fs.Func("publish-hosts", "GitHub API hosts, comma-separated, that rotations may publish new secrets to (spec.rotation.publish githubActions): api.github.com by default; add a GitHub Enterprise Server's host to publish there.", func(v string) error {
 		o.publishHosts = nil
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
