@@ -57,6 +57,9 @@ type Error struct {
 	// permission or role action the refused request requires, such as Application.Read.All. The
 	// client that made the request sets it, as only it knows what it asked for.
 	Needs string
+	// Lacking is who lacks what Needs names, for people: "the identity" when empty; a client that
+	// signs in otherwise (GitHub's token) names its own.
+	Lacking string
 	// Err is the underlying failure; its text is not part of Error's message.
 	Err error
 }
@@ -75,7 +78,11 @@ func (e *Error) Error() string {
 	}
 	if e.Needs != "" {
 		// The one place a refusal is worded: conditions, events and alerts all quote it.
-		msg += "; the identity needs " + e.Needs
+		who := e.Lacking
+		if who == "" {
+			who = "the identity"
+		}
+		msg += "; " + who + " needs " + e.Needs
 	}
 	return msg
 }

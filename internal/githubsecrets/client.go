@@ -42,7 +42,7 @@ func (t Target) String() string {
 
 // needs is what a token refused needs, for people.
 func (t Target) needs() string {
-	return "a token with the \"Secrets\" repository permission (read and write) on " + t.Owner + "/" + t.Repo +
+	return "the \"Secrets\" repository permission (read and write) on " + t.Owner + "/" + t.Repo +
 		" (fine-grained), or the repo scope (classic)"
 }
 
@@ -175,7 +175,7 @@ func (c *Client) classify(err error, t Target) error {
 	}
 	var e *github.ErrorResponse
 	if errors.As(err, &e) && e.Response != nil {
-		ae := &azerr.Error{Kind: azerr.KindOfStatus(e.Response.StatusCode), Status: e.Response.StatusCode, Code: e.Message}
+		ae := &azerr.Error{Kind: azerr.KindOfStatus(e.Response.StatusCode), Status: e.Response.StatusCode, Code: e.Message, Lacking: "the sink's token"}
 		return fmt.Errorf("%s: %w", t, ae.Needing(t.needs()))
 	}
 	if ue := azerr.Unanswered(err); ue != nil {

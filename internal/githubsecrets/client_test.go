@@ -56,7 +56,7 @@ func TestRefusalsSayWhatIsMissing(t *testing.T) {
 		t.Errorf("a bad token: %v", err)
 	}
 	err = c.Put(ctx, base, secret.New(token), Target{Owner: "contoso", Repo: "other", Name: "S"}, secret.New("x"))
-	if azerr.KindOf(err) != azerr.KindForbidden || !strings.Contains(err.Error(), `"Secrets" repository permission (read and write) on contoso/other`) {
+	if azerr.KindOf(err) != azerr.KindForbidden || !strings.Contains(err.Error(), `the sink's token needs the "Secrets" repository permission (read and write) on contoso/other`) {
 		t.Errorf("a repository the token may not write: %v", err)
 	}
 	gh.SecondaryLimit(1, 30*time.Second)

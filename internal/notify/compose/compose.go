@@ -128,6 +128,9 @@ func rotationAlert(a *notify.Alert, w *v1alpha1.CredentialWatch) {
 			a.Credential = &notify.Credential{KeyID: r.KeyID, Type: string(v1alpha1.CredentialTypePassword), Source: string(v1alpha1.SourceApplication)}
 		}
 		a.Fix = "Nothing: the new secret is in Secret " + w.Namespace + "/" + w.Spec.Rotation.SecretRef.Name + " and, for an AKS target, in the cluster."
+		if len(w.Spec.Rotation.Publish) > 0 {
+			a.Fix += " It is also in each place spec.rotation.publish names."
+		}
 		return
 	}
 	a.Severity = notify.SeverityCritical
