@@ -2,22 +2,16 @@ package controllers
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azure/clients"
-	"github.com/credwatch/credwatch/internal/githubsecrets"
 	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/rotation"
 	"github.com/credwatch/credwatch/internal/target"
-	"github.com/credwatch/credwatch/test/fakegithub"
 	"github.com/credwatch/credwatch/test/fakekeyvault"
 )
 
@@ -81,36 +75,45 @@ func TestRotationPublishesToKeyVault(t *testing.T) {
 	}
 }
 
-// A dry run lists each Key Vault sink's versions, as the identity may, and says in its plan
-// what it found: nothing is written.
-func TestDryRunTriesTheKeyVaultSinks(t *testing.T) {
+// A dry run tries each sink as a write would, and says in its plan what it found: a Key Vault's
+// versions listed as the identity, a GitHub repository's public key read with the sink's token.
+// Nothing is written.
+func TestDryRunTriesTheSinks(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
-	vault := fakekeyvault.New()
-	vault.Authenticate(tenantID, fake.Issued)
-	h.r.Azure = clients.New(identities, graphAPI, nil).WithKeyVaultTransport(vault.Transport())
+	sk := newSinks(h)
+	sk.reach(h, sk.vault.Transport())
+	sk.gh.AddRepo("contoso", "other")
+	sk.gh.AddToken(githubToken, "contoso/other")
 	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
-	sink := v1alpha1.KeyVaultSink{VaultURL: fakekeyvault.URL, SecretName: "payments-sp"}
-	vault.Refuse(true)
-	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) {
-		r.Mode = v1alpha1.RotationDryRun
-		r.Publish = []v1alpha1.PublishSink{{KeyVault: &sink}}
-	}))
-	w, _ := h.reconcile()
-	msg := target.Condition(w, v1alpha1.ConditionRotating).Message
-	if !strings.Contains(msg, "write it to "+sink.Name()+" as a new version") || !strings.Contains(msg, sink.Name()+" cannot be read") ||
-		!strings.Contains(msg, "readMetadata/action") {
-		t.Errorf("the plan with the vault refusing: %q", msg)
+	kv := v1alpha1.KeyVaultSink{VaultURL: fakekeyvault.URL, SecretName: "payments-sp"}
+	gh := sk.github()
+	sk.vault.Refuse(true)
+	sk.createWatch(h, s.appID, v1alpha1.PublishSink{KeyVault: &kv}, v1alpha1.PublishSink{GitHubActions: &gh})
+	w := h.get()
+	w.Spec.Rotation.Mode = v1alpha1.RotationDryRun
+	if err := k8s.Update(context.Background(), w); err != nil {
+		t.Fatal(err)
 	}
-	vault.Refuse(false)
+	w, _ = h.reconcile()
+	msg := target.Condition(w, v1alpha1.ConditionRotating).Message
+	if !strings.Contains(msg, "write it to "+kv.Name()+" as a new version") || !strings.Contains(msg, kv.Name()+" cannot be read") ||
+		!strings.Contains(msg, "readMetadata/action") || !strings.Contains(msg, gh.Name()+" cannot be read") ||
+		!strings.Contains(msg, `the sink's token needs the "Secrets" repository permission`) {
+		t.Errorf("the plan with both sinks refusing: %q", msg)
+	}
+	sk.vault.Refuse(false)
+	sk.gh.AddToken(githubToken, "contoso/deploy")
 	h.step(2 * day)
 	w, _ = h.reconcile()
-	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, sink.Name()+" can be read (0 versions)") {
-		t.Errorf("the plan with the vault letting the identity in: %q", msg)
+	if msg := target.Condition(w, v1alpha1.ConditionRotating).Message; !strings.Contains(msg, kv.Name()+" can be read (0 versions)") ||
+		!strings.Contains(msg, gh.Name()+" can be read (its public key)") {
+		t.Errorf("the plan with both sinks letting the rotation in: %q", msg)
 	}
-	if vault.Sets() != 0 {
-		t.Errorf("a dry run wrote %d versions", vault.Sets())
+	if sk.vault.Sets() != 0 || sk.puts() != 0 {
+		t.Errorf("a dry run wrote %d versions and %d GitHub secrets", sk.vault.Sets(), sk.puts())
 	}
+	assertNoSecrets(t, h, githubToken)
 }
 
 // A rotation that publishes to a repository's Actions secret sets it, sealed with the repository's
@@ -119,45 +122,18 @@ func TestDryRunTriesTheKeyVaultSinks(t *testing.T) {
 func TestRotationPublishesToGitHub(t *testing.T) {
 	needsAPIServer(t)
 	h := newHarness(t)
-	gh := fakegithub.New()
-	t.Cleanup(gh.Close)
-	gh.SetClock(h.clock.Now)
-	gh.AddRepo("contoso", "deploy")
-	gh.AddToken("github_pat_story", "contoso/deploy")
-	host, _ := url.Parse(gh.URL())
-	h.r.GitHub = githubsecrets.New([]string{host.Host}, gh.Client())
+	sk := newSinks(h)
+	sk.gh.AddToken(githubToken, "contoso/deploy")
+	sk.reach(h, sk.vault.Transport())
 	s := seed(t, h.clock.Now(), 20*day, 400*day, 200*day)
-	sink := v1alpha1.GitHubActionsSink{APIURL: gh.URL(), Owner: "contoso", Repo: "deploy", SecretName: "AZURE_CLIENT_SECRET",
-		TokenSecretRef: v1alpha1.SecretKeyRef{Name: "github", Key: "token"}}
-	h.create(s.appID, rotationSpec(func(r *v1alpha1.Rotation) { r.Publish = []v1alpha1.PublishSink{{GitHubActions: &sink}} }))
-	if err := k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github", Namespace: h.key.Namespace},
-		StringData: map[string]string{"token": "github_pat_story"}}); err != nil {
-		t.Fatal(err)
-	}
+	sink := sk.github()
+	sk.createWatch(h, s.appID, v1alpha1.PublishSink{GitHubActions: &sink})
 	h.run(10*day, nil)
-	w := h.get()
-	if w.Status.LastRotation == nil || w.Status.Rotation != nil {
-		t.Fatalf("rotation %+v, last %+v: want it completed", w.Status.Rotation, w.Status.LastRotation)
-	}
-	kept, err := h.targetSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := gh.Secret("contoso", "deploy", "", "AZURE_CLIENT_SECRET"); !ok || v != string(kept.Data["clientSecret"]) {
+	if v, ok := sk.gh.Secret("contoso", "deploy", "", "AZURE_CLIENT_SECRET"); !ok || v != h.rotatedTo() {
 		t.Errorf("GitHub holds %q, want the new client secret", v)
 	}
-	puts := 0
-	for _, r := range gh.Requests() {
-		if r.Method == http.MethodPut {
-			puts++
-		}
+	if sk.puts() != 2 {
+		t.Errorf("%d PUTs to GitHub, want 2: as the grace period began, and as the old secrets went", sk.puts())
 	}
-	if puts != 2 {
-		t.Errorf("%d PUTs to GitHub, want 2: as the grace period began, and as the old secrets went", puts)
-	}
-	for _, e := range h.all {
-		if strings.Contains(e, string(kept.Data["clientSecret"])) || strings.Contains(e, "github_pat_story") {
-			t.Errorf("an event holds a secret: %s", e)
-		}
-	}
+	assertNoSecrets(t, h, githubToken)
 }
