@@ -60,8 +60,8 @@ func TestUnitIdentityChanged(t *testing.T) {
 }
 
 // TestUnitAnIdentityMapsToTheWatchesThatUseIt: a change to an identity reconciles the watches
-// that name it, those that name none when it is the default, in the namespaces it serves, and
-// those whose rotation in progress started with it.
+// that name it, those that name none when it is the default, in the namespaces it serves, those
+// whose rotation in progress started with it, and those with a Key Vault sink that writes as it.
 func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
@@ -83,6 +83,12 @@ func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 			w.Status.Rotation = &v1alpha1.RotationStatus{Identity: &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: "dev"}}
 			return w
 		}(),
+		// Publishing to a Key Vault as the team's writer.
+		func() client.Object {
+			w := watch("a", "publishing", &v1alpha1.IdentityRef{Name: "dev"}).(*v1alpha1.CredentialWatch)
+			w.Spec.Rotation = &v1alpha1.Rotation{Publish: []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{IdentityRef: &v1alpha1.IdentityRef{Name: "kv-writer"}}}}}
+			return w
+		}(),
 	).Build()
 	r := &CredentialWatchReconciler{DefaultIdentity: testIdentity}
 	for _, tc := range []struct {
@@ -99,6 +105,8 @@ func TestUnitAnIdentityMapsToTheWatchesThatUseIt(t *testing.T) {
 			[]string{"b/default"}},
 		{"the identity a rotation in progress started with", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "dev"}},
 			[]string{"a/rotating"}},
+		{"the identity a Key Vault sink writes as", v1alpha1.KindAzureIdentity, &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "kv-writer"}},
+			[]string{"a/publishing"}},
 		{"an identity no watch uses", v1alpha1.KindClusterAzureIdentity, &v1alpha1.ClusterAzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "qa"}},
 			nil},
 	} {

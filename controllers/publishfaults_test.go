@@ -250,3 +250,49 @@ func TestAGitHubSinkRefusingHoldsTheRetirementAndIsAlerted(t *testing.T) {
 	}
 	assertNoSecrets(t, h, githubToken)
 }
+
+// A Key Vault whose role assignments admit only the team's writer: the sink names that identity,
+// which the namespace may use and which allows nothing but PublishKeyVault, to this vault, for
+// this application. The vault is written as the writer, never as the rotation's identity (the
+// operator's, which the vault refuses), and the writer's secret reaches nothing it should not.
+func TestAKeyVaultSinkWritesAsItsOwnIdentity(t *testing.T) {
+	needsAPIServer(t)
+	const writerClient, writerSecret = "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "kv~WrItEr-SECRET-abcdefghijklmnopqrstuvwx0123"
+	fake.AddClient(tenantID, writerClient, writerSecret)
+	t.Cleanup(func() { fake.RemoveClient(tenantID, writerClient) })
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	s := seed(t, t0, 20*day, 400*day, 200*day)
+	sk := newSinks(h)
+	sk.vault.Admit(writerClient)
+	kv := v1alpha1.KeyVaultSink{VaultURL: fakekeyvault.URL, SecretName: "payments-sp", IdentityRef: &v1alpha1.IdentityRef{Name: "kv-writer"}}
+	sk.createWatch(h, s.appID, v1alpha1.PublishSink{KeyVault: &kv})
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kv-writer", Namespace: h.key.Namespace},
+		StringData: map[string]string{"clientSecret": writerSecret}}); err != nil {
+		t.Fatal(err)
+	}
+	writer := &v1alpha1.AzureIdentity{ObjectMeta: metav1.ObjectMeta{Name: "kv-writer", Namespace: h.key.Namespace}}
+	writer.Spec.ClientSecret = &v1alpha1.ClientSecretSignIn{TenantID: tenantID, ClientID: writerClient, SecretRef: v1alpha1.SecretKeyRef{Name: "kv-writer", Key: "clientSecret"}}
+	writer.Spec.Allow = v1alpha1.IdentityAllow{Tenants: []string{tenantID}, Applications: []string{s.appID},
+		Operations: []v1alpha1.Operation{v1alpha1.OperationPublishKeyVault}, KeyVaults: []string{fakekeyvault.URL}}
+	if err := k8s.Create(ctx, writer); err != nil {
+		t.Fatal(err)
+	}
+	writer.Status = signedIn(writer.Generation)
+	if err := k8s.Status().Update(ctx, writer); err != nil {
+		t.Fatal(err)
+	}
+	sk.reach(h, sk.vault.Transport())
+
+	h.run(day, nil)
+	if st := h.get().Status.Rotation; st == nil || len(st.Published) != 1 || st.Published[0].Sink != kv.Name() {
+		t.Fatalf("in the grace period: rotation %+v; want the vault written as kv-writer", st)
+	}
+	h.run(10*day, nil)
+	text := h.rotatedTo()
+	if versions := sk.vault.Versions("payments-sp"); sk.vault.Sets() != 1 || len(versions) != 1 || versions[0].Value != text {
+		t.Errorf("the vault: %d writes, %d versions; want the new secret written once", sk.vault.Sets(), len(versions))
+	}
+	assertNoSecrets(t, h, writerSecret)
+}

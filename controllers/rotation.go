@@ -71,6 +71,13 @@ func (r *CredentialWatchReconciler) rotationEdges(w *watchState) rotation.Edges 
 		Clients: func(ctx context.Context, g access.Grant, pin rotation.Pin) (rotation.Clients, error) {
 			return r.rotationClients(ctx, g, pin)
 		},
+		Vaults: func(ctx context.Context, g access.Grant, pin rotation.Pin) (rotation.KeyVaults, error) {
+			id, err := r.signIns().Identity(ctx, g.Identity, pin.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			return rotation.VaultsOf(r.Azure, id)
+		},
 		Store: func(secretName string, pin rotation.Pin) rotation.Store {
 			// Read one at a time, not from a cache, which would hold every Secret in the cluster.
 			return &secretstore.Store{Reader: r.SecretReader, Writer: r.Client, Watch: w.obj, Target: secretName, TenantID: pin.TenantID, AppID: pin.AppID}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -67,14 +68,7 @@ func (r *CredentialWatchReconciler) watchesOfIdentity(c client.Reader, kind stri
 			opts = append(opts, client.InNamespace(o.GetNamespace()))
 		}
 		return requestsOf(ctx, c, "Listing the watches an identity's change concerns", func(w *v1alpha1.CredentialWatch) bool {
-			ref := r.identities().RefOf(w)
-			if st := w.Status.Rotation; st != nil && st.Identity != nil {
-				// A rotation acts with the identity it started with, whatever the spec names now.
-				if pinned := st.Identity; pinned.Kind == kind && pinned.Name == o.GetName() {
-					return true
-				}
-			}
-			return ref != nil && ref.Kind == kind && ref.Name == o.GetName()
+			return slices.ContainsFunc(r.identities().RefsOf(w), func(ref v1alpha1.IdentityRef) bool { return ref.Kind == kind && ref.Name == o.GetName() })
 		}, opts...)
 	}
 }

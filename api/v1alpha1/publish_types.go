@@ -8,7 +8,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.keyVault) != has(self.githubActions)",message="a publish sink names exactly one place it writes: keyVault: {vaultURL, secretName} or githubActions: {owner, repo, secretName, tokenSecretRef}"
 type PublishSink struct {
 	// KeyVault writes the secret as a new version of a Key Vault secret, as the rotation's
-	// identity, which must allow PublishKeyVault and list the vault in allow.keyVaults.
+	// identity or the sink's identityRef, which must allow PublishKeyVault and list the vault in
+	// allow.keyVaults.
 	// +optional
 	KeyVault *KeyVaultSink `json:"keyVault,omitempty"`
 
@@ -79,6 +80,13 @@ type KeyVaultSink struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-zA-Z-]{1,127}$')",message="keyVault.secretName must be 1 to 127 letters, digits and '-', as Key Vault names secrets, such as payments-sp-secret"
 	// +kubebuilder:validation:MaxLength=127
 	SecretName string `json:"secretName"`
+
+	// IdentityRef names the identity that writes to the vault, when it is not the rotation's:
+	// one granted to the watch's namespace, as spec.identityRef is, that allows PublishKeyVault
+	// for the application and lists the vault in allow.keyVaults. It signs in to the
+	// application's tenant. Unset, the rotation's identity writes.
+	// +optional
+	IdentityRef *IdentityRef `json:"identityRef,omitempty"`
 }
 
 // PublishedSink is a sink a rotation wrote its new secret to.

@@ -43,18 +43,42 @@ type Finder struct {
 // RefOf is the identity obj names, or the operator's default one; nil when there is none.
 func (f Finder) RefOf(obj *v1alpha1.CredentialWatch) *v1alpha1.IdentityRef {
 	if ref := obj.Spec.IdentityRef; ref != nil {
-		out := *ref
-		// Any kind but a cluster identity is one of the watch's namespace, as Grant reads it:
-		// mapping an identity's changes to its watches must agree.
-		if out.Kind != v1alpha1.KindClusterAzureIdentity {
-			out.Kind = v1alpha1.KindAzureIdentity
-		}
+		out := kindOf(*ref)
 		return &out
 	}
 	if f.Default == "" {
 		return nil
 	}
 	return &v1alpha1.IdentityRef{Kind: v1alpha1.KindClusterAzureIdentity, Name: f.Default}
+}
+
+// RefsOf are the identities obj acts with: the one it names (RefOf), the one its rotation in
+// progress started with, and those of its Key Vault sinks. A change to any of them concerns obj.
+func (f Finder) RefsOf(obj *v1alpha1.CredentialWatch) []v1alpha1.IdentityRef {
+	var refs []v1alpha1.IdentityRef
+	if ref := f.RefOf(obj); ref != nil {
+		refs = append(refs, *ref)
+	}
+	if st := obj.Status.Rotation; st != nil && st.Identity != nil {
+		refs = append(refs, *st.Identity)
+	}
+	if spec := obj.Spec.Rotation; spec != nil {
+		for _, s := range spec.Publish {
+			if kv := s.KeyVault; kv != nil && kv.IdentityRef != nil {
+				refs = append(refs, kindOf(*kv.IdentityRef))
+			}
+		}
+	}
+	return refs
+}
+
+// kindOf is ref with its kind as Grant reads it: any kind but a cluster identity is one of the
+// watch's namespace. Mapping an identity's changes to its watches must agree.
+func kindOf(ref v1alpha1.IdentityRef) v1alpha1.IdentityRef {
+	if ref.Kind != v1alpha1.KindClusterAzureIdentity {
+		ref.Kind = v1alpha1.KindAzureIdentity
+	}
+	return ref
 }
 
 // Grant finds the identity obj uses, and checks that it is there and signs in. It never falls

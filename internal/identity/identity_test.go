@@ -204,3 +204,24 @@ func TestSignedIn(t *testing.T) {
 		t.Fatalf("events %q; want the recovery told", got)
 	}
 }
+
+// An identity's change concerns each watch that acts with it: as its identityRef (or the
+// default), as the identity its rotation started with, or as a Key Vault sink's identityRef.
+// Any kind but a cluster identity is the namespace's, as Grant reads it.
+func TestRefsOf(t *testing.T) {
+	sink := func(kind string) v1alpha1.PublishSink {
+		return v1alpha1.PublishSink{KeyVault: &v1alpha1.KeyVaultSink{IdentityRef: &v1alpha1.IdentityRef{Kind: kind, Name: "kv-writer"}}}
+	}
+	obj := &v1alpha1.CredentialWatch{
+		Spec: v1alpha1.CredentialWatchSpec{IdentityRef: &v1alpha1.IdentityRef{Name: "now"},
+			Rotation: &v1alpha1.Rotation{Publish: []v1alpha1.PublishSink{{GitHubActions: &v1alpha1.GitHubActionsSink{}}, sink(""), sink(v1alpha1.KindClusterAzureIdentity)}}},
+		Status: v1alpha1.CredentialWatchStatus{Rotation: &v1alpha1.RotationStatus{Identity: &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "then"}}},
+	}
+	got := fmt.Sprint(Finder{Default: "fallback"}.RefsOf(obj))
+	if want := "[{AzureIdentity now} {AzureIdentity then} {AzureIdentity kv-writer} {ClusterAzureIdentity kv-writer}]"; got != want {
+		t.Errorf("RefsOf = %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(Finder{Default: "fallback"}.RefsOf(&v1alpha1.CredentialWatch{})); got != "[{ClusterAzureIdentity fallback}]" {
+		t.Errorf("RefsOf a watch naming nothing = %s, want the default", got)
+	}
+}

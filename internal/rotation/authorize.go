@@ -3,6 +3,7 @@ package rotation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,7 @@ func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) 
 	for _, sink := range ro.spec.Publish {
 		// Only a rotation going on publishes: an abort or a release must not wait on a vault.
 		if kv := sink.KeyVault; kv != nil && reset {
-			if err := g.Allow(access.Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID, KeyVault: kv.VaultURL}); err != nil {
+			if _, err := ro.sinkGrant(ctx, g, kv); err != nil {
 				return access.Grant{}, err
 			}
 		}
@@ -41,6 +42,23 @@ func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) 
 		}
 	}
 	return g, nil
+}
+
+// sinkGrant is the identity that writes kv, as it allows that: kv's identityRef, found as the
+// watch may use it, or else g, the rotation's.
+func (ro *Run) sinkGrant(ctx context.Context, g access.Grant, kv *v1alpha1.KeyVaultSink) (access.Grant, error) {
+	req := access.Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID, KeyVault: kv.VaultURL}
+	if kv.IdentityRef == nil {
+		return g, g.Allow(req)
+	}
+	sg, err := ro.e.Grant(ctx, kv.IdentityRef)
+	if err == nil {
+		err = sg.Allow(req)
+	}
+	if err != nil {
+		return access.Grant{}, fmt.Errorf("the identityRef of %s: %w", kv.Name(), err)
+	}
+	return sg, nil
 }
 
 func (ro *Run) retiring() bool {

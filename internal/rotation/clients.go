@@ -37,14 +37,18 @@ func ClientsOf(az Azure, id azure.Identity, pin Pin) (Clients, error) {
 		}
 		c.Cluster = ClusterReset(cluster)
 	}
+	vaults, err := VaultsOf(az, id)
+	c.Vaults = vaults
+	return c, err
+}
+
+// VaultsOf are the Key Vaults as id writes to them; nil when the operator reaches none.
+func VaultsOf(az Azure, id azure.Identity) (KeyVaults, error) {
 	vaults, err := az.KeyVaults(id)
-	if err != nil {
-		return Clients{}, err
+	if err != nil || vaults == nil { // never a nil pointer in the interface
+		return nil, err
 	}
-	if vaults != nil { // never a nil pointer in the interface
-		c.Vaults = vaults
-	}
-	return c, nil
+	return vaults, nil
 }
 
 // AppSecrets is app's client secrets, as Graph holds them, for a rotation.

@@ -240,7 +240,7 @@ func (w *world) machine(withCluster bool) *Machine {
 		Now: w.now,
 	}
 	if w.vaults != nil {
-		m.Vaults = w.vaults
+		m.Vaults = func(context.Context, *v1alpha1.KeyVaultSink) (KeyVaults, error) { return w.vaults, nil }
 	}
 	if w.github != nil {
 		m.GitHub = w.github

@@ -24,6 +24,8 @@ type KeyVaults interface {
 	Disable(ctx context.Context, vaultURL, name, version string) error
 }
 
+var errNoVaults = errors.New("no Key Vault client: the operator cannot reach Key Vault here")
+
 // ErrSinkForeign: a sink holds something credwatch did not write there for the application.
 var ErrSinkForeign = errors.New("the sink holds what credwatch did not write for this application")
 
@@ -118,10 +120,11 @@ func (m *Machine) toSink(ctx context.Context, sink v1alpha1.PublishSink, prev *v
 // version, and whether it wrote it. A secret whose versions credwatch did not write for this
 // application is someone else's, and is not written to.
 func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (string, bool, error) {
-	if m.Vaults == nil {
-		return "", false, errors.New("no Key Vault client: the rotation's identity cannot reach Key Vault here")
+	vaults, err := m.vaultsOf(ctx, kv)
+	if err != nil {
+		return "", false, err
 	}
-	versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+	versions, err := vaults.List(ctx, kv.VaultURL, kv.SecretName)
 	if err != nil {
 		return "", false, err
 	}
@@ -140,8 +143,16 @@ func (m *Machine) toKeyVault(ctx context.Context, kv *v1alpha1.KeyVaultSink) (st
 	if m.st.Expiry != nil {
 		expires = m.st.Expiry.Time
 	}
-	version, err := m.Vaults.Set(ctx, kv.VaultURL, kv.SecretName, text, m.st.AppID, m.st.KeyID, expires)
+	version, err := vaults.Set(ctx, kv.VaultURL, kv.SecretName, text, m.st.AppID, m.st.KeyID, expires)
 	return version, err == nil, err
+}
+
+// vaultsOf are the Key Vaults as kv is written: by its identityRef, or by the rotation's identity.
+func (m *Machine) vaultsOf(ctx context.Context, kv *v1alpha1.KeyVaultSink) (KeyVaults, error) {
+	if m.Vaults == nil {
+		return nil, errNoVaults
+	}
+	return m.Vaults(ctx, kv)
 }
 
 // foreign reports whether a secret with versions holds one credwatch did not write for appID:
@@ -167,16 +178,20 @@ func holding(versions []keyvault.Version, appID, keyID string, since time.Time) 
 func (m *Machine) disableRetired(ctx context.Context, keyIDs []string) error {
 	for _, sink := range m.Settings.Publish {
 		kv := sink.KeyVault
-		if kv == nil || len(keyIDs) == 0 || m.Vaults == nil {
+		if kv == nil || len(keyIDs) == 0 {
 			continue
 		}
-		versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+		vaults, err := m.vaultsOf(ctx, kv)
+		if err != nil {
+			return &publishError{sink: kv.Name(), err: err}
+		}
+		versions, err := vaults.List(ctx, kv.VaultURL, kv.SecretName)
 		if err != nil {
 			return &publishError{sink: kv.Name(), err: err}
 		}
 		for _, v := range versions {
 			if v.Enabled && strings.EqualFold(v.AppID, m.st.AppID) && slices.ContainsFunc(keyIDs, func(k string) bool { return strings.EqualFold(k, v.KeyID) }) {
-				if err := m.Vaults.Disable(ctx, kv.VaultURL, kv.SecretName, v.Version); err != nil {
+				if err := vaults.Disable(ctx, kv.VaultURL, kv.SecretName, v.Version); err != nil {
 					return &publishError{sink: kv.Name(), err: err}
 				}
 			}
@@ -245,10 +260,11 @@ func (m *Machine) trySink(ctx context.Context, sink v1alpha1.PublishSink, appID 
 		return "can be read (its public key)"
 	}
 	kv := sink.KeyVault
-	if m.Vaults == nil {
-		return "cannot be tried: no Key Vault client"
+	vaults, err := m.vaultsOf(ctx, kv)
+	if err != nil {
+		return "cannot be tried: " + err.Error()
 	}
-	versions, err := m.Vaults.List(ctx, kv.VaultURL, kv.SecretName)
+	versions, err := vaults.List(ctx, kv.VaultURL, kv.SecretName)
 	switch {
 	case err != nil:
 		return "cannot be read: " + err.Error()

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/azerr"
 	"github.com/credwatch/credwatch/internal/keyvault"
 	"github.com/credwatch/credwatch/internal/secret"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // fakeVaults are Key Vaults in memory: each secret's versions, with the keyId each holds.
@@ -180,5 +182,48 @@ func TestPublishingLeavesTheStatusItWasGivenAlone(t *testing.T) {
 	w.run(given, false)
 	if !equality.Semantic.DeepEqual(given.Published, before.Published) {
 		t.Errorf("the status given changed: %+v, was %+v", given.Published, before.Published)
+	}
+}
+
+// A Key Vault sink may name an identity of its own: the vault is reached as that identity, which
+// must allow PublishKeyVault for the application and list the vault, whatever the rotation's
+// identity allows (here, Rotate alone). One that is missing, or does not allow it, pauses the
+// rotation before anything is made, naming the sink.
+func TestAKeyVaultSinkWritesAsItsOwnIdentity(t *testing.T) {
+	allowed := v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: []string{testApp},
+		Operations: []v1alpha1.Operation{v1alpha1.OperationPublishKeyVault}, KeyVaults: []string{testVault.VaultURL}}
+	otherVault := allowed
+	otherVault.KeyVaults = []string{"https://other-kv.vault.azure.net/"}
+	for _, tc := range []struct {
+		name   string
+		writer *v1alpha1.IdentityAllow
+		want   string
+	}{
+		{"missing", nil, "does not exist"},
+		{"another vault", &otherVault, "allow.keyVaults does not list " + testVault.VaultURL},
+		{"allowed", &allowed, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := newRunWorld(t, v1alpha1.RotationDryRun)
+			rw.kvWriter = tc.writer
+			rw.vaults = &fakeVaults{versions: map[string][]vaultVersion{}, now: func() time.Time { return rw.now }}
+			sink := testVault
+			sink.IdentityRef = &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: "kv-writer"}
+			rw.obj.Spec.Rotation.Publish = []v1alpha1.PublishSink{{KeyVault: &sink}}
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			c := target.Condition(rw.obj, v1alpha1.ConditionRotating)
+			if tc.want != "" {
+				if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "the identityRef of "+sink.Name()) || !strings.Contains(c.Message, tc.want) || len(rw.vaultsAs) != 0 {
+					t.Fatalf("Rotating %s %q, vaults reached as %v; want paused, naming the sink and %q, before any vault", c.Status, c.Message, rw.vaultsAs, tc.want)
+				}
+				return
+			}
+			if c.Reason != v1alpha1.ReasonDryRun || !slices.Equal(rw.vaultsAs, []string{"kv-writer"}) ||
+				len(rw.events) != 1 || !strings.Contains(rw.events[0], sink.Name()+" can be read (0 versions)") {
+				t.Fatalf("Rotating %s, vaults reached as %v, events %q; want the plan, the vault read as kv-writer", c.Reason, rw.vaultsAs, rw.events)
+			}
+		})
 	}
 }

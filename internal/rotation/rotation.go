@@ -166,8 +166,9 @@ type Machine struct {
 	Store   Store
 	// SignIn reports whether Entra accepts the application's secret text now, signing in afresh.
 	SignIn func(ctx context.Context, text secret.Text) error
-	// Vaults are the Key Vaults the rotation publishes to; nil when it publishes to none.
-	Vaults KeyVaults
+	// Vaults are the Key Vaults as the identity that writes a Key Vault sink signs in to them:
+	// the sink's identityRef, or the rotation's identity; nil when it publishes to none.
+	Vaults func(ctx context.Context, kv *v1alpha1.KeyVaultSink) (KeyVaults, error)
 	// GitHub sets Actions secrets, with a token Token reads from a Secret of the watch's
 	// namespace; nil when the operator publishes to no GitHub.
 	GitHub   GitHubSecrets

@@ -33,6 +33,9 @@ type Edges struct {
 	// Clients are the pinned application and cluster, as g signs in to pin's tenant. On error
 	// the rotation's step is not tried.
 	Clients func(ctx context.Context, g access.Grant, pin Pin) (Clients, error)
+	// Vaults are the Key Vaults as g signs in to pin's tenant: for a Key Vault sink with an
+	// identityRef of its own.
+	Vaults func(ctx context.Context, g access.Grant, pin Pin) (KeyVaults, error)
 	// Store keeps the new secret of pin's application for the Secret named secretName.
 	Store func(secretName string, pin Pin) Store
 	// Ledger writes the rotation to the watch's status with an optimistic lock.
@@ -348,7 +351,19 @@ func (ro *Run) machine(ctx context.Context, g access.Grant) (*Machine, error) {
 	if err != nil {
 		return m, err
 	}
-	m.App, m.Cluster, m.SignIn, m.Vaults = c.App, c.Cluster, c.SignIn, c.Vaults
+	m.App, m.Cluster, m.SignIn = c.App, c.Cluster, c.SignIn
+	m.Vaults = func(ctx context.Context, kv *v1alpha1.KeyVaultSink) (KeyVaults, error) {
+		sg, err := ro.sinkGrant(ctx, g, kv)
+		switch {
+		case err != nil:
+			return nil, err
+		case kv.IdentityRef == nil && c.Vaults != nil:
+			return c.Vaults, nil
+		case kv.IdentityRef != nil && ro.e.Vaults != nil:
+			return ro.e.Vaults(ctx, sg, ro.pin)
+		}
+		return nil, errNoVaults
+	}
 	if ro.e.GitHub != nil {
 		m.GitHub, m.Token = ro.e.GitHub, ro.e.Token
 	}

@@ -30,6 +30,10 @@ type runWorld struct {
 	identityRef string
 	finalizer   []bool
 	clientsErr  error
+	// kvWriter is what AzureIdentity kv-writer allows; nil: there is no such identity.
+	kvWriter *v1alpha1.IdentityAllow
+	// vaultsAs names the identities Key Vaults were reached as, in order.
+	vaultsAs []string
 	// pace is the application's record; paceLog, what the run did to it, in order.
 	pace    pacing.Record
 	paceLog []string
@@ -66,6 +70,10 @@ func (rw *runWorld) edges() Edges {
 	return Edges{
 		Identity: &v1alpha1.IdentityRef{Kind: v1alpha1.KindAzureIdentity, Name: named},
 		Grant: func(_ context.Context, ref *v1alpha1.IdentityRef) (access.Grant, error) {
+			if ref != nil && ref.Name == "kv-writer" && rw.kvWriter != nil {
+				return access.Grant{Namespace: access.Namespace{Name: "team-a"}, Identity: access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team-a", Name: ref.Name,
+					Spec: v1alpha1.IdentitySpec{Allow: *rw.kvWriter}}}, nil
+			}
 			if ref == nil || ref.Name != "id" {
 				return access.Grant{}, errors.New("AzureIdentity team-a/" + named + " does not exist")
 			}
@@ -74,6 +82,10 @@ func (rw *runWorld) edges() Edges {
 		},
 		Clients: func(context.Context, access.Grant, Pin) (Clients, error) {
 			return Clients{App: m.App, SignIn: m.SignIn}, rw.clientsErr
+		},
+		Vaults: func(_ context.Context, g access.Grant, _ Pin) (KeyVaults, error) {
+			rw.vaultsAs = append(rw.vaultsAs, g.Identity.Name)
+			return rw.vaults, nil
 		},
 		Store: func(string, Pin) Store { return m.Store },
 		Ledger: fakeLedger{

@@ -1,8 +1,8 @@
 // Package fakekeyvault is one Azure Key Vault's secrets, in memory, behind the Key Vault SDK's own
 // fake transport (azsecrets/fake): each set adds a version with its tags, expiry and content type,
 // versions are listed by their properties (never their values), and updated; a test reads what
-// was written, values included, and can have the vault refuse the identity as RBAC does (403
-// Forbidden).
+// was written, values included, and can have the vault refuse an identity as RBAC does (403
+// Forbidden): every one, or all but those it admits.
 package fakekeyvault
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,8 +39,10 @@ type Vault struct {
 	mu      sync.Mutex
 	secrets map[string][]*Version // by lower-cased name: Key Vault's names are not case-sensitive
 	refuse  bool
-	next    int
-	sets    int
+	// admit are the client IDs the vault's RBAC lets in, when set; others are refused.
+	admit []string
+	next  int
+	sets  int
 	// now is the vault's clock, for when versions are created.
 	now func() time.Time
 	// tenant and issued, when set, check the bearer token as Key Vault does (Authenticate).
@@ -85,6 +88,14 @@ func (v *Vault) Refuse(refuse bool) {
 	v.refuse = refuse
 }
 
+// Admit has the vault let in only the identities with these client IDs, as its role assignments
+// would, and refuse the others 403 Forbidden. It needs Authenticate, to know who calls.
+func (v *Vault) Admit(clientIDs ...string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.admit = clientIDs
+}
+
 // Versions are the versions of secret name, oldest first, copies.
 func (v *Vault) Versions(name string) []Version {
 	v.mu.Lock()
@@ -122,8 +133,9 @@ type transport struct {
 
 func (t transport) Do(req *http.Request) (*http.Response, error) {
 	t.v.mu.Lock()
-	refuse, tenant, issued := t.v.refuse, t.v.tenant, t.v.issued
+	refuse, tenant, issued, admit := t.v.refuse, t.v.tenant, t.v.issued, t.v.admit
 	t.v.mu.Unlock()
+	var caller string
 	if issued != nil {
 		token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 		if !ok {
@@ -132,11 +144,13 @@ func (t transport) Do(req *http.Request) (*http.Response, error) {
 			resp.Header.Set("WWW-Authenticate", fmt.Sprintf(`Bearer authorization="https://login.microsoftonline.com/%s", resource="%s"`, tenant, resource))
 			return resp, nil
 		}
-		if got, _, audience, ok := issued(token); !ok || !strings.EqualFold(got, tenant) || strings.TrimSuffix(audience, "/") != resource {
+		got, clientID, audience, ok := issued(token)
+		if !ok || !strings.EqualFold(got, tenant) || strings.TrimSuffix(audience, "/") != resource {
 			return answer(req, http.StatusUnauthorized, `{"error":{"code":"Unauthorized","message":"AKV10032: Invalid issuer or audience."}}`), nil
 		}
+		caller = clientID
 	}
-	if refuse {
+	if refuse || admit != nil && !slices.ContainsFunc(admit, func(id string) bool { return strings.EqualFold(id, caller) }) {
 		return answer(req, http.StatusForbidden, `{"error":{"code":"Forbidden","message":"Caller is not authorized to perform action on resource.","innererror":{"code":"ForbiddenByRbac"}}}`), nil
 	}
 	return t.next.Do(req)
