@@ -374,6 +374,14 @@ func TestAdmission(t *testing.T) {
 			},
 			wantErr: []string{"githubActions.secretName must be letters, digits and '_', not starting with a digit or GITHUB_"},
 		},
+		"rotation: a GitHub repository or environment that is a dot segment": {
+			edit: func(s *v1alpha1.CredentialWatchSpec) {
+				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
+					Publish: []v1alpha1.PublishSink{{GitHubActions: &v1alpha1.GitHubActionsSink{Owner: "contoso", Repo: "..", Environment: ".",
+						SecretName: "AZURE_CLIENT_SECRET", TokenSecretRef: v1alpha1.SecretKeyRef{Name: "gh", Key: "token"}}}}}
+			},
+			wantErr: []string{"githubActions.repo must be a repository name", "githubActions.environment must be an environment's name"},
+		},
 		"rotation: a Key Vault secret name Key Vault refuses": {
 			edit: func(s *v1alpha1.CredentialWatchSpec) {
 				s.Rotation = &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "sp"},
@@ -553,6 +561,17 @@ func TestIdentityAdmission(t *testing.T) {
 			s.Allow.Operations, s.Allow.KeyVaults = []v1alpha1.Operation{v1alpha1.OperationPublishKeyVault}, []string{"payments-kv"}
 			return s
 		}, wantErr: []string{"allow.keyVaults must be vault URLs, such as https://payments-kv.vault.azure.net/"}},
+		"GitHub repositories": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Operations = []v1alpha1.Operation{v1alpha1.OperationPublishGitHub}
+			s.Allow.GitHubRepositories = []string{"https://github.com/contoso/deploy", "https://ghe.contoso.com:8443/platform/*"}
+			return s
+		}},
+		"a GitHub repository by name": {spec: func() v1alpha1.IdentitySpec {
+			s := secret()
+			s.Allow.Operations, s.Allow.GitHubRepositories = []v1alpha1.Operation{v1alpha1.OperationPublishGitHub}, []string{"contoso/deploy"}
+			return s
+		}, wantErr: []string{"allow.githubRepositories must be repository URLs, such as https://github.com/contoso/deploy"}},
 		"an operation of no known kind": {spec: func() v1alpha1.IdentitySpec {
 			s := secret()
 			s.Allow.Operations = []v1alpha1.Operation{"Delete"}
@@ -605,7 +624,8 @@ func TestAdmissionRefusesTheStagingSecretAsTarget(t *testing.T) {
 }
 
 // A fleet that creates watches names them after itself: its name leaves room for the hash, and
-// its template's Secret prefix is not the Secret its watches stage new secrets in.
+// its template's Secret prefix is not the Secret its watches stage new secrets in, and its
+// template publishes nowhere, where every cluster's watch would write its own secret.
 func TestAdmissionOfAFleetThatCreatesWatches(t *testing.T) {
 	needsAPIServer(t)
 	ns := newNamespace(t)
@@ -620,8 +640,13 @@ func TestAdmissionOfAFleetThatCreatesWatches(t *testing.T) {
 		{strings.Repeat("f", 243), "aks-sp", "its own name may be at most 242 characters"},
 		{"fleet", rotation.StagingName("fleet"), "must not be credwatch-rotation-<the fleet's name>"},
 		{strings.Repeat("f", 242), "aks-sp", ""},
+		{"publishing", "aks-sp", "createWatches.rotation.publish is not supported"},
 	} {
-		err := k8s.Create(context.Background(), fleet(tc.name, tc.prefix))
+		obj := fleet(tc.name, tc.prefix)
+		if tc.name == "publishing" {
+			obj.Spec.Target.AKSFleet.CreateWatches.Rotation.Publish = []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{VaultURL: "https://payments-kv.vault.azure.net/", SecretName: "aks-sp"}}}
+		}
+		err := k8s.Create(context.Background(), obj)
 		if tc.wantErr == "" && err != nil {
 			t.Errorf("fleet %.10s… with prefix %s refused: %v", tc.name, tc.prefix, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/alertkind"
@@ -41,7 +42,25 @@ func newSinks(h *harness) sinks {
 	s.vault.SetClock(h.clock.Now)
 	s.gh.SetClock(h.clock.Now)
 	s.gh.AddRepo("contoso", "deploy")
+	// The operator's identity allows contoso's repositories on this GitHub for the story alone.
+	owner := strings.TrimSuffix(v1alpha1.GitHubActionsSink{APIURL: s.gh.URL(), Owner: "contoso", Repo: "x"}.RepositoryURL(), "x") + "*"
+	allowRepos(h, owner)
+	h.t.Cleanup(func() { allowRepos(h) })
 	return s
+}
+
+// allowRepos sets the GitHub repositories the operator's identity allows.
+func allowRepos(h *harness, repos ...string) {
+	h.t.Helper()
+	ctx := context.Background()
+	var id v1alpha1.ClusterAzureIdentity
+	if err := k8s.Get(ctx, client.ObjectKey{Name: testIdentity}, &id); err != nil {
+		h.t.Fatal(err)
+	}
+	id.Spec.Allow.GitHubRepositories = repos
+	if err := updateSignedIn(ctx, &id); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // createWatch makes the watch of appID, rotating and publishing to sinks, and the Secret of its

@@ -163,7 +163,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,
 						v1alpha1.OperationTenantScan, v1alpha1.OperationReadOwners, v1alpha1.OperationReadSignIns, v1alpha1.OperationReadAuditLog,
-						v1alpha1.OperationPublishKeyVault},
+						v1alpha1.OperationPublishKeyVault, v1alpha1.OperationPublishGitHub},
 					KeyVaults: []string{fakekeyvault.URL},
 				},
 			},

@@ -52,6 +52,7 @@ type AKSFleetTarget struct {
 // FleetWatchTemplate is what each watch a fleet creates carries besides its cluster, and the
 // fleet's identityRef and checkInterval. It has no imagePulls: those diagnose the cluster the
 // operator runs in, which is one cluster of a fleet at most; write them on that cluster's watch.
+// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.publish) || size(self.rotation.publish) == 0",message="createWatches.rotation.publish is not supported: each created watch rotates its own cluster's service principal, and all would write to the same sinks; publish from a watch of that cluster instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.rotation) || size(self.rotation.secretRef.name) <= 242",message="createWatches.rotation.secretRef.name is a prefix: each watch writes Secret <name>-<10 hex digits>, so it may be at most 242 characters"
 type FleetWatchTemplate struct {
 	// Thresholds of the watches; absent, the fleet's own.

@@ -145,7 +145,7 @@ type IdentityAllow struct {
 
 	// Operations are what watches may do beyond Watch, which is always allowed within the
 	// scope above: Rotate, ResetCluster, TenantScan, ReadOwners, FleetScan, ReadSignIns,
-	// ReadAuditLog, PublishKeyVault.
+	// ReadAuditLog, PublishKeyVault, PublishGitHub.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	// +optional
@@ -159,6 +159,17 @@ type IdentityAllow struct {
 	// +listType=set
 	// +optional
 	KeyVaults []string `json:"keyVaults,omitempty"`
+
+	// GitHubRepositories are the GitHub repositories, by URL (https://github.com/<owner>/<repo>,
+	// or https://<host>/<owner>/<repo> on a GitHub Enterprise Server), whose Actions secrets
+	// rotations may set when operations allow PublishGitHub; <owner>/* allows every repository
+	// of an owner. Empty allows none.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=400
+	// +kubebuilder:validation:XValidation:rule="self.all(r, r.matches('^https://[a-z0-9][-a-z0-9.]*[a-z0-9](:[0-9]{1,5})?/[A-Za-z0-9][A-Za-z0-9-]{0,38}/([A-Za-z0-9_-][A-Za-z0-9._-]{0,99}|[*])/?$'))",message="allow.githubRepositories must be repository URLs, such as https://github.com/contoso/deploy, or https://github.com/contoso/* for every repository of contoso"
+	// +listType=set
+	// +optional
+	GitHubRepositories []string `json:"githubRepositories,omitempty"`
 }
 
 // SubscriptionScope is a subscription, or some of its resource groups.

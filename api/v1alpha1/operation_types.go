@@ -1,7 +1,7 @@
 package v1alpha1
 
 // Operation is something a watch does with an identity.
-// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns;ReadAuditLog;PublishKeyVault
+// +kubebuilder:validation:Enum=Watch;Rotate;ResetCluster;TenantScan;ReadOwners;FleetScan;ReadSignIns;ReadAuditLog;PublishKeyVault;PublishGitHub
 type Operation string
 
 const (
@@ -30,4 +30,8 @@ const (
 	// OperationPublishKeyVault writes the new secret of a rotation of the allowed applications to
 	// the Key Vaults allow.keyVaults lists, and disables the versions holding retired ones.
 	OperationPublishKeyVault Operation = "PublishKeyVault"
+	// OperationPublishGitHub sets, with a token from a Secret of the watch's namespace, the
+	// GitHub Actions secrets of the repositories allow.githubRepositories lists to the new secret
+	// of a rotation of the allowed applications.
+	OperationPublishGitHub Operation = "PublishGitHub"
 )

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"net/url"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -15,7 +18,8 @@ type PublishSink struct {
 
 	// GitHubActions sets a GitHub Actions secret of a repository, or of one of its deployment
 	// environments, sealed with its public key, with a token from a Secret of the watch's
-	// namespace, on an API host the operator may publish to (--publish-hosts).
+	// namespace, on an API host the operator may publish to (--publish-hosts). The rotation's
+	// identity must allow PublishGitHub and list the repository in allow.githubRepositories.
 	// +optional
 	GitHubActions *GitHubActionsSink `json:"githubActions,omitempty"`
 }
@@ -36,13 +40,13 @@ type GitHubActionsSink struct {
 	Owner string `json:"owner"`
 
 	// Repo is the repository's name.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._-]{1,100}$')",message="githubActions.repo must be a repository name: letters, digits, '.', '_' and '-'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9._-]{1,100}$') && self != '.' && self != '..'",message="githubActions.repo must be a repository name: letters, digits, '.', '_' and '-'"
 	// +kubebuilder:validation:MaxLength=100
 	Repo string `json:"repo"`
 
 	// Environment is the deployment environment whose secret is set; empty for the repository's.
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[^/?#%]+$')",message="githubActions.environment must be an environment's name, without '/', '?', '#' or '%'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^/?#%]+$') && self != '.' && self != '..'",message="githubActions.environment must be an environment's name, without '/', '?', '#' or '%'"
 	// +optional
 	Environment string `json:"environment,omitempty"`
 
@@ -58,13 +62,39 @@ type GitHubActionsSink struct {
 	TokenSecretRef SecretKeyRef `json:"tokenSecretRef"`
 }
 
-// Name is how status names a GitHub Actions sink.
+// Name is how status names a GitHub Actions sink: by its repository, with its host unless
+// github.com.
 func (g GitHubActionsSink) Name() string {
 	where := g.Owner + "/" + g.Repo
+	if h := g.host(); h != "github.com" {
+		where = h + "/" + where
+	}
 	if g.Environment != "" {
 		where += " environment " + g.Environment
 	}
 	return "githubActions " + where + " " + g.SecretName
+}
+
+// RepositoryURL is the repository's URL as people see it, such as https://github.com/contoso/deploy:
+// what an identity's allow.githubRepositories lists.
+func (g GitHubActionsSink) RepositoryURL() string {
+	return "https://" + g.host() + "/" + g.Owner + "/" + g.Repo
+}
+
+// host is the GitHub the sink's API URL belongs to: github.com for api.github.com (or none),
+// a GitHub Enterprise Server's host (and port) otherwise.
+func (g GitHubActionsSink) host() string {
+	if g.APIURL == "" {
+		return "github.com"
+	}
+	u, err := url.Parse(g.APIURL)
+	switch {
+	case err != nil:
+		return "" // matches no repository an identity allows
+	case strings.EqualFold(u.Host, "api.github.com"):
+		return "github.com"
+	}
+	return strings.ToLower(u.Host)
 }
 
 // KeyVaultSink is a secret of an Azure Key Vault. Each version written holds one client secret,

@@ -73,6 +73,9 @@ type Request struct {
 	Cluster *Cluster
 	// KeyVault is the URL of the Key Vault the operation writes to; empty when it concerns none.
 	KeyVault string
+	// GitHubRepository is the URL of the GitHub repository whose Actions secret the operation
+	// sets (v1alpha1.GitHubActionsSink.RepositoryURL); empty when it concerns none.
+	GitHubRepository string
 }
 
 // Refusal is an identity refusing a request: which identity, and the rule that refused.
@@ -113,6 +116,9 @@ func Check(id Identity, ns Namespace, req Request) error {
 	}
 	if v := req.KeyVault; v != "" && !slices.ContainsFunc(id.Spec.Allow.KeyVaults, func(a string) bool { return SameVault(a, v) }) {
 		return refuse("allow.keyVaults does not list %s", v)
+	}
+	if r := req.GitHubRepository; r != "" && !slices.ContainsFunc(id.Spec.Allow.GitHubRepositories, func(a string) bool { return CoversRepository(a, r) }) {
+		return refuse("allow.githubRepositories does not list %s", r)
 	}
 	if c := req.Cluster; c != nil {
 		groups, err := groupsOf(id, c.SubscriptionID)
@@ -213,4 +219,16 @@ func groupsOf(id Identity, sub string) ([]string, error) {
 // and the trailing slash is optional.
 func SameVault(a, b string) bool {
 	return strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(b, "/"))
+}
+
+// CoversRepository reports whether allowed, a repository URL or an owner's URL ending in /*,
+// covers the repository URL repo: GitHub's hosts, owners and repositories are not
+// case-sensitive, and the trailing slash is optional.
+func CoversRepository(allowed, repo string) bool {
+	allowed, repo = strings.TrimSuffix(allowed, "/"), strings.TrimSuffix(repo, "/")
+	if owner, ok := strings.CutSuffix(allowed, "/*"); ok {
+		prefix := owner + "/"
+		return len(repo) > len(prefix) && strings.EqualFold(repo[:len(prefix)], prefix) && !strings.Contains(repo[len(prefix):], "/")
+	}
+	return strings.EqualFold(allowed, repo)
 }

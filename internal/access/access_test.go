@@ -26,10 +26,11 @@ func clientSecret() v1alpha1.IdentitySpec {
 	return v1alpha1.IdentitySpec{
 		ClientSecret: &v1alpha1.ClientSecretSignIn{TenantID: tenant, ClientID: client, SecretRef: v1alpha1.SecretKeyRef{Name: "s", Key: "clientSecret"}},
 		Allow: v1alpha1.IdentityAllow{
-			Applications:  []string{strings.ToUpper(app)},
-			Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: sub, ResourceGroups: []string{"rg-Prod"}}},
-			Operations:    []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationPublishKeyVault},
-			KeyVaults:     []string{"https://payments-kv.vault.azure.net/"},
+			Applications:       []string{strings.ToUpper(app)},
+			Subscriptions:      []v1alpha1.SubscriptionScope{{SubscriptionID: sub, ResourceGroups: []string{"rg-Prod"}}},
+			Operations:         []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationPublishKeyVault, v1alpha1.OperationPublishGitHub},
+			KeyVaults:          []string{"https://payments-kv.vault.azure.net/"},
+			GitHubRepositories: []string{"https://github.com/contoso/deploy", "https://ghe.contoso.com/platform/*"},
 		},
 	}
 }
@@ -49,6 +50,9 @@ func TestCheck(t *testing.T) {
 	watch := func(appID string) Request {
 		return Request{Operation: v1alpha1.OperationWatch, TenantID: tenant, AppID: appID}
 	}
+	gh := func(repo string) Request {
+		return Request{Operation: v1alpha1.OperationPublishGitHub, TenantID: tenant, AppID: app, GitHubRepository: repo}
+	}
 	clusterIn := func(op v1alpha1.Operation, rg string) Request {
 		return Request{Operation: op, TenantID: tenant, Cluster: &Cluster{SubscriptionID: strings.ToUpper(sub), ResourceGroup: rg}}
 	}
@@ -66,6 +70,12 @@ func TestCheck(t *testing.T) {
 		{"a listed Key Vault, case and slash aside", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://Payments-KV.vault.azure.net"}, granted},
 		{"another Key Vault", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://other.vault.azure.net/"}, "allow.keyVaults does not list https://other.vault.azure.net/"},
 		{"a Key Vault without the operation", cluster(v1alpha1.NamespaceCondition{Namespaces: []string{teamA}}), inA, Request{Operation: v1alpha1.OperationPublishKeyVault, TenantID: tenant, AppID: app, KeyVault: "https://payments-kv.vault.azure.net/"}, "allow.operations does not list PublishKeyVault"},
+		{"a listed repository, case aside", namespaced(clientSecret()), inA, gh("https://github.com/Contoso/Deploy"), granted},
+		{"any repository of a listed owner", namespaced(clientSecret()), inA, gh("https://ghe.contoso.com/platform/infra"), granted},
+		{"another repository", namespaced(clientSecret()), inA, gh("https://github.com/contoso/deploy-other"), "allow.githubRepositories does not list https://github.com/contoso/deploy-other"},
+		{"the owner on another host", namespaced(clientSecret()), inA, gh("https://github.com/platform/infra"), "allow.githubRepositories does not list"},
+		{"the owner itself", namespaced(clientSecret()), inA, gh("https://ghe.contoso.com/platform/"), "allow.githubRepositories does not list"},
+		{"a repository without the operation", cluster(v1alpha1.NamespaceCondition{Namespaces: []string{teamA}}), inA, gh("https://github.com/contoso/deploy"), "allow.operations does not list PublishGitHub"},
 		{"an operation not listed", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationReadOwners, TenantID: tenant, AppID: app}, "allow.operations does not list ReadOwners"},
 		{"a tenant scan not listed", namespaced(clientSecret()), inA, Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}, "allow.operations does not list TenantScan"},
 		{"another namespace's AzureIdentity", namespaced(clientSecret()), inB, watch(app), "only the watches of its own namespace, team-a"},

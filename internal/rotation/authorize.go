@@ -16,7 +16,7 @@ import (
 
 // authorize finds the watch's identity and checks that it allows what the rotation does from its
 // step on: rotating the application's secrets, and, with reset (a rotation going on), publishing
-// them to the Key Vaults the spec names and, until the cluster has been moved onto the new one,
+// them to the Key Vaults and GitHub repositories the spec names and, until the cluster has been moved onto the new one,
 // resetting the cluster. It is asked at every reconcile, before any call to Azure, so that an
 // identity that no longer allows the rotation stops it at its next step.
 func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) {
@@ -28,9 +28,17 @@ func (ro *Run) authorize(ctx context.Context, reset bool) (access.Grant, error) 
 		return access.Grant{}, err
 	}
 	for _, sink := range ro.spec.Publish {
-		// Only a rotation going on publishes: an abort or a release must not wait on a vault.
-		if kv := sink.KeyVault; kv != nil && reset {
+		// Only a rotation going on publishes: an abort or a release must not wait on a sink.
+		if !reset {
+			break
+		}
+		if kv := sink.KeyVault; kv != nil {
 			if _, err := ro.sinkGrant(ctx, g, kv); err != nil {
+				return access.Grant{}, err
+			}
+		}
+		if gh := sink.GitHubActions; gh != nil {
+			if err := g.Allow(access.Request{Operation: v1alpha1.OperationPublishGitHub, TenantID: ro.pin.TenantID, AppID: ro.pin.AppID, GitHubRepository: gh.RepositoryURL()}); err != nil {
 				return access.Grant{}, err
 			}
 		}

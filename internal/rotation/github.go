@@ -3,6 +3,7 @@ package rotation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,10 +30,7 @@ func targetOf(gh *v1alpha1.GitHubActionsSink) githubsecrets.Target {
 // write), so that GitHub holds the new secret then, whatever wrote to it meanwhile. The write is
 // recorded as begun before it is made.
 func (m *Machine) toGitHub(ctx context.Context, gh *v1alpha1.GitHubActionsSink, prev *v1alpha1.PublishedSink) (string, bool, error) {
-	if m.GitHub == nil || m.Token == nil {
-		return "", false, errors.New("no GitHub client: the operator cannot publish to GitHub here")
-	}
-	token, err := m.Token(ctx, gh.TokenSecretRef)
+	token, err := m.token(ctx, gh)
 	if err != nil {
 		return "", false, err
 	}
@@ -50,4 +48,17 @@ func (m *Machine) toGitHub(ctx context.Context, gh *v1alpha1.GitHubActionsSink, 
 		return "", false, err
 	}
 	return "set at " + m.Now.UTC().Format(time.RFC3339), !confirmed, nil
+}
+
+// token is the GitHub token of gh, read from the Secret it names: never one of the rotation's
+// own Secrets, which hold the client secret, whatever admission let through (it compares with
+// the spec's secretRef, not the one the rotation pinned).
+func (m *Machine) token(ctx context.Context, gh *v1alpha1.GitHubActionsSink) (secret.Text, error) {
+	if m.GitHub == nil || m.Token == nil {
+		return secret.Text{}, errors.New("no GitHub client: the operator cannot publish to GitHub here")
+	}
+	if ref := gh.TokenSecretRef.Name; ref == m.Settings.SecretName || ref == m.Settings.StagingName {
+		return secret.Text{}, fmt.Errorf("tokenSecretRef names Secret %s, which holds the rotation's client secret: name a Secret holding only the GitHub token", ref)
+	}
+	return m.Token(ctx, gh.TokenSecretRef)
 }

@@ -2,11 +2,15 @@ package rotation
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
 	"github.com/credwatch/credwatch/internal/githubsecrets"
 	"github.com/credwatch/credwatch/internal/secret"
+	"github.com/credwatch/credwatch/internal/target"
 )
 
 // fakeGitHub is GitHub's Actions secrets in memory: each secret's value.
@@ -56,5 +60,57 @@ func TestARotationPublishesToGitHub(t *testing.T) {
 	w.github.values[target] = "overwritten"
 	if st, _ = w.run(st, false); st != nil || w.github.values[target] != "text-1" || w.github.puts != 3 {
 		t.Errorf("at retirement: status %+v, GitHub holds %q after %d puts; want it set again and the rotation completed", st, w.github.values[target], w.github.puts)
+	}
+}
+
+// A token Secret that is one of the rotation's own, which hold the client secret, is never read:
+// admission compares with the spec's secretRef, and the rotation may have pinned another.
+func TestAGitHubTokenIsNeverTheRotationsOwnSecret(t *testing.T) {
+	for _, name := range []string{"payments-sp", "credwatch-rotation-payments"} {
+		w := newWorld(t)
+		sink := testRepo
+		sink.TokenSecretRef.Name = name
+		w.publish = []v1alpha1.PublishSink{{GitHubActions: &sink}}
+		w.github = &fakeGitHub{values: map[githubsecrets.Target]string{}}
+		st, res := w.until(nil, false, v1alpha1.StepRetiring, 10)
+		if w.github.puts != 0 || st.RetireTime != nil || !strings.Contains(res.Condition.Message, "tokenSecretRef names Secret "+name+", which holds the rotation's client secret") {
+			t.Errorf("token in %s: %d puts, condition %q; want nothing sent, and the reason", name, w.github.puts, res.Condition.Message)
+		}
+	}
+}
+
+// A GitHub sink is a place the client secret goes, and the identity's admin chooses it: the
+// rotation's identity must allow PublishGitHub and list the repository, or the rotation pauses
+// before anything is made or sent.
+func TestAGitHubSinkNeedsTheIdentitysGrant(t *testing.T) {
+	publish := []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationPublishGitHub}
+	for _, tc := range []struct {
+		name  string
+		ops   []v1alpha1.Operation
+		repos []string
+		want  string
+	}{
+		{"no PublishGitHub", []v1alpha1.Operation{v1alpha1.OperationRotate}, []string{"https://github.com/contoso/deploy"}, "allow.operations does not list PublishGitHub"},
+		{"another repository", publish, []string{"https://github.com/contoso/other"}, "allow.githubRepositories does not list https://github.com/contoso/deploy"},
+		{"the repository", publish, []string{"https://github.com/contoso/deploy"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := newRunWorld(t, v1alpha1.RotationApply)
+			rw.ops, rw.repos = tc.ops, tc.repos
+			rw.obj.Spec.Rotation.Publish = []v1alpha1.PublishSink{{GitHubActions: &testRepo}}
+			if _, err := rw.reconcile(); err != nil {
+				t.Fatal(err)
+			}
+			c := target.Condition(rw.obj, v1alpha1.ConditionRotating)
+			if tc.want == "" {
+				if c.Status != metav1.ConditionTrue || rw.adds != 1 {
+					t.Fatalf("Rotating %s %q, %d adds; want the rotation started", c.Status, c.Message, rw.adds)
+				}
+				return
+			}
+			if c.Reason != v1alpha1.ReasonIdentityNotAllowed || !strings.Contains(c.Message, tc.want) || rw.adds != 0 {
+				t.Fatalf("Rotating %s %q, %d adds; want paused with %q before anything is made", c.Reason, c.Message, rw.adds, tc.want)
+			}
+		})
 	}
 }

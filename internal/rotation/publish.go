@@ -247,10 +247,7 @@ func (ro *Run) trySinks(ctx context.Context, g access.Grant) string {
 // trySink is what a dry run of a rotation of appID finds of sink: "can be read (...)", or why not.
 func (m *Machine) trySink(ctx context.Context, sink v1alpha1.PublishSink, appID string) string {
 	if gh := sink.GitHubActions; gh != nil {
-		if m.GitHub == nil || m.Token == nil {
-			return "cannot be tried: the operator cannot publish to GitHub here"
-		}
-		token, err := m.Token(ctx, gh.TokenSecretRef)
+		token, err := m.token(ctx, gh)
 		if err == nil {
 			err = m.GitHub.Readable(ctx, gh.APIURL, token, targetOf(gh))
 		}

@@ -30,6 +30,8 @@ type runWorld struct {
 	identityRef string
 	finalizer   []bool
 	clientsErr  error
+	// repos are the GitHub repositories the identity allows.
+	repos []string
 	// kvWriter is what AzureIdentity kv-writer allows; nil: there is no such identity.
 	kvWriter *v1alpha1.IdentityAllow
 	// vaultsAs names the identities Key Vaults were reached as, in order.
@@ -78,7 +80,7 @@ func (rw *runWorld) edges() Edges {
 				return access.Grant{}, errors.New("AzureIdentity team-a/" + named + " does not exist")
 			}
 			return access.Grant{Namespace: access.Namespace{Name: "team-a"}, Identity: access.Identity{Kind: v1alpha1.KindAzureIdentity, Namespace: "team-a", Name: "id",
-				Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: apps, Operations: rw.ops}}}}, rw.grantErr
+				Spec: v1alpha1.IdentitySpec{Allow: v1alpha1.IdentityAllow{Tenants: []string{"t"}, Applications: apps, Operations: rw.ops, GitHubRepositories: rw.repos}}}}, rw.grantErr
 		},
 		Clients: func(context.Context, access.Grant, Pin) (Clients, error) {
 			return Clients{App: m.App, SignIn: m.SignIn}, rw.clientsErr

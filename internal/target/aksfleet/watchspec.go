@@ -61,6 +61,9 @@ func WatchSpec(fleet v1alpha1.CredentialWatchSpec, c Cluster) v1alpha1.Credentia
 	if t.Rotation != nil {
 		spec.Rotation = t.Rotation.DeepCopy()
 		spec.Rotation.SecretRef.Name += "-" + fleetHash(c.ID)
+		// Admission refuses sinks here; a fleet admitted before it did must not have every
+		// cluster's secret written to one place.
+		spec.Rotation.Publish = nil
 	}
 	return spec
 }

@@ -70,10 +70,11 @@ func TestWatchNameAndSpec(t *testing.T) {
 	}
 	fleet.Target.AKSFleet.CreateWatches = &v1alpha1.FleetWatchTemplate{
 		Thresholds: &v1alpha1.Thresholds{Warning: "60d", Critical: "14d"},
-		Rotation:   &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"}},
+		Rotation: &v1alpha1.Rotation{Enabled: true, SecretRef: v1alpha1.SecretName{Name: "aks-sp"},
+			Publish: []v1alpha1.PublishSink{{KeyVault: &v1alpha1.KeyVaultSink{VaultURL: "https://kv.vault.azure.net/", SecretName: "aks-sp"}}}},
 	}
 	spec = WatchSpec(fleet, c)
-	if spec.Thresholds.Warning != "60d" || spec.Rotation == nil || spec.Rotation.SecretRef.Name != "aks-sp-"+name[6:] {
+	if spec.Thresholds.Warning != "60d" || spec.Rotation == nil || spec.Rotation.SecretRef.Name != "aks-sp-"+name[6:] || spec.Rotation.Publish != nil {
 		t.Errorf("with a template: %+v", spec)
 	}
 	if fleet.Target.AKSFleet.CreateWatches.Rotation.SecretRef.Name != "aks-sp" || spec.IdentityRef == fleet.IdentityRef {
