@@ -155,6 +155,10 @@ func seal(key *github.PublicKey, name string, value secret.Text) (*github.Encryp
 	return &github.EncryptedSecret{Name: name, KeyID: key.GetKeyID(), EncryptedValue: base64.StdEncoding.EncodeToString(sealed)}, nil
 }
 
+// maxWait bounds the wait a rate limit asks for: GitHub's primary limits reset within the hour,
+// and a server's clock or answer gone wrong must not hold a rotation for longer.
+const maxWait = time.Hour
+
 // classify sorts GitHub's answers as Azure's are sorted (azerr), so that the rotation backs off
 // and words them alike: a refusal names what the token needs, a rate limit when to come back.
 // Only status codes and GitHub's message go into it: never the request, which holds the sealed
@@ -166,16 +170,18 @@ func (c *Client) classify(err error, t Target) error {
 	var limited *github.RateLimitError
 	if errors.As(err, &limited) {
 		return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindThrottled, Status: limited.Response.StatusCode, Code: "RateLimited",
-			RetryAfter: max(limited.Rate.Reset.Sub(c.now()), time.Second)})
+			RetryAfter: min(max(limited.Rate.Reset.Sub(c.now()), time.Second), maxWait)})
 	}
 	var abuse *github.AbuseRateLimitError
 	if errors.As(err, &abuse) {
 		return fmt.Errorf("%s: %w", t, &azerr.Error{Kind: azerr.KindThrottled, Status: abuse.Response.StatusCode, Code: "SecondaryRateLimit",
-			RetryAfter: abuse.GetRetryAfter()})
+			RetryAfter: min(abuse.GetRetryAfter(), maxWait)})
 	}
 	var e *github.ErrorResponse
 	if errors.As(err, &e) && e.Response != nil {
-		ae := &azerr.Error{Kind: azerr.KindOfStatus(e.Response.StatusCode), Status: e.Response.StatusCode, Code: e.Message, Lacking: "the sink's token"}
+		// A GitHub Enterprise Server's message, whatever its length, goes into status and alerts.
+		code := fmt.Sprintf("%.200s", e.Message)
+		ae := &azerr.Error{Kind: azerr.KindOfStatus(e.Response.StatusCode), Status: e.Response.StatusCode, Code: code, Lacking: "the sink's token"}
 		return fmt.Errorf("%s: %w", t, ae.Needing(t.needs()))
 	}
 	if ue := azerr.Unanswered(err); ue != nil {

@@ -67,6 +67,10 @@ func TestRefusalsSayWhatIsMissing(t *testing.T) {
 	if strings.Contains(err.Error(), token) {
 		t.Errorf("an error holds the token: %v", err)
 	}
+	gh.SecondaryLimit(1, 3*time.Hour)
+	if err = c.Put(ctx, base, secret.New(token), repo, secret.New("x")); azerr.RetryAfterOf(err) != time.Hour {
+		t.Errorf("a secondary rate limit of 3h: retry after %v, want at most an hour", azerr.RetryAfterOf(err))
+	}
 }
 
 // A primary rate limit used up is waited out until the hour GitHub names is over, counted on the

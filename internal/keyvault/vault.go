@@ -3,8 +3,7 @@
 // a named secret, its expiry the credential's end, tagged with the application and keyId it holds.
 // Its versions are listed by their properties, so a restarted rotation finds what it wrote by
 // those tags, and no secret value is ever read back; a version is disabled once the
-// credential it holds is retired, or its rotation aborted. It is the one package that speaks the
-// Key Vault SDK.
+// credential it holds is retired. It is the one package that speaks the Key Vault SDK.
 package keyvault
 
 import (
