@@ -161,14 +161,23 @@ func foreign(versions []keyvault.Version, appID string) bool {
 	return slices.ContainsFunc(versions, func(v keyvault.Version) bool { return !strings.EqualFold(v.AppID, appID) })
 }
 
-// holding is the version of versions that holds keyID of appID: enabled, and made since the
-// rotation began (a version tagged with it before then was not credwatch's: the keyId did not
-// exist yet).
+// holding is the version of versions that holds keyID of appID, when it is the one a consumer
+// reads, the latest: enabled, and made since the rotation began (a version tagged with it before
+// then was not credwatch's: the keyId did not exist yet). One of ours behind a newer version
+// someone else wrote, the old secret say, is not held.
 func holding(versions []keyvault.Version, appID, keyID string, since time.Time) (string, bool) {
-	for _, v := range versions {
-		if v.Enabled && strings.EqualFold(v.AppID, appID) && strings.EqualFold(v.KeyID, keyID) && (v.Created.IsZero() || !v.Created.Before(since)) {
-			return v.Version, true
+	if len(versions) == 0 {
+		return "", false
+	}
+	latest := versions[0]
+	for _, v := range versions[1:] {
+		if !v.Created.Before(latest.Created) {
+			latest = v
 		}
+	}
+	v := latest
+	if v.Enabled && strings.EqualFold(v.AppID, appID) && strings.EqualFold(v.KeyID, keyID) && (v.Created.IsZero() || !v.Created.Before(since)) {
+		return v.Version, true
 	}
 	return "", false
 }

@@ -227,3 +227,41 @@ func TestAKeyVaultSinkWritesAsItsOwnIdentity(t *testing.T) {
 		})
 	}
 }
+
+// Consumers read a secret's latest version: one of the rotation's behind a newer version is not
+// held. A newer version someone else wrote (a pipeline restoring the old secret, say) holds the
+// retirement as foreign; a newer one credwatch wrote for an older keyId has the new secret written
+// again, and the old secrets wait a grace period more.
+func TestOnlyTheLatestVersionHoldsTheNewSecret(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		newer    keyvault.Version
+		sets     int
+		foreign  bool
+		retiring bool
+	}{
+		{"someone else's", keyvault.Version{Version: "restored", Enabled: true}, 1, true, false},
+		{"an older keyId's", keyvault.Version{Version: "restored", AppID: testApp, KeyID: "k-old", Enabled: true}, 2, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := publishingWorld(t)
+			key := testVault.VaultURL + testVault.SecretName
+			st, _ := w.until(nil, false, v1alpha1.StepRetiring, 10)
+			first := st.RetireTime.Time
+			newer := tc.newer
+			newer.Created = w.now.Add(time.Minute)
+			w.vaults.versions[key] = append(w.vaults.versions[key], vaultVersion{Version: newer})
+			w.now = first
+			st, res := w.run(st, false)
+			if st == nil || w.vaults.sets != tc.sets || !w.listed("k-old") {
+				t.Fatalf("status %+v after %d sets: want %d sets, k-old kept", st, w.vaults.sets, tc.sets)
+			}
+			if blocked := strings.Contains(res.Condition.Message, "did not write for application"); blocked != tc.foreign {
+				t.Errorf("condition %q: blocked as foreign %v, want %v", res.Condition.Message, blocked, tc.foreign)
+			}
+			if tc.retiring && !st.RetireTime.After(first) {
+				t.Errorf("retire time %v: want a grace period more after the new secret was written again", st.RetireTime)
+			}
+		})
+	}
+}
