@@ -48,6 +48,36 @@ func (s *Server) HideUsers(clientID string, hidden bool) {
 	markClient(s.usersHidden, clientID, hidden)
 }
 
+// HideApplication makes Graph answer that client as one that may read the application's service
+// principal and not the application, as it answers an identity with Application.ReadWrite.OwnedBy
+// that does not own it: a point read of the application is refused 403 Authorization_RequestDenied,
+// and lists leave it out, without an error.
+func (s *Server) HideApplication(clientID, appID string, hidden bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{strings.ToLower(clientID), strings.ToLower(appID)}
+	if hidden {
+		s.appsHidden[k] = true
+	} else {
+		delete(s.appsHidden, k)
+	}
+}
+
+// hiddenLocked reports whether the client of tok may not read st, an application; the caller
+// holds s.mu.
+func (s *Server) hiddenLocked(set *entitySet, tok issuedToken, st *stored) bool {
+	return !set.sps && s.appsHidden[[2]string{strings.ToLower(tok.clientID), strings.ToLower(st.obj.AppID)}]
+}
+
+// FailApplication makes the next point reads of the application answer statuses, one each, with
+// Graph's error body: 500 generalException, 503 serviceNotAvailable, or any other as
+// UnknownError. The SDK retries 503 and 504 on its own, three times.
+func (s *Server) FailApplication(appID string, statuses ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appFaults[strings.ToLower(appID)] = statuses
+}
+
 // markClient puts clientID, as Entra compares it (case aside), in set or takes it out.
 func markClient(set map[string]bool, clientID string, in bool) {
 	if in {

@@ -664,3 +664,48 @@ func TestOwnersOfAClientThatMayNotReadUsers(t *testing.T) {
 		t.Errorf("a service principal owner, users hidden: %v, want it whole", sp)
 	}
 }
+
+// TestAnApplicationReadableOnlyThroughItsServicePrincipal: to a client that may read the service
+// principal and not the application (Application.ReadWrite.OwnedBy, not an owner), Graph refuses
+// the application's point reads, by appId and by object ID, and leaves it out of lists; other
+// clients see it. A fault set for the application answers its next point reads, one each.
+func TestAnApplicationReadableOnlyThroughItsServicePrincipal(t *testing.T) {
+	s := newFixture(t)
+	const other, otherKey = "aaaaaaaa-0000-0000-0000-000000000009", "other~secret"
+	s.AddClient(tenantA, other, otherKey)
+	s.HideApplication(reader, strings.ToUpper(appID), true)
+	tok, otherTok := mustToken(t, s, tenantA, reader, readerKey), mustToken(t, s, tenantA, other, otherKey)
+	for _, path := range []string{"/v1.0/applications(appId='" + appID + "')", "/v1.0/applications/" + appObjID} {
+		if r := do(t, s, "GET", path, tok, nil); r.status != http.StatusForbidden || !strings.Contains(string(r.raw), "Authorization_RequestDenied") {
+			t.Errorf("%s: %d %s, want 403 Authorization_RequestDenied", path, r.status, r.raw)
+		}
+		if r := do(t, s, "GET", path, otherTok, nil); r.status != http.StatusOK {
+			t.Errorf("%s, another client: %d %s", path, r.status, r.raw)
+		}
+	}
+	if r := do(t, s, "GET", "/v1.0/servicePrincipals(appId='"+appID+"')", tok, nil); r.status != http.StatusOK {
+		t.Errorf("its service principal: %d %s", r.status, r.raw)
+	}
+	listed := func(path, token string) int {
+		r := do(t, s, "GET", path, token, nil)
+		v, _ := r.body["value"].([]any)
+		return len(v)
+	}
+	filter := "/v1.0/applications?$filter=" + url.QueryEscape("appId in ('"+appID+"')")
+	if n, m := listed(filter, tok), listed("/v1.0/applications", tok); n != 0 || m != 0 {
+		t.Errorf("lists: %d by appId, %d of all; want it left out", n, m)
+	}
+	if n := listed(filter, otherTok); n != 1 {
+		t.Errorf("another client's list: %d", n)
+	}
+
+	s.HideApplication(reader, appID, false)
+	s.FailApplication(appID, http.StatusInternalServerError)
+	path := "/v1.0/applications(appId='" + appID + "')"
+	if r := do(t, s, "GET", path, tok, nil); r.status != http.StatusInternalServerError || !strings.Contains(string(r.raw), "generalException") {
+		t.Errorf("with a fault: %d %s", r.status, r.raw)
+	}
+	if r := do(t, s, "GET", path, tok, nil); r.status != http.StatusOK {
+		t.Errorf("after the fault: %d %s", r.status, r.raw)
+	}
+}

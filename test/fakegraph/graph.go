@@ -294,13 +294,32 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, c graphCall, tok 
 	}
 	s.mu.Lock()
 	var found *Object
+	var hidden bool
+	fault, faulty := 0, strings.ToLower(byAppID)
 	if st := s.lookupLocked(set, tok, byAppID, byID); st != nil {
 		o := st.obj.clone()
-		found = &o
+		found, hidden, faulty = &o, s.hiddenLocked(set, tok, st), strings.ToLower(o.AppID)
+	}
+	if f := s.appFaults[faulty]; !set.sps && len(f) > 0 {
+		fault, s.appFaults[faulty] = f[0], f[1:]
 	}
 	s.mu.Unlock()
-	if found == nil {
+	switch {
+	case found == nil && fault == 0:
 		c.notFound(w, byAppID+byID)
+		return
+	case hidden && fault == 0:
+		c.graphError(w, http.StatusForbidden, "Authorization_RequestDenied", "Insufficient privileges to complete the operation.")
+		return
+	case fault != 0:
+		code, msg := "UnknownError", ""
+		switch fault {
+		case http.StatusInternalServerError:
+			code, msg = "generalException", "General exception while processing."
+		case http.StatusServiceUnavailable:
+			code, msg = "serviceNotAvailable", "Service is temporarily unavailable."
+		}
+		c.graphError(w, fault, code, msg)
 		return
 	}
 	body := object{{"@odata.context", s.URL() + "/v1.0/$metadata#" + set.name + q.contextSelect() + "/$entity"}}

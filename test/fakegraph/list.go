@@ -26,17 +26,17 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, set *entitySet, to
 		case q.appIDs != nil:
 			seen := map[*stored]bool{} // an in clause may name an appId twice
 			for _, id := range q.appIDs {
-				if st := m[strings.ToLower(id)]; st != nil && !seen[st] && q.filter(st.obj) {
+				if st := m[strings.ToLower(id)]; st != nil && !seen[st] && q.filter(st.obj) && !s.hiddenLocked(set, tok, st) {
 					seen[st] = true
 					all = append(all, st)
 				}
 			}
 			slices.SortFunc(all, func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
-		case q.filter == nil:
+		case q.filter == nil && len(s.appsHidden) == 0:
 			all = t.listedLocked(set.sps)
 		default:
 			for _, st := range t.listedLocked(set.sps) {
-				if q.filter(st.obj) {
+				if (q.filter == nil || q.filter(st.obj)) && !s.hiddenLocked(set, tok, st) {
 					all = append(all, st)
 				}
 			}

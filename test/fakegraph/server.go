@@ -30,6 +30,10 @@ type Server struct {
 	deniedClients map[string]bool // by lower-cased client ID
 	usersHidden   map[string]bool // by lower-cased client ID
 	reportsDenied map[string]bool // by lower-cased client ID: no AuditLog.Read.All
+	// appsHidden are the applications each client may not read, by lower-cased client ID and appId.
+	appsHidden map[[2]string]bool
+	// appFaults are the answers the next point reads of an application get, by lower-cased appId.
+	appFaults     map[string][]int
 	signInLag     time.Duration
 	signInClock   clock.PassiveClock
 	throttleLeft  int
@@ -175,6 +179,8 @@ func NewOn(l net.Listener, cert *tls.Certificate) *Server {
 		deniedClients: map[string]bool{},
 		usersHidden:   map[string]bool{},
 		reportsDenied: map[string]bool{},
+		appsHidden:    map[[2]string]bool{},
+		appFaults:     map[string][]int{},
 		tokenLifetime: DefaultTokenLifetime,
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
