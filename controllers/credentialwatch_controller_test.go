@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -400,6 +401,25 @@ func TestGraphFailuresShowAndRecover(t *testing.T) {
 			wantMinRetry: 30 * time.Second,
 			wantMessage:  "access denied (HTTP 403, Authorization_RequestDenied); the identity needs Application.Read.All",
 		},
+		// As for an identity with Application.ReadWrite.OwnedBy that does not own the application:
+		// lists return the service principal alone, and the point read confirming it is refused.
+		"the application readable only through its service principal": {
+			breakGraph:   func(s seeded) { fake.HideApplication(operatorClientID, s.appID, true) },
+			mendGraph:    func(s seeded) { fake.HideApplication(operatorClientID, s.appID, false) },
+			wantReason:   v1alpha1.ReasonAccessDenied,
+			wantMinRetry: 30 * time.Second,
+			wantMessage:  "access denied (HTTP 403, Authorization_RequestDenied); the identity needs Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application)",
+		},
+		"the application's confirmation fails": {
+			breakGraph: func(s seeded) {
+				fake.HideApplication(operatorClientID, s.appID, true)
+				fake.FailApplication(s.appID, http.StatusInternalServerError)
+			},
+			mendGraph:    func(s seeded) { fake.HideApplication(operatorClientID, s.appID, false) },
+			wantReason:   v1alpha1.ReasonGraphUnreachable,
+			wantMinRetry: 30 * time.Second,
+			wantMessage:  "reading application",
+		},
 		"throttled: Retry-After is honoured": {
 			// Each try of the planned read, which tries a throttled list three times.
 			breakGraph:   func(seeded) { fake.Throttle(3, 150*time.Second) },
@@ -638,6 +658,37 @@ func TestGraphIsReadWithOnlyTheFieldsNeeded(t *testing.T) {
 		if r.Method != "GET" || !r.Batched || !strings.Contains(q, "$filter=appId in ('"+s.appID+"')") || !strings.Contains(q, "$select=") {
 			t.Errorf("request %s %s?%s, want a list filtered by appId with $select", r.Method, r.Path, q)
 		}
+	}
+}
+
+// A list that returns the service principal without its application is confirmed by a point read
+// before the watch says the application is in another tenant; the answer is kept, and the next
+// check reads the lists alone.
+func TestAnApplicationOfAnotherTenantIsConfirmedOnce(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	s := seed(t, h.clock.Now(), 100*day, 100*day, 100*day)
+	fake.DeleteApplication(tenantID, s.appID)
+	h.create(s.appID, nil)
+	pointReads := func() (n int) {
+		for _, r := range fake.Requests() {
+			if strings.Contains(r.Path, "/applications(appId=") {
+				n++
+			}
+		}
+		return n
+	}
+	fake.ResetRequests()
+	w, _ := h.reconcile()
+	assertCondition(t, w, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked)
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "the application object is not in this tenant") || pointReads() != 1 {
+		t.Errorf("Ready says %q after %d point reads of the application; want it confirmed by one", msg, pointReads())
+	}
+	h.step(7 * time.Hour) // past the check interval, 6h
+	fake.ResetRequests()
+	w, _ = h.reconcile()
+	if n := len(fake.Requests()); n != 3 || pointReads() != 0 || w.Status.LastCheckTime == nil || !w.Status.LastCheckTime.Time.Equal(h.clock.Now().Truncate(time.Second)) {
+		t.Errorf("the next check sent %d requests, %d point reads of the application, checked at %v; want the lists alone", n, pointReads(), w.Status.LastCheckTime)
 	}
 }
 

@@ -4,7 +4,8 @@
 // the checks of a sweep pile up, under each identity, into lists of graph.MaxInList appIds, ten
 // lists a $batch (about 0.13 resource unit an appId, where point reads cost two). Reads that
 // must see a write just made, a rotation's, wait for a batch sent after they asked. An appId no
-// list returned is confirmed by a point read before it is called missing; an identity Graph does
+// list returned is confirmed by a point read before it is called missing, and so is an
+// application a list left out beside its service principal (foreign.go); an identity Graph does
 // not let list reads by point reads; and a list Graph throttled is asked again once the budget
 // allows, a few times, before its appIds fail.
 //
@@ -107,7 +108,10 @@ type Planner struct {
 	sizes map[any]tenantSize
 	// listingRefused is until when an identity does not list its tenant.
 	listingRefused map[any]time.Time
-	pruned         time.Time
+	// foreign are the applications a point read found in no tenant of an identity's, as the
+	// list that returned their service principal alone suggested, and when.
+	foreign map[key]time.Time
+	pruned  time.Time
 	// ahead counts each identity's answers waiting, and the appIds of the batches let read and
 	// not yet answered.
 	ahead map[any]int
@@ -155,7 +159,7 @@ func New(next Reader, c clock.Clock, window time.Duration) *Planner {
 	return &Planner{next: next, clock: c, window: window,
 		open: map[any]*batch{}, asked: map[key]*batch{}, askers: map[string]key{}, answers: map[key]*answer{},
 		reading: map[any]*turns{}, listRefused: map[any]time.Time{}, written: map[string]time.Time{}, sent: map[*batch]struct{}{},
-		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{},
+		queued: map[any][]*batch{}, sizes: map[any]tenantSize{}, listingRefused: map[any]time.Time{}, foreign: map[key]time.Time{},
 		ahead: map[any]int{}, held: map[any][]*batch{}, readAhead: readAhead}
 }
 
@@ -372,6 +376,7 @@ func (p *Planner) pruneLocked(now time.Time) {
 		}
 	}
 	p.pruneWrittenLocked(now)
+	p.pruneForeignLocked(now)
 }
 
 // expireLocked drops the answers no check took within answerTTL of their coming.

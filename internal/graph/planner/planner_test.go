@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -313,6 +314,93 @@ func TestIdentitiesAreListedApart(t *testing.T) {
 	h.awaitWakes(2)
 	if lists, _ := h.r.calls(); len(lists) != 2 {
 		t.Errorf("%d list calls, want one per identity", len(lists))
+	}
+}
+
+// TestAnApplicationListedWithoutItsObjectIsConfirmed: a list that returns an appId's service
+// principal and not its application leaves out both one of another tenant and one the identity
+// may not read, and a point read tells them apart. One found in another tenant (404) is kept so,
+// and not asked again under that identity for a day; a refusal (403) and a failure are the
+// check's, and asked again at the next sweep; another identity asks for itself.
+func TestAnApplicationListedWithoutItsObjectIsConfirmed(t *testing.T) {
+	h := newHarness(t)
+	c := &cred{"reader"}
+	ids := appIDs(4)
+	foreign, denied, failing := ids[0], ids[1], ids[2]
+	spOnly := func(id string) graph.Read {
+		return graph.Read{Snapshot: graph.Snapshot{AppID: id, ServicePrincipalObjectID: "sp-" + id}}
+	}
+	refused := &azerr.Error{Kind: azerr.KindForbidden, Status: 403, Code: "Authorization_RequestDenied"}
+	failed := &azerr.Error{Kind: azerr.KindOther, Status: 500, Code: "generalException"}
+	h.r.listFn = func(asked []string) []graph.Read {
+		out := found(asked)
+		for i, id := range asked {
+			if id != ids[3] {
+				out[i] = spOnly(id)
+			}
+		}
+		return out
+	}
+	h.r.pointFn = func(asked []string) []graph.Read {
+		out := make([]graph.Read, len(asked))
+		for i, id := range asked {
+			switch id {
+			case foreign:
+				out[i] = spOnly(id)
+			case denied:
+				out[i] = graph.Read{Err: refused}
+			case failing:
+				out[i] = graph.Read{Err: failed}
+			}
+		}
+		return out
+	}
+	sweep := func(c azcore.TokenCredential, ids ...string) []string {
+		t.Helper()
+		_, before := h.r.calls()
+		for _, id := range ids {
+			h.check(c, id)
+		}
+		h.elapse()
+		h.awaitWakes(len(ids))
+		for _, id := range ids {
+			snap, err := h.p.Check(context.Background(), c, id, graph.Ask{Asker: watchOf(id)})
+			switch id {
+			case foreign:
+				if err != nil || snap.ServicePrincipalObjectID == "" || snap.ApplicationObjectID != "" {
+					t.Errorf("the application of another tenant: %+v, %v", snap, err)
+				}
+			case denied:
+				if !errors.Is(err, refused) {
+					t.Errorf("the application refused: %v, want the refusal", err)
+				}
+			case failing:
+				if !errors.Is(err, failed) {
+					t.Errorf("the application whose read failed: %v, want the failure", err)
+				}
+			}
+		}
+		_, after := h.r.calls()
+		var pointed []string
+		for _, p := range after[len(before):] {
+			pointed = append(pointed, p...)
+		}
+		slices.Sort(pointed)
+		return pointed
+	}
+	if got := sweep(c, ids...); !slices.Equal(got, ids[:3]) {
+		t.Errorf("first sweep read %v by point reads, want %v", got, ids[:3])
+	}
+	h.clock.Step(time.Hour)
+	if got := sweep(c, ids...); !slices.Equal(got, []string{denied, failing}) {
+		t.Errorf("a sweep later read %v by point reads, want the refused and the failed only", got)
+	}
+	if got := sweep(&cred{"another"}, foreign); !slices.Equal(got, []string{foreign}) {
+		t.Errorf("another identity read %v by point reads, want it to ask for itself", got)
+	}
+	h.clock.Step(foreignTTL)
+	if got := sweep(c, foreign); !slices.Equal(got, []string{foreign}) {
+		t.Errorf("a day later read %v by point reads, want the confirmation asked again", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
@@ -55,17 +56,25 @@ func notGUID(appID string) graph.Read {
 	return graph.Read{Err: fmt.Errorf("appId %q is not a GUID", appID)}
 }
 
-// confirm reads by point reads the appIds no list held, and those whose list Graph refused.
+// confirm reads by point reads the appIds no list held, those whose list Graph refused, and
+// those whose service principal a list returned without their application, unless a point read
+// found that application in another tenant within foreignTTL: a 404 is kept as such, a 403 is
+// the refusal the watch shows.
 func (p *Planner) confirm(ctx context.Context, cred azcore.TokenCredential, appIDs []string, reads []graph.Read) []graph.Read {
-	var point, refused []int
+	id := identityOf(cred)
+	var point, refused, unseen []int
+	p.mu.Lock()
 	for i, r := range reads {
 		switch {
 		case errors.Is(r.Err, graph.ErrNotListed):
 			point = append(point, i)
 		case azerr.KindOf(r.Err) == azerr.KindForbidden:
 			point, refused = append(point, i), append(refused, i)
+		case r.Err == nil && appUnseen(r.Snapshot) && !p.foreignLocked(id, appIDs[i]):
+			point, unseen = append(point, i), append(unseen, i)
 		}
 	}
+	p.unlock()
 	for start := 0; start < len(point); start += graph.MaxBatchAppIDs {
 		part := point[start:min(start+graph.MaxBatchAppIDs, len(point))]
 		ids := make([]string, len(part))
@@ -81,12 +90,17 @@ func (p *Planner) confirm(ctx context.Context, cred azcore.TokenCredential, appI
 			}
 		}
 	}
+	p.mu.Lock()
+	defer p.unlock()
+	for _, i := range unseen {
+		if reads[i].Err == nil && appUnseen(reads[i].Snapshot) {
+			p.foreign[key{id, strings.ToLower(appIDs[i])}] = p.clock.Now()
+		}
+	}
 	for _, i := range refused {
 		if reads[i].Err == nil {
 			// Refused a list and allowed a read: this identity may read and not list.
-			p.mu.Lock()
-			p.listRefused[identityOf(cred)] = p.clock.Now().Add(listRefusedFor)
-			p.unlock()
+			p.listRefused[id] = p.clock.Now().Add(listRefusedFor)
 			break
 		}
 	}
