@@ -110,6 +110,12 @@ type FleetStatus struct {
 	// +optional
 	Attention []FleetCluster `json:"attention,omitempty"`
 
+	// UnreadServicePrincipals is how many of the clusters' service principals could not be read,
+	// such as one whose application the identity may not read: the Ready message names one,
+	// and why; status.fleet.attention lists their clusters first.
+	// +optional
+	UnreadServicePrincipals int32 `json:"unreadServicePrincipals,omitempty"`
+
 	// Unread are the subscriptions that could not be read, and why: their clusters are missing
 	// from the counts.
 	// +kubebuilder:validation:MaxItems=256

@@ -21,6 +21,8 @@ const (
 	eventMoreClustersWorsened = "MoreClustersWorsened"
 	eventSubscriptionsUnread  = "SubscriptionsUnread"
 	eventSubscriptionsRead    = "SubscriptionsRead"
+	eventAppsUnread           = "ServicePrincipalsUnread"
+	eventAppsRead             = "ServicePrincipalsRead"
 )
 
 // Record keeps what a fleet's check found for its next reconciles and the metrics, with the
@@ -34,7 +36,8 @@ func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target
 	if prev != nil {
 		before = prev.Unread
 	}
-	obj.Status.Fleet = &v1alpha1.FleetStatus{Subscriptions: int32(found.Subscriptions), Unread: found.Unread, Uncounted: int32(found.Uncounted)}
+	obj.Status.Fleet = &v1alpha1.FleetStatus{Subscriptions: int32(found.Subscriptions), Unread: found.Unread, Uncounted: int32(found.Uncounted),
+		UnreadServicePrincipals: int32(found.UnreadApps)}
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster, obj.Status.TenantScan, obj.Status.Credentials = nil, nil, nil, nil
 	msg := fmt.Sprintf("Searched %d subscriptions: %d clusters", found.Subscriptions, len(found.Clusters))
 	if n := found.Uncounted; n > 0 {
@@ -47,7 +50,11 @@ func (f Fleet) Record(obj *v1alpha1.CredentialWatch, found Found, signIns target
 	if n := len(found.Unread); n > 0 {
 		msg += fmt.Sprintf("; %d subscriptions could not be read (status.fleet.unread)", n)
 	}
+	if n := found.UnreadApps; n > 0 {
+		msg += fmt.Sprintf("; the credentials of %d service principals could not be read, such as %s", n, found.UnreadApp)
+	}
 	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, msg, now)
+	f.tellUnreadApps(obj, prev, found)
 	switch unread := unreadSet(found.Unread); {
 	case len(unread) > 0 && unread != unreadSet(before):
 		first := found.Unread[0]
@@ -213,5 +220,21 @@ func setConditions(obj *v1alpha1.CredentialWatch, v View, t policy.Thresholds, n
 			fmt.Sprintf("%d clusters' service principals have an expired credential, such as %s: move each cluster onto a new secret, or onto a managed identity", n, first(v1alpha1.StateExpired)), now)
 	} else {
 		target.SetCondition(obj, v1alpha1.ConditionExpired, metav1.ConditionFalse, v1alpha1.ReasonNoneExpired, "No cluster's service principal has an expired credential", now)
+	}
+}
+
+// tellUnreadApps says in an event when some of the clusters' service principals could not be read
+// where all could before, and when all can be again.
+func (f Fleet) tellUnreadApps(obj *v1alpha1.CredentialWatch, prev *v1alpha1.FleetStatus, found Found) {
+	var before int32
+	if prev != nil {
+		before = prev.UnreadServicePrincipals
+	}
+	switch {
+	case found.UnreadApps > 0 && before == 0:
+		f.Events.Eventf(obj, corev1.EventTypeWarning, eventAppsUnread,
+			"The credentials of %d service principals of the fleet's clusters could not be read, such as %s", found.UnreadApps, found.UnreadApp)
+	case found.UnreadApps == 0 && before > 0:
+		f.Events.Event(obj, corev1.EventTypeNormal, eventAppsRead, "The credentials of every service principal of the fleet's clusters could be read again")
 	}
 }

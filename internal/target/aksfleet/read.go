@@ -188,20 +188,15 @@ func listFleet(ctx context.Context, fc aks.FleetClient, g access.Grant, t *v1alp
 // identity does not cover, or that could not be read, says why instead. Each is read as a check
 // of the fleet (checkOf), with what the fleet's last check took.
 func (f Fleet) readCredentials(ctx context.Context, fleet types.NamespacedName, g access.Grant, id azure.Identity, tenant string, found *Found) {
-	type answer struct {
-		creds  []v1alpha1.Credential
-		snap   *graph.Snapshot
-		reason string
-	}
 	var before map[string]graph.Snapshot
 	if f.Store != nil {
 		prev, _ := f.Store.Get(fleet)
 		before = prev.Read
 	}
-	answers := map[string]*answer{}
+	answers := map[string]*spRead{}
 	for _, c := range found.Clusters {
 		if c.AppID != "" && answers[c.AppID] == nil {
-			answers[c.AppID] = &answer{}
+			answers[c.AppID] = &spRead{}
 		}
 	}
 	mayList := g.Allow(access.Request{Operation: v1alpha1.OperationTenantScan, TenantID: tenant}) == nil
@@ -228,17 +223,37 @@ func (f Fleet) readCredentials(ctx context.Context, fleet types.NamespacedName, 
 			defer func() { <-slots }()
 			snap, err := f.check(ctx, id, appID, ask)
 			if err != nil {
-				a.reason = target.ReasonFor(err)
+				a.reason, a.err = target.ReasonFor(err), err
 				return
 			}
 			a.creds, a.snap = target.Credentials(snap), &snap
 		}()
 	}
 	wg.Wait()
+	found.keep(answers)
+}
+
+// spRead is what reading one service principal's credentials gave.
+type spRead struct {
+	creds  []v1alpha1.Credential
+	snap   *graph.Snapshot
+	reason string
+	err    error
+}
+
+// keep puts the service principals' reads, by appId, in found: in its clusters, its reads for
+// the next check, and its count of those that could not be read, naming the first by appId.
+func (found *Found) keep(answers map[string]*spRead) {
 	found.Read = map[string]graph.Snapshot{}
-	for appID, a := range answers {
+	for _, appID := range slices.Sorted(maps.Keys(answers)) {
+		a := answers[appID]
 		if a.snap != nil {
 			found.Read[appID] = *a.snap
+		}
+		if a.err != nil {
+			if found.UnreadApps++; found.UnreadApp == "" {
+				found.UnreadApp = appID + ": " + a.err.Error()
+			}
 		}
 	}
 	for i := range found.Clusters {

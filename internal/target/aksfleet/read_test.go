@@ -23,6 +23,7 @@ import (
 	"github.com/credwatch/credwatch/internal/azure/azurefake"
 	"github.com/credwatch/credwatch/internal/graph"
 	"github.com/credwatch/credwatch/internal/target"
+	"github.com/credwatch/credwatch/internal/target/targettest"
 )
 
 // tenantOf is a tenant of subscriptions s1, s2 and s3 whose clusters are listed from clusters,
@@ -222,4 +223,44 @@ func TestUnitReadAsksWithWhatTheLastCheckTook(t *testing.T) {
 	if len(asks) != 1 || asks[0].Known == nil || asks[0].Known.Credentials[0].KeyID != "k1" || !asks[0].KnownAt.Equal(now) {
 		t.Errorf("the next check asked %+v; want it to say what the last took", asks)
 	}
+}
+
+// A service principal whose credentials cannot be read, such as one whose application the
+// identity may not read, puts its clusters' reason in status, is counted, and is named with why
+// in the Ready message and, when it starts and when it ends, in an event.
+func TestUnitAServicePrincipalThatCannotBeReadIsCountedAndNamed(t *testing.T) {
+	var reads atomic.Int32
+	az := tenantOf(map[string][]aks.ListedCluster{"s1": {listed("s1", "rg", "a", "app-1", nil), listed("s1", "rg", "b", "app-2", nil)}}, nil, &reads)
+	readable := az.ApplicationFunc
+	refused := fmt.Errorf("reading application app-2: %w", &azerr.Error{Kind: azerr.KindForbidden, Status: http.StatusForbidden, Code: "Authorization_RequestDenied",
+		Needs: "Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application)"})
+	az.ApplicationFunc = func(id azure.Identity, app graph.AppRef) (graph.AppClient, error) {
+		if app.AppID == "app-2" {
+			return &azurefake.App{ReadCredentialsFunc: func(context.Context) (graph.Snapshot, error) { return graph.Snapshot{}, refused }}, nil
+		}
+		return readable(id, app)
+	}
+	ev := &targettest.Events{}
+	f := Fleet{Azure: az, Events: ev, Store: NewStore()}
+	found, err := f.Read(context.Background(), fleetKey, grantOf("s1"), azure.Operator("t"), &v1alpha1.AKSFleetTarget{TenantID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found.UnreadApps != 1 || !strings.HasPrefix(found.UnreadApp, "app-2: reading application app-2: access denied") || found.Clusters[1].Reason != v1alpha1.ReasonAccessDenied {
+		t.Fatalf("unread %d %q, cluster b's reason %q", found.UnreadApps, found.UnreadApp, found.Clusters[1].Reason)
+	}
+	obj := fleetWatch()
+	f.Record(obj, found, target.TenantSignIns{}, now)
+	if msg := target.Condition(obj, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "the credentials of 1 service principals could not be read, such as app-2: ") ||
+		!strings.Contains(msg, "the identity needs Application.Read.All") || obj.Status.Fleet.UnreadServicePrincipals != 1 {
+		t.Errorf("Ready %q, unread %d", msg, obj.Status.Fleet.UnreadServicePrincipals)
+	}
+	if got := ev.Take(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning ServicePrincipalsUnread The credentials of 1 service principals") {
+		t.Errorf("events %q", got)
+	}
+	f.Record(obj, found, target.TenantSignIns{}, now)
+	assertEvents(t, ev.Take())
+	found.UnreadApps, found.UnreadApp = 0, ""
+	f.Record(obj, found, target.TenantSignIns{}, now)
+	assertEvents(t, ev.Take(), "Normal ServicePrincipalsRead The credentials of every service principal of the fleet's clusters could be read again")
 }

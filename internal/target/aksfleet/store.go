@@ -19,6 +19,10 @@ type Found struct {
 	// listed a resource group at a time, in lower case: only there does a cluster's absence prove
 	// it gone. None when clusters were left uncounted.
 	Complete map[string]bool
+	// UnreadApps is how many of the clusters' service principals could not be read, and
+	// UnreadApp names the first by appId, with why: "<appId>: <error>".
+	UnreadApps int
+	UnreadApp  string
 	// Read is what the read planner answered for each service principal, by appId: the next
 	// check asks with it, and may be answered from Graph's changes since.
 	Read map[string]graph.Snapshot
