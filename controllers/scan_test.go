@@ -189,3 +189,50 @@ func TestTenantScan(t *testing.T) {
 		}
 	}
 }
+
+// lockedScanTenant is a tenant whose scan lists a service principal of the tenant's own
+// application and not the application, which the identity may not read.
+const lockedScanTenant = "3e9c7a51-2b4d-4f6e-9a8c-1d2e3f4a5b6c"
+
+// A scan that lists the service principal of one of the tenant's applications and not the
+// application counts it as unreadable, names it with the permission missing, and says so once;
+// another tenant's application, seen only as its service principal, is not counted so. Once the
+// identity may read it, the count goes.
+func TestATenantScanCountsTheApplicationsItMayNotRead(t *testing.T) {
+	needsAPIServer(t)
+	h := newHarness(t)
+	t0 := h.clock.Now()
+	fake.AddClient(lockedScanTenant, operatorClientID, operatorSecret)
+	secret := func(text string) []fakegraph.PasswordCredential {
+		return []fakegraph.PasswordCredential{{SecretText: text, Start: t0.Add(-day), End: t0.Add(300 * day)}}
+	}
+	apps := []string{uuid.NewString(), uuid.NewString()}
+	for i, name := range []string{"open", "locked"} {
+		fake.PutApplication(lockedScanTenant, fakegraph.Object{AppID: apps[i], DisplayName: name, Passwords: secret(name + "~app-secret-text")})
+		fake.PutServicePrincipal(lockedScanTenant, fakegraph.Object{AppID: apps[i], DisplayName: name})
+	}
+	fake.PutServicePrincipal(lockedScanTenant, fakegraph.Object{DisplayName: "vendor-app"})
+	fake.HideApplication(operatorClientID, apps[1], true)
+	h.create("", func(s *v1alpha1.CredentialWatchSpec) {
+		s.Target.TenantScan = &v1alpha1.TenantScanTarget{TenantID: lockedScanTenant}
+	})
+
+	w, _ := h.reconcile()
+	want := "Scanned 1 applications and 3 service principals of the tenant: 1 credentials; 1 applications registered in the tenant could not be read, such as appId " +
+		apps[1] + ": their service principals were listed and they were not, so their credentials are not counted: the identity needs Application.Read.All, unless they were deleted a moment ago"
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; msg != want || w.Status.TenantScan.UnreadableApplications != 1 {
+		t.Errorf("Ready %q, unreadable %d; want %q", msg, w.Status.TenantScan.UnreadableApplications, want)
+	}
+	if events := h.takeEvents(); countPrefix(events, "Warning ApplicationsUnreadable 1 applications") != 1 {
+		t.Errorf("events %q, want one ApplicationsUnreadable", events)
+	}
+
+	fake.HideApplication(operatorClientID, apps[1], false)
+	h.step(7 * time.Hour)
+	w, _ = h.reconcile()
+	if msg := target.Condition(w, v1alpha1.ConditionReady).Message; msg != "Scanned 2 applications and 3 service principals of the tenant: 2 credentials" ||
+		w.Status.TenantScan.UnreadableApplications != 0 {
+		t.Errorf("once readable: Ready %q, unreadable %d", msg, w.Status.TenantScan.UnreadableApplications)
+	}
+	assertNoSecrets(t, h)
+}

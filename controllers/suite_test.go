@@ -158,7 +158,7 @@ func operatorIdentity() *v1alpha1.ClusterAzureIdentity {
 			IdentitySpec: v1alpha1.IdentitySpec{
 				Operator: &v1alpha1.OperatorSignIn{},
 				Allow: v1alpha1.IdentityAllow{
-					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant, deltaTenant, deltaScanTenant},
+					Tenants:       []string{tenantID, unitTenant, scanTenant, hygieneTenant, digestTenant, lateTenant, usageTenant, deltaTenant, deltaScanTenant, lockedScanTenant},
 					Applications:  []string{v1alpha1.AllApplications},
 					Subscriptions: []v1alpha1.SubscriptionScope{{SubscriptionID: testSubscription}},
 					Operations: []v1alpha1.Operation{v1alpha1.OperationRotate, v1alpha1.OperationResetCluster,

@@ -151,6 +151,11 @@ type TenantScanStatus struct {
 	ServicePrincipals int32 `json:"servicePrincipals"`
 	// Credentials is how many secrets and certificates they carry.
 	Credentials int32 `json:"credentials"`
+	// UnreadableApplications is how many applications registered in the tenant the identity
+	// may not read: their service principals were listed, they were not, and their credentials
+	// are in no count (the identity needs Application.Read.All).
+	// +optional
+	UnreadableApplications int32 `json:"unreadableApplications,omitempty"`
 	// Renewed is how many of them were renewed by a newer credential of their kind on the same
 	// object (az ad app credential reset --append): they need nothing, and are counted nowhere else.
 	Renewed int32 `json:"renewed"`

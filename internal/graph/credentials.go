@@ -169,6 +169,9 @@ type Object struct {
 	DisplayName string
 	// SingleSignOnMode is a service principal's preferredSingleSignOnMode; empty on an application.
 	SingleSignOnMode string
+	// AppOwnerTenantID is a service principal's appOwnerOrganizationId, in lower case: the tenant
+	// its application is registered in. Empty on an application, and when Graph gives none.
+	AppOwnerTenantID string
 	// Tags are an application's tags, read by tenant scans only.
 	Tags        []string
 	Credentials []Credential

@@ -24,6 +24,9 @@ type Change struct {
 	HasSingleSignOn bool
 	// SingleSignOnMode is a service principal's preferredSingleSignOnMode.
 	SingleSignOnMode string
+	// HasAppOwner: a service principal's appOwnerOrganizationId, in lower case.
+	HasAppOwner      bool
+	AppOwnerTenantID string
 	// HasTags: an application's tags, which a tenant scan reads.
 	HasTags bool
 	Tags    []string

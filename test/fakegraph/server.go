@@ -127,6 +127,10 @@ type Object struct {
 	// PreferredSingleSignOnMode is a service principal's (saml, oidc, password, notSupported);
 	// Graph returns null when it is unset.
 	PreferredSingleSignOnMode string
+	// AppOwnerOrganizationID is a service principal's appOwnerOrganizationId, the tenant its
+	// application is registered in. PutServicePrincipal sets the tenant's own when it holds the
+	// application then and none is given; Graph returns null when it is empty.
+	AppOwnerOrganizationID string
 }
 
 // Owner is an owner of an application: a user, or a service principal (which has no mail).

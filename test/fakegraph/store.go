@@ -21,6 +21,9 @@ func (s *Server) PutServicePrincipal(tenantID string, sp Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tenantLocked(tenantID, true)
+	if app := t.apps[strings.ToLower(sp.AppID)]; app != nil && sp.AppOwnerOrganizationID == "" {
+		sp.AppOwnerOrganizationID = strings.ToLower(t.id)
+	}
 	s.putLocked(t, true, sp)
 }
 

@@ -240,6 +240,8 @@ func render(set *entitySet, o Object, selected []string, withKey bool) object {
 			v = append([]string{}, o.Tags...)
 		case "preferredSingleSignOnMode":
 			v = nullable(o.PreferredSingleSignOnMode)
+		case "appOwnerOrganizationId":
+			v = nullable(o.AppOwnerOrganizationID)
 		case "accountEnabled":
 			v = true
 		case "servicePrincipalType":

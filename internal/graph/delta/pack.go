@@ -28,6 +28,7 @@ func pack(o graph.Object) packed {
 	b = appendID(b, o.AppID)
 	b = appendString(b, o.DisplayName)
 	b = appendString(b, o.SingleSignOnMode)
+	b = appendID(b, o.AppOwnerTenantID)
 	b = binary.AppendUvarint(b, uint64(len(o.Tags)))
 	for _, t := range o.Tags {
 		b = appendString(b, t)
@@ -58,6 +59,7 @@ func unpack(id string, p packed) graph.Object {
 	o.AppID = r.id()
 	o.DisplayName = r.string()
 	o.SingleSignOnMode = r.string()
+	o.AppOwnerTenantID = r.id()
 	if n := r.uvarint(); n > 0 {
 		o.Tags = make([]string, n)
 		for i := range o.Tags {

@@ -113,6 +113,9 @@ func (t *Tenant) Apply(ch graph.Change) bool {
 	if ch.HasTags {
 		o.Tags = ch.Tags
 	}
+	if ch.HasAppOwner {
+		o.AppOwnerTenantID = ch.AppOwnerTenantID
+	}
 	replace := func(typ graph.Type, with []graph.Credential) {
 		creds := slices.DeleteFunc(o.Credentials, func(c graph.Credential) bool { return c.Type == typ })
 		o.Credentials = append(creds, with...)
@@ -158,7 +161,7 @@ func (t *Tenant) Differs(listed *Tenant) map[string]string {
 
 func sameObject(a, b graph.Object) bool {
 	if a.Source != b.Source || a.AppID != b.AppID || a.DisplayName != b.DisplayName ||
-		a.SingleSignOnMode != b.SingleSignOnMode || !slices.Equal(a.Tags, b.Tags) || len(a.Credentials) != len(b.Credentials) {
+		a.SingleSignOnMode != b.SingleSignOnMode || a.AppOwnerTenantID != b.AppOwnerTenantID || !slices.Equal(a.Tags, b.Tags) || len(a.Credentials) != len(b.Credentials) {
 		return false
 	}
 	byKey := func(x, y graph.Credential) int {

@@ -28,8 +28,9 @@ func TestUnitTenantApply(t *testing.T) {
 		{name: "removed", ch: graph.Change{Source: graph.Application, ObjectID: "a", Removed: true}, ok: true, absent: true},
 		{name: "an unknown object reported in part", ch: graph.Change{Source: graph.ServicePrincipal, ObjectID: "b", HasPasswords: true}},
 		{name: "an unknown object reported whole",
-			ch: graph.Change{Source: graph.ServicePrincipal, ObjectID: "b", HasAppID: true, AppID: "Y", HasPasswords: true, HasCertificates: true, HasSingleSignOn: true, SingleSignOnMode: "saml"}, ok: true,
-			want: &graph.Object{Source: graph.ServicePrincipal, ObjectID: "b", AppID: "y", SingleSignOnMode: "saml"}},
+			ch: graph.Change{Source: graph.ServicePrincipal, ObjectID: "b", HasAppID: true, AppID: "Y", HasPasswords: true, HasCertificates: true, HasSingleSignOn: true, SingleSignOnMode: "saml",
+				HasAppOwner: true, AppOwnerTenantID: "t"}, ok: true,
+			want: &graph.Object{Source: graph.ServicePrincipal, ObjectID: "b", AppID: "y", SingleSignOnMode: "saml", AppOwnerTenantID: "t"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := NewTenant(nil, time.Time{})
@@ -82,7 +83,8 @@ func TestUnitPackRoundTrips(t *testing.T) {
 				{KeyID: "1b1e4c2a-9d3f-4a5b-8c6d-0e2f4a6b8c1d", Type: graph.Password, Source: graph.Application, DisplayName: "ci", Hint: "Q7x", Start: end.AddDate(-1, 0, 0), End: end},
 				{KeyID: "NOT-A-GUID", Type: graph.Certificate, Source: graph.Application, End: end},
 			}},
-		{Source: graph.ServicePrincipal, ObjectID: "s1", AppID: "7B1E4C2A-9D3F-4A5B-8C6D-0E2F4A6B8C1D", SingleSignOnMode: "saml"},
+		{Source: graph.ServicePrincipal, ObjectID: "s1", AppID: "7B1E4C2A-9D3F-4A5B-8C6D-0E2F4A6B8C1D", SingleSignOnMode: "saml",
+			AppOwnerTenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47"},
 	} {
 		got := unpack(o.ObjectID, pack(o))
 		if !sameObject(got, o) || got.ObjectID != o.ObjectID || got.Credentials != nil && got.Credentials[0].Source != o.Source ||

@@ -28,10 +28,12 @@ import (
 
 // applicationFields and servicePrincipalFields are all a watch reads: $select keeps responses
 // small and costs Graph one resource unit less per request. A service principal's single-sign-on
-// mode tells a SAML one, whose long-lived secret and certificate are there by design.
+// mode tells a SAML one, whose long-lived secret and certificate are there by design; its
+// application's tenant tells, in a scan, an application of the tenant that the identity may not
+// read from one registered elsewhere.
 var (
 	applicationFields      = []string{"id", "appId", "displayName", "passwordCredentials", "keyCredentials"}
-	servicePrincipalFields = append(slices.Clip(applicationFields), "preferredSingleSignOnMode")
+	servicePrincipalFields = append(slices.Clip(applicationFields), "preferredSingleSignOnMode", "appOwnerOrganizationId")
 	// A scan reads an application's tags too: one may opt it out of owner digests.
 	scanApplicationFields = append(slices.Clip(applicationFields), "tags")
 )
@@ -205,6 +207,7 @@ func objectOf(src graph.Source, appID string, o credentialHolder) graph.Object {
 	if app, ok := o.(models.Applicationable); ok {
 		obj.Tags = app.GetTags()
 	}
+	obj.AppOwnerTenantID, _ = appOwnerOf(o)
 	return obj
 }
 
@@ -339,4 +342,14 @@ func uuidString(id *uuid.UUID) string {
 		return ""
 	}
 	return id.String()
+}
+
+// appOwnerOf is a service principal's appOwnerOrganizationId in lower case, and whether Graph
+// gave one.
+func appOwnerOf(o any) (string, bool) {
+	sp, ok := o.(interface{ GetAppOwnerOrganizationId() *uuid.UUID })
+	if !ok || sp.GetAppOwnerOrganizationId() == nil {
+		return "", false
+	}
+	return strings.ToLower(sp.GetAppOwnerOrganizationId().String()), true
 }

@@ -179,5 +179,6 @@ func changeOf(src graph.Source, o deltaObject) graph.Change {
 			ch.HasSingleSignOn, ch.SingleSignOnMode = true, *m
 		}
 	}
+	ch.AppOwnerTenantID, ch.HasAppOwner = appOwnerOf(o)
 	return ch
 }

@@ -73,7 +73,7 @@ func TestScanTenant(t *testing.T) {
 		q, _ := url.ParseQuery(r.RawQuery)
 		want := "id,appId,displayName,passwordCredentials,keyCredentials"
 		if strings.Contains(r.Path, "servicePrincipals") {
-			want += ",preferredSingleSignOnMode" // tells a SAML service principal
+			want += ",preferredSingleSignOnMode,appOwnerOrganizationId" // tells a SAML service principal, and its application's tenant
 		} else {
 			want += ",tags" // may opt an application out of owner digests
 		}
@@ -93,8 +93,11 @@ func TestScanTenant(t *testing.T) {
 		t.Errorf("an application: %+v; want its name and its secret", o)
 	}
 	third := objects[string(graph.ServicePrincipal)+"d0000049-0000-4000-8000-000000000000"]
-	if len(third.Credentials) != 1 || third.Credentials[0].Type != graph.Certificate || third.Credentials[0].Source != graph.ServicePrincipal {
-		t.Errorf("another tenant's application: %+v; want its service principal's certificate", third)
+	if len(third.Credentials) != 1 || third.Credentials[0].Type != graph.Certificate || third.Credentials[0].Source != graph.ServicePrincipal || third.AppOwnerTenantID != "" {
+		t.Errorf("another tenant's application: %+v; want its service principal's certificate, and no tenant of its application", third)
+	}
+	if sp1.AppOwnerTenantID != strings.ToLower(tenant) {
+		t.Errorf("the service principal of the tenant's application: its application's tenant %q, want %s", sp1.AppOwnerTenantID, tenant)
 	}
 
 	t.Run("filter", func(t *testing.T) {

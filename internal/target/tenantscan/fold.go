@@ -2,6 +2,7 @@ package tenantscan
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -23,6 +24,11 @@ type Found struct {
 	SAML map[string]bool
 	// OptedOut holds the appIds whose application carries the fold's OptOutTag.
 	OptedOut map[string]bool
+	// Unreadable counts the applications registered in the tenant, by their service principal's
+	// appOwnerOrganizationId, that the listing left out: the identity may not read them, and
+	// their credentials are not in Credentials. UnreadableApp is the appId of the first, by appId.
+	Unreadable    int32
+	UnreadableApp string
 }
 
 // Fold gathers the objects of a tenant scan into a Found as they arrive, keeping of each no more
@@ -30,11 +36,17 @@ type Found struct {
 type Fold struct {
 	// OptOutTag, when set, is the application tag that opts an application out of owner digests.
 	OptOutTag string
+	// TenantID is the tenant scanned: a service principal whose application it registers and the
+	// listing left out is one the identity may not read, not one of another tenant's.
+	TenantID string
 
 	found Found
 	// apps names each application seen, for the credentials of its service principal, which may
 	// be listed before it.
 	apps map[string]app
+	// unseen holds the appIds of service principals of the tenant's own applications that were
+	// listed before any application of theirs: those still there at the end were left out.
+	unseen map[string]bool
 }
 
 type app struct{ objectID, displayName string }
@@ -52,6 +64,7 @@ func (f *Fold) Add(o graph.Object) {
 			f.apps = map[string]app{}
 		}
 		f.apps[o.AppID] = app{objectID: o.ObjectID, displayName: o.DisplayName}
+		delete(f.unseen, o.AppID)
 		if f.OptOutTag != "" && slices.ContainsFunc(o.Tags, func(t string) bool { return strings.EqualFold(t, f.OptOutTag) }) {
 			if f.found.OptedOut == nil {
 				f.found.OptedOut = map[string]bool{}
@@ -60,6 +73,12 @@ func (f *Fold) Add(o graph.Object) {
 		}
 	} else {
 		f.found.ServicePrincipals++
+		if _, seen := f.apps[o.AppID]; !seen && f.TenantID != "" && strings.EqualFold(o.AppOwnerTenantID, f.TenantID) {
+			if f.unseen == nil {
+				f.unseen = map[string]bool{}
+			}
+			f.unseen[o.AppID] = true
+		}
 		if strings.EqualFold(o.SingleSignOnMode, target.SAML) {
 			if f.found.SAML == nil {
 				f.found.SAML = map[string]bool{}
@@ -81,6 +100,9 @@ func (f *Fold) Add(o graph.Object) {
 // names, when the tenant holds it: a service principal's display name is a copy, which may lag.
 func (f *Fold) Found() Found {
 	out := f.found
+	if len(f.unseen) > 0 {
+		out.Unreadable, out.UnreadableApp = int32(len(f.unseen)), slices.Min(slices.Collect(maps.Keys(f.unseen)))
+	}
 	for i := range out.Credentials {
 		c := &out.Credentials[i]
 		if a, ok := f.apps[c.AppID]; ok && c.Source == v1alpha1.SourceServicePrincipal {

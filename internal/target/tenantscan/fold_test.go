@@ -18,17 +18,20 @@ func TestFold(t *testing.T) {
 		return graph.Credential{KeyID: keyID, Type: graph.Password, Source: src, Hint: "abc", End: end.Add(300 * time.Millisecond)}
 	}
 	// The service principal of "a" is listed before its application, and has its own name,
-	// a copy that lags; "b" is another tenant's application, with a service principal only.
+	// a copy that lags; "b" is another tenant's application, with a service principal only; "d"
+	// and "e" are the tenant's own, whose applications the identity may not read.
 	objects := []graph.Object{
-		{Source: graph.ServicePrincipal, AppID: "a", ObjectID: "sp-a", DisplayName: "old name",
+		{Source: graph.ServicePrincipal, AppID: "a", ObjectID: "sp-a", DisplayName: "old name", AppOwnerTenantID: "t",
 			Credentials: []graph.Credential{secret("k3", graph.ServicePrincipal, soon)}},
+		{Source: graph.ServicePrincipal, AppID: "e", ObjectID: "sp-e", AppOwnerTenantID: "T"},
+		{Source: graph.ServicePrincipal, AppID: "d", ObjectID: "sp-d", AppOwnerTenantID: "t"},
 		{Source: graph.ServicePrincipal, AppID: "b", ObjectID: "sp-b", DisplayName: "theirs", SingleSignOnMode: "saml",
 			Credentials: []graph.Credential{secret("k4", graph.ServicePrincipal, later)}},
 		{Source: graph.Application, AppID: "a", ObjectID: "app-a", DisplayName: "payments",
 			Credentials: []graph.Credential{secret("k1", graph.Application, later), secret("k2", graph.Application, soon)}},
 		{Source: graph.Application, AppID: "c", ObjectID: "app-c", DisplayName: "no secrets"},
 	}
-	var fold Fold
+	fold := Fold{TenantID: "t"}
 	for _, o := range objects {
 		fold.Add(o)
 	}
@@ -38,7 +41,7 @@ func TestFold(t *testing.T) {
 		c.AppID, c.AppDisplayName, c.AppObjectID = appID, name, appObject
 		return c
 	}
-	wantFound := Found{Applications: 2, ServicePrincipals: 2, SAML: map[string]bool{"b": true}, Credentials: []v1alpha1.Credential{
+	wantFound := Found{Applications: 2, ServicePrincipals: 4, SAML: map[string]bool{"b": true}, Unreadable: 2, UnreadableApp: "d", Credentials: []v1alpha1.Credential{
 		want("k2", "a", "payments", "app-a", v1alpha1.SourceApplication, soon),
 		want("k3", "a", "payments", "app-a", v1alpha1.SourceServicePrincipal, soon),
 		want("k1", "a", "payments", "app-a", v1alpha1.SourceApplication, later),

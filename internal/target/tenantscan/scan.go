@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/credwatch/credwatch/api/v1alpha1"
@@ -38,7 +39,7 @@ type Scan struct {
 // makes room for them at once, where growing a slice of 100,000 credentials as they come leaves
 // several times its size of garbage.
 func Read(ctx context.Context, tc graph.TenantClient, spec *v1alpha1.TenantScanTarget, about int) (Found, error) {
-	var fold Fold
+	fold := Fold{TenantID: spec.TenantID}
 	fold.Grow(about + about/16)
 	if d := spec.OwnerDigests; d != nil {
 		fold.OptOutTag = d.OptOutTag
@@ -87,10 +88,26 @@ func (s Scan) Record(ctx context.Context, obj *v1alpha1.CredentialWatch, found F
 	}
 	counts.Applications, counts.ServicePrincipals = found.Applications, found.ServicePrincipals
 	counts.Credentials = int32(len(found.Credentials))
+	wasUnreadable := counts.UnreadableApplications
+	counts.UnreadableApplications = found.Unreadable
 	s.markAdded(ctx, obj, before, scanned, found, counts, now)
 	s.Store.Put(target.KeyOf(obj), found)
 	obj.Status.TenantScan = counts
 	obj.Status.ServicePrincipal, obj.Status.AKSCluster = nil, nil
-	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked,
-		fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials), now)
+	msg := fmt.Sprintf("Scanned %d applications and %d service principals of the tenant: %d credentials", counts.Applications, counts.ServicePrincipals, counts.Credentials)
+	if n := found.Unreadable; n > 0 {
+		unreadable := fmt.Sprintf("%d applications registered in the tenant could not be read, such as appId %s: their service principals were listed and they were not, "+
+			"so their credentials are not counted: the identity needs %s, unless they were deleted a moment ago", n, found.UnreadableApp, needsList)
+		msg += "; " + unreadable
+		if wasUnreadable == 0 {
+			s.Events.Event(obj, corev1.EventTypeWarning, EventApplicationsUnreadable, unreadable)
+		}
+	}
+	target.SetCondition(obj, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonChecked, msg, now)
 }
+
+// EventApplicationsUnreadable: a scan found applications of the tenant the identity may not read.
+const EventApplicationsUnreadable = "ApplicationsUnreadable"
+
+// needsList is what lets an identity list every application of a tenant.
+const needsList = "Application.Read.All"

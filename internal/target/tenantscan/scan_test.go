@@ -58,3 +58,25 @@ func TestUnitRecordCountsTheScanAndKeepsItForTheMetrics(t *testing.T) {
 		t.Errorf("the store holds %d credentials, want 6", len(found.Credentials))
 	}
 }
+
+// Applications of the tenant the identity may not read are counted and named, with what the
+// identity needs, in status, the Ready message and, when they first appear, an event.
+func TestUnitRecordSaysWhichApplicationsCouldNotBeRead(t *testing.T) {
+	ev := &targettest.Events{}
+	s := Scan{Events: ev, Store: NewStore()}
+	obj := &v1alpha1.CredentialWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "scan"}}
+	found := Found{Applications: 4, ServicePrincipals: 6, Unreadable: 2, UnreadableApp: "d"}
+	s.Record(context.Background(), obj, found, target.TenantSignIns{}, now)
+	want := "2 applications registered in the tenant could not be read, such as appId d: their service principals were listed and they were not, " +
+		"so their credentials are not counted: the identity needs Application.Read.All, unless they were deleted a moment ago"
+	if msg := target.Condition(obj, v1alpha1.ConditionReady).Message; !strings.HasSuffix(msg, "; "+want) || obj.Status.TenantScan.UnreadableApplications != 2 {
+		t.Errorf("Ready %q, unreadable %d", msg, obj.Status.TenantScan.UnreadableApplications)
+	}
+	if got := ev.Take(); len(got) != 1 || got[0] != "Warning ApplicationsUnreadable "+want {
+		t.Errorf("events %q", got)
+	}
+	s.Record(context.Background(), obj, found, target.TenantSignIns{}, now)
+	if got := ev.Take(); len(got) != 0 {
+		t.Errorf("the second scan told %q again", got)
+	}
+}
