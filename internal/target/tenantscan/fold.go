@@ -2,7 +2,6 @@ package tenantscan
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"strings"
 
@@ -44,12 +43,17 @@ type Fold struct {
 	// apps names each application seen, for the credentials of its service principal, which may
 	// be listed before it.
 	apps map[string]app
-	// unseen holds the appIds of service principals of the tenant's own applications that were
-	// listed before any application of theirs: those still there at the end were left out.
-	unseen map[string]bool
 }
 
-type app struct{ objectID, displayName string }
+// app is an appId as the scan saw it: its application listed, with its names, and whether a
+// service principal says the tenant registers it. One map holds both, as nearly every service
+// principal of the tenant's shares its appId with an application: a set of the service
+// principals waiting for their application would grow to half the tenant in a scan answered
+// from delta rounds, which hands objects over in no order.
+type app struct {
+	objectID, displayName string
+	listed, ownSP         bool
+}
 
 // Grow makes room for n credentials more.
 func (f *Fold) Grow(n int) {
@@ -63,8 +67,9 @@ func (f *Fold) Add(o graph.Object) {
 		if f.apps == nil {
 			f.apps = map[string]app{}
 		}
-		f.apps[o.AppID] = app{objectID: o.ObjectID, displayName: o.DisplayName}
-		delete(f.unseen, o.AppID)
+		a := f.apps[o.AppID]
+		a.objectID, a.displayName, a.listed = o.ObjectID, o.DisplayName, true
+		f.apps[o.AppID] = a
 		if f.OptOutTag != "" && slices.ContainsFunc(o.Tags, func(t string) bool { return strings.EqualFold(t, f.OptOutTag) }) {
 			if f.found.OptedOut == nil {
 				f.found.OptedOut = map[string]bool{}
@@ -73,11 +78,13 @@ func (f *Fold) Add(o graph.Object) {
 		}
 	} else {
 		f.found.ServicePrincipals++
-		if _, seen := f.apps[o.AppID]; !seen && f.TenantID != "" && strings.EqualFold(o.AppOwnerTenantID, f.TenantID) {
-			if f.unseen == nil {
-				f.unseen = map[string]bool{}
+		if f.TenantID != "" && strings.EqualFold(o.AppOwnerTenantID, f.TenantID) {
+			if f.apps == nil {
+				f.apps = map[string]app{}
 			}
-			f.unseen[o.AppID] = true
+			a := f.apps[o.AppID]
+			a.ownSP = true
+			f.apps[o.AppID] = a
 		}
 		if strings.EqualFold(o.SingleSignOnMode, target.SAML) {
 			if f.found.SAML == nil {
@@ -100,12 +107,16 @@ func (f *Fold) Add(o graph.Object) {
 // names, when the tenant holds it: a service principal's display name is a copy, which may lag.
 func (f *Fold) Found() Found {
 	out := f.found
-	if len(f.unseen) > 0 {
-		out.Unreadable, out.UnreadableApp = int32(len(f.unseen)), slices.Min(slices.Collect(maps.Keys(f.unseen)))
+	for appID, a := range f.apps {
+		if a.ownSP && !a.listed {
+			if out.Unreadable++; out.UnreadableApp == "" || appID < out.UnreadableApp {
+				out.UnreadableApp = appID
+			}
+		}
 	}
 	for i := range out.Credentials {
 		c := &out.Credentials[i]
-		if a, ok := f.apps[c.AppID]; ok && c.Source == v1alpha1.SourceServicePrincipal {
+		if a, ok := f.apps[c.AppID]; ok && a.listed && c.Source == v1alpha1.SourceServicePrincipal {
 			c.AppObjectID, c.AppDisplayName = a.objectID, a.displayName
 		}
 	}
