@@ -68,6 +68,11 @@ rotation:
   secretNamespaces: [team-a]
 extraEnv:
 - {name: KUBE_FEATURE_WatchListClient, value: "false"}
+networkPolicy:
+  enabled: true
+  apiServerCIDRs: [10.0.0.1/32]
+  egressCIDRs: [20.190.128.0/18, 40.126.0.0/18]
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
 `
 
 func helm(t *testing.T, args ...string) string {
@@ -174,7 +179,9 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 			}
 			want := []string{"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service"}
 			if name == "everything" {
-				want = append(want, "ConfigMap", "ServiceMonitor", "PrometheusRule", "ClusterAzureIdentity")
+				want = append(want, "ConfigMap", "ServiceMonitor", "PrometheusRule", "ClusterAzureIdentity", "NetworkPolicy")
+			} else if kinds["NetworkPolicy"] {
+				t.Error("a NetworkPolicy by default: it is opt-in")
 			}
 			for _, k := range want {
 				if !kinds[k] {
@@ -283,7 +290,7 @@ func TestTokenMintingBoundToListedServiceAccounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(os.Getenv("HELM_BIN"), "template", "credwatch", chartDir, "--kube-version", "1.34.4", "--values", bad).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "workloadIdentityNamespaces: ") {
+		if err == nil || !strings.Contains(string(out), "workloadIdentityNamespaces") {
 			t.Errorf("helm template with %s: %v, want refused saying why\n%s", entry, err, out)
 		}
 	}
