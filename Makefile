@@ -9,6 +9,7 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 BIN := $(CURDIR)/bin
+HELM_DOCS := $(BIN)/helm-docs
 ENVTEST_ASSETS := $(BIN)/k8s
 CONTROLLER_GEN := $(GO) tool controller-gen
 # Set here, not by its rule below, because `verify` and `lint` name it as a prerequisite before that.
@@ -35,11 +36,11 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: verify
-verify: $(GOLANGCI_LINT) ## Fail if formatting, the generated CRDs, deepcopy and RBAC, or golangci-lint find fault.
+verify: $(GOLANGCI_LINT) $(HELM_DOCS) ## Fail if formatting, the generated CRDs, deepcopy, RBAC and chart README, or golangci-lint find fault.
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	@before=$$(mktemp -d) && cp -r api config charts "$$before" && \
-	$(MAKE) --no-print-directory manifests generate && \
+	$(MAKE) --no-print-directory manifests generate chart-docs && \
 	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts; then \
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
@@ -161,6 +162,16 @@ helm: $(HELM) ## Build helm for the chart's tests.
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	@echo "Building helm $(HELM_VERSION) for the chart tests..."
 	cd hack/helm && $(GO) build -v -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm 2>&1 | $(PROGRESS)
+
+# helm-docs (HELM_DOCS, set at the top), to write the chart's README from the comments of its
+# values, built from the module pinned in hack/helmdocs.
+$(HELM_DOCS): hack/helmdocs/go.mod hack/helmdocs/go.sum
+	@echo "Building helm-docs for the chart's README..."
+	cd hack/helmdocs && $(GO) build -v -o $@ github.com/norwoodj/helm-docs/cmd/helm-docs 2>&1 | $(PROGRESS)
+
+.PHONY: chart-docs
+chart-docs: $(HELM_DOCS) ## Write charts/credwatch/README.md from the comments of values.yaml.
+	$(HELM_DOCS) --chart-search-root charts --log-level warning
 
 # promtool, to check and unit-test the chart's alert rules and to check the operator's metrics,
 # built from the module pinned in hack/promtool. Prometheus 3.x is published as module v0.3xx.y
