@@ -10,6 +10,7 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 BIN := $(CURDIR)/bin
 HELM_DOCS := $(BIN)/helm-docs
+CRD_REF_DOCS := $(BIN)/crd-ref-docs
 ENVTEST_ASSETS := $(BIN)/k8s
 CONTROLLER_GEN := $(GO) tool controller-gen
 # Set here, not by its rule below, because `verify` and `lint` name it as a prerequisite before that.
@@ -36,12 +37,12 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: verify
-verify: $(GOLANGCI_LINT) $(HELM_DOCS) ## Fail if formatting, the generated CRDs, deepcopy, RBAC and chart README, or golangci-lint find fault.
+verify: $(GOLANGCI_LINT) $(HELM_DOCS) $(CRD_REF_DOCS) ## Fail if formatting, the generated CRDs, deepcopy, RBAC, chart README and API reference, or golangci-lint find fault.
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
-	@before=$$(mktemp -d) && cp -r api config charts "$$before" && \
-	$(MAKE) --no-print-directory manifests generate chart-docs && \
-	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts; then \
+	@before=$$(mktemp -d) && cp -r api config charts docs "$$before" && \
+	$(MAKE) --no-print-directory manifests generate chart-docs api-docs && \
+	if ! diff -ru "$$before/api" api || ! diff -ru "$$before/config" config || ! diff -ru "$$before/charts" charts || ! diff -ru "$$before/docs" docs; then \
 		rm -rf "$$before"; echo "Generated files were stale (regenerated now: review and commit them)"; exit 1; fi; \
 	rm -rf "$$before"
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -162,6 +163,17 @@ helm: $(HELM) ## Build helm for the chart's tests.
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	@echo "Building helm $(HELM_VERSION) for the chart tests..."
 	cd hack/helm && $(GO) build -v -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm 2>&1 | $(PROGRESS)
+
+# crd-ref-docs (CRD_REF_DOCS, set at the top), to write the API reference from the CRDs' Go types,
+# built from the module pinned in hack/crdrefdocs.
+$(CRD_REF_DOCS): hack/crdrefdocs/go.mod hack/crdrefdocs/go.sum
+	@echo "Building crd-ref-docs for the API reference..."
+	cd hack/crdrefdocs && $(GO) build -v -o $@ github.com/elastic/crd-ref-docs 2>&1 | $(PROGRESS)
+
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Write docs/api.md, the API reference, from the Go types in api/.
+	$(CRD_REF_DOCS) --source-path=./api --config=hack/crdrefdocs/config.yaml --renderer=markdown --max-depth=20 \
+		--output-path=docs/api.md --log-level=ERROR
 
 # helm-docs (HELM_DOCS, set at the top), to write the chart's README from the comments of its
 # values, built from the module pinned in hack/helmdocs.
