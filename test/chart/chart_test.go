@@ -75,7 +75,28 @@ networkPolicy:
   metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
 `
 
+// helm runs helm with args, which must succeed, and returns what it printed.
 func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return out
+}
+
+// helmRefuses runs helm with args, which must fail, and returns what it said.
+func helmRefuses(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := runHelm(t, args...)
+	if err == nil {
+		t.Fatalf("helm %s succeeded; want it refused\n%s", strings.Join(args, " "), out)
+	}
+	return out + stderr
+}
+
+// runHelm runs the helm make test built, and returns its output, apart from its errors.
+func runHelm(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs helm, built by make test: skipped under -short")
@@ -84,13 +105,11 @@ func helm(t *testing.T, args ...string) string {
 	if bin == "" {
 		t.Fatal("HELM_BIN is not set: run `make test`, which builds helm into bin/")
 	}
-	var out, stderr bytes.Buffer
+	var out, errs bytes.Buffer
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), stderr.String())
-	}
-	return out.String()
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err = cmd.Run()
+	return out.String(), errs.String(), err
 }
 
 func valuesFile(t *testing.T) string {
@@ -289,9 +308,8 @@ func TestTokenMintingBoundToListedServiceAccounts(t *testing.T) {
 		if err := os.WriteFile(bad, []byte("workloadIdentityNamespaces: ["+entry+"]\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(os.Getenv("HELM_BIN"), "template", "credwatch", chartDir, "--kube-version", "1.34.4", "--values", bad).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "workloadIdentityNamespaces") {
-			t.Errorf("helm template with %s: %v, want refused saying why\n%s", entry, err, out)
+		if out := helmRefuses(t, "template", "credwatch", chartDir, "--kube-version", "1.34.4", "--values", bad); !strings.Contains(out, "workloadIdentityNamespaces") {
+			t.Errorf("helm template with %s: want refused saying why\n%s", entry, out)
 		}
 	}
 }

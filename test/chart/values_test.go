@@ -1,10 +1,8 @@
 package chart
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,25 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
-
-// helmRefuses runs helm with args, which must fail, and returns what it said.
-func helmRefuses(t *testing.T, args ...string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs helm, built by make test: skipped under -short")
-	}
-	bin := os.Getenv("HELM_BIN")
-	if bin == "" {
-		t.Fatal("HELM_BIN is not set: run `make test`, which builds helm into bin/")
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err == nil {
-		t.Fatalf("helm %s succeeded; want it refused\n%s", strings.Join(args, " "), out.String())
-	}
-	return out.String()
-}
 
 // TestValuesSchemaRefusesWhatIsNoValue: a value of the wrong type, and a key the chart does not
 // know, at the top or nested, are refused before anything is rendered, naming what is wrong.
