@@ -88,7 +88,7 @@ func (f Finder) Grant(ctx context.Context, obj *v1alpha1.CredentialWatch) (acces
 	if obj.Spec.AzureCredentialRef != nil {
 		return access.Grant{}, &Error{reason: v1alpha1.ReasonIdentityMigrationNeeded, msg: "spec.azureCredentialRef is no longer supported, and this watch is not checked: " +
 			"create an AzureIdentity in namespace " + obj.Namespace + " with spec.clientSecret naming Secret " + obj.Spec.AzureCredentialRef.Name +
-			" and spec.allow covering the target, set spec.identityRef to it, and remove azureCredentialRef (see the README's upgrade notes)"}
+			" and spec.allow covering the target, set spec.identityRef to it, and remove azureCredentialRef (see docs/upgrading.md)"}
 	}
 	return f.GrantOf(ctx, obj, f.RefOf(obj))
 }

@@ -117,7 +117,7 @@ func (s SignIns) serviceAccountConsents(ctx context.Context, id access.Identity,
 	}
 	msg := fmt.Sprintf("ServiceAccount %s does not consent to sign in for %s: annotate it %s=%s", key, id, v1alpha1.IdentityConsentAnnotation, want)
 	if _, ok := sa.Annotations[legacyConsent]; ok {
-		msg += fmt.Sprintf(" (%s no longer consents: every workload-identity ServiceAccount carries it; README, Upgrading)", legacyConsent)
+		msg += fmt.Sprintf(" (%s no longer consents: every workload-identity ServiceAccount carries it; docs/upgrading.md)", legacyConsent)
 	}
 	return &ServiceAccountError{msg}
 }

@@ -317,7 +317,7 @@ func (ro *Run) apply(res Result, err error, changed string) (time.Time, error) {
 // rotations named them before: only then is the target the one such a secret was made for. An
 // edited watch may have moved from an AKS cluster to its service principal, and would retire the
 // secret the old cluster still signs in with; its secrets of the earlier naming are left to
-// people (README, Upgrading).
+// people (docs/upgrading.md).
 func (ro *Run) prefixes() []string {
 	var cluster string
 	if c := ro.pin.Cluster; c != nil {

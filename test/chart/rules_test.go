@@ -35,7 +35,7 @@ func rulesFile(t *testing.T, dir string) string {
 }
 
 // TestRulesAreValid has promtool check the rendered rules: every expression parses, every
-// template and duration is valid, no rule is repeated. The README's table lists each alert.
+// template and duration is valid, no rule is repeated. docs/metrics.md's table lists each alert.
 func TestRulesAreValid(t *testing.T) {
 	rules := rulesFile(t, t.TempDir())
 	names := alertNames(t, rules)
@@ -43,13 +43,13 @@ func TestRulesAreValid(t *testing.T) {
 	if want := fmt.Sprintf("SUCCESS: %d rules found", len(names)); !strings.Contains(out, want) {
 		t.Errorf("promtool check rules does not say %q:\n%s", want, out)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range names {
 		if !strings.Contains(string(readme), "| `"+name+"` (") {
-			t.Errorf("README's table of alerts does not list %s", name)
+			t.Errorf("docs/metrics.md's table of alerts does not list %s", name)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestDemo runs the README's demo once and checks that a person would see what it promises:
+// TestDemo runs `make demo` once and checks that a person would see what it promises:
 // every watch Ready in kubectl, the expiring secret's events, and its alerts in mail and Slack.
 func TestDemo(t *testing.T) {
 	if testing.Short() {

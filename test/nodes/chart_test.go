@@ -220,7 +220,7 @@ func token(ctx context.Context, t *testing.T, sa string) string {
 	return tr.Status.Token
 }
 
-// teamIdentity federates team A's application with its ServiceAccount's tokens, as the README
+// teamIdentity federates team A's application with its ServiceAccount's tokens, as docs/identities.md
 // tells a team to, and waits until the identity the team created signs in: the operator's pod
 // minted the token, in the cluster, and Entra's fake checked it against the API server's keys.
 func teamIdentity(ctx context.Context, t *testing.T) {

@@ -85,7 +85,7 @@ func TestExpiredClusterSecretIsTheOutage(t *testing.T) {
 	}
 }
 
-// aksWatch applies the platform team's watch of aks-prod with imagePulls, as the README shows
+// aksWatch applies the platform team's watch of aks-prod with imagePulls, as the docs show
 // it, and the spec's further lines, asks it to check now, and waits until it has read the
 // cluster's secret ending at end.
 func aksWatch(ctx context.Context, t *testing.T, end time.Time, spec ...string) *credwatchv1alpha1.CredentialWatch {

@@ -19,7 +19,7 @@ import (
 const teamApp = "8d3c2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"
 
 // A member of team A, allowed by the platform team to manage CredentialWatches and Secrets in
-// team-a and nothing else, applies a watch of the team's application with kubectl, as the README
+// team-a and nothing else, applies a watch of the team's application with kubectl, as the docs
 // shows, naming the team's identity and the team's own Slack channel and mailbox. The operator
 // reads the application with the team's identity and tells both channels that its secret ends in
 // ten days.

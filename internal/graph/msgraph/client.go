@@ -53,7 +53,7 @@ func servicePrincipalQuery() *serviceprincipalswithappid.ServicePrincipalsWithAp
 }
 
 // What a refused request needs, named in its error: for each API the least privileged application
-// permission of Microsoft's Graph reference (see README, "Identity and permissions").
+// permission of Microsoft's Graph reference (see docs/identities.md, "Azure permissions").
 const (
 	// GET /applications(appId='…') and /servicePrincipals(appId='…'), alone or in a $batch.
 	needsRead = "Application.Read.All (or Application.ReadWrite.OwnedBy as an owner of the application)"

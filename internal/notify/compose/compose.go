@@ -188,7 +188,7 @@ var checkFixes = map[string]string{
 	v1alpha1.ReasonIdentityNotFound:           "Create the identity the watch names, or name another in spec.identityRef.",
 	v1alpha1.ReasonIdentityNotReady:           "Fix the identity the watch names: its Ready condition says why it does not sign in.",
 	v1alpha1.ReasonIdentityNotAllowed:         "Ask a cluster admin to widen the identity (spec.allow, or the namespaces its conditions admit), or name one that allows this in spec.identityRef.",
-	v1alpha1.ReasonIdentityMigrationNeeded:    "Replace spec.azureCredentialRef with spec.identityRef naming an AzureIdentity that signs in with that Secret (README: Upgrading).",
+	v1alpha1.ReasonIdentityMigrationNeeded:    "Replace spec.azureCredentialRef with spec.identityRef naming an AzureIdentity that signs in with that Secret (docs/upgrading.md).",
 	v1alpha1.ReasonThrottled:                  "Nothing yet: Microsoft Graph is throttling and credwatch retries after the wait it asks for.",
 	v1alpha1.ReasonGraphUnreachable:           "Check that the operator can reach Microsoft Graph and the login endpoint (egress, proxy, DNS).",
 	v1alpha1.ReasonGraphError:                 "See the Ready condition of the CredentialWatch for Graph's answer.",
