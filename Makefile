@@ -62,12 +62,16 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with the linters and thresholds in .
 # -timeout: the stories on real nodes may take up to their own budgets (about 26 minutes in all);
 # Go's default of 10 panics the test binary, which skips the cluster's teardown.
 .PHONY: test
-test: verify vet envtest mailpit helm promtool cluster image ## Run every test, against a real kube-apiserver, etcd and SMTP server, and a cluster of real nodes.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) \
+test: verify vet envtest mailpit helm promtool cluster image docs-packages ## Run every test, against a real kube-apiserver, etcd and SMTP server, a cluster of real nodes, and the documentation site in Chromium.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) MAILPIT_BIN=$(MAILPIT) HELM_BIN=$(HELM) PROMTOOL_BIN=$(PROMTOOL) ARTIFACTS=$(ARTIFACTS) \
 	CLUSTER_ASSETS=$(ENVTEST_ASSETS) CLUSTER_IMAGES=$(CLUSTER_IMAGES) REGISTRY_BIN=$(REGISTRY) CREDENTIAL_PROVIDERS=$(CREDENTIAL_PROVIDERS) \
 	CREDWATCH_IMAGE=$(BIN)/credwatch-image.tar \
 	$(GO) test ./... -count=1 -timeout 30m
 	cd hack/image && $(GO) test ./... -count=1
+
+# What tests keep for a person to look at afterwards, such as the screenshot of Getting started
+# (bin/artifacts/docs/getting-started.png).
+ARTIFACTS ?= $(BIN)/artifacts
 
 .PHONY: unit
 unit: ## Run the fast tier: unit tests with fakes, no API server, SMTP server or helm (well under a minute warm).
@@ -184,6 +188,24 @@ $(HELM_DOCS): hack/helmdocs/go.mod hack/helmdocs/go.sum
 .PHONY: chart-docs
 chart-docs: $(HELM_DOCS) ## Write charts/credwatch/README.md from the comments of values.yaml.
 	$(HELM_DOCS) --chart-search-root charts --log-level warning
+
+# The documentation site: mkdocs with the Material theme, and Chromium for its test, from Debian
+# bookworm's packages (mkdocs 1.4.2, mkdocs-material 8.2.5, chromium), installed here when missing.
+.PHONY: docs-packages
+docs-packages:
+	@if ! command -v mkdocs >/dev/null || [ ! -d /usr/share/mkdocs/themes/material ] || ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then echo "mkdocs, mkdocs-material and chromium are missing: run make docs-packages as root, or apt-get install mkdocs mkdocs-material chromium"; exit 1; fi; \
+		echo "Installing mkdocs, mkdocs-material and chromium from Debian's packages..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mkdocs mkdocs-material chromium; \
+	fi
+
+.PHONY: docs
+docs: docs-packages ## Build the documentation site from docs/ into bin/site, failing on any warning (a broken link, a page missing from the nav).
+	mkdocs build --strict
+
+.PHONY: docs-serve
+docs-serve: docs-packages ## Serve the documentation site at http://127.0.0.1:8000, rebuilt as docs/ changes.
+	mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 # promtool, to check and unit-test the chart's alert rules and to check the operator's metrics,
 # built from the module pinned in hack/promtool. Prometheus 3.x is published as module v0.3xx.y
