@@ -100,11 +100,12 @@ func TestEveryYAMLExampleIsAcceptedByTheAPIServer(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd into bin/k8s")
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	// Stop is registered first: a Start that fails part way has already started etcd.
+	t.Cleanup(func() { _ = env.Stop() })
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)

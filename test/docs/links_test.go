@@ -124,17 +124,3 @@ func resolve(src, target string, load func(string) (page, bool)) string {
 	}
 	return ""
 }
-
-func TestSlugsAreMkdocs(t *testing.T) {
-	for text, want := range map[string]string{
-		"Reading Graph: delta":                                                "reading-graph-delta",
-		"Service-account token keys across API servers":                       "service-account-token-keys-across-api-servers",
-		"Body, schema `credwatch.dev/v1`":                                     "body-schema-credwatchdevv1",
-		"Image pulls refused: the cluster's credential or one node's kubelet": "image-pulls-refused-the-clusters-credential-or-one-nodes-kubelet",
-		"1. Install the chart":                                                "1-install-the-chart",
-	} {
-		if got := slug(text); got != want {
-			t.Errorf("slug(%q) = %q, want %q", text, got, want)
-		}
-	}
-}

@@ -125,13 +125,20 @@ type link struct {
 
 func (p page) links() []link {
 	_, prose := p.blocks()
+	// A link's text may wrap onto the next line, so the prose is read as one text. Inline code,
+	// which may show a link's syntax without being one, is blanked to spaces of its length so
+	// that offsets, and so line numbers, hold.
+	text := inlineCode.ReplaceAllStringFunc(strings.Join(prose, "\n"), func(code string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '\n' {
+				return r
+			}
+			return ' '
+		}, code)
+	})
 	var out []link
-	for i, l := range prose {
-		// Inline code may show a link's syntax without being one.
-		l = inlineCode.ReplaceAllString(l, "")
-		for _, m := range mdLink.FindAllStringSubmatch(l, -1) {
-			out = append(out, link{line: i + 1, target: m[2]})
-		}
+	for _, m := range mdLink.FindAllStringSubmatchIndex(text, -1) {
+		out = append(out, link{line: strings.Count(text[:m[0]], "\n") + 1, target: text[m[4]:m[5]]})
 	}
 	return out
 }
