@@ -90,7 +90,7 @@ func decode(text string) ([]*unstructured.Unstructured, error) {
 // a reader's `kubectl apply`, and nothing is stored.
 func TestEveryYAMLExampleIsAcceptedByTheAPIServer(t *testing.T) {
 	if testing.Short() {
-		t.Skip("needs a kube-apiserver")
+		t.Skip("needs the envtest API server: skipped under -short")
 	}
 	exs := examples(t)
 	if len(exs) < 15 {

@@ -20,7 +20,7 @@ import (
 func tool(t *testing.T, name string) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("%s: not in the fast tier", name)
+		t.Skipf("needs %s: skipped under -short", name)
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
