@@ -146,7 +146,12 @@ func TestGettingStartedRendersInChromium(t *testing.T) {
 	shot := filepath.Join(artifacts(t), "getting-started.png")
 	common := []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-background-networking", "--hide-scrollbars", "--user-data-dir=" + profile,
-		"--window-size=1280,2400"}
+		"--window-size=1280,2400",
+		// Chromium dumps or shoots the page at its load event, before the theme's script has
+		// mounted what it adds (on a busy machine, seconds before). A virtual-time budget has it
+		// wait until the page has been idle for that long in virtual time, which passes at once
+		// when nothing is pending.
+		"--virtual-time-budget=10000"}
 
 	dom, stderr, err := run(t, 2*time.Minute, chromium, append(common, "--dump-dom", url)...)
 	if err != nil {
