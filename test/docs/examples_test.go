@@ -31,12 +31,8 @@ type example struct {
 // not whole objects fails: a fragment cannot be checked, so it is the example that drifts.
 func examples(t *testing.T) []example {
 	t.Helper()
-	sources := []string{"README.md"}
-	for _, f := range sitePages(t) {
-		sources = append(sources, "docs/"+f)
-	}
 	var out []example
-	for _, src := range sources {
+	for _, src := range readerPages(t) {
 		pg, err := readPage(src)
 		if err != nil {
 			t.Fatal(err)

@@ -27,6 +27,16 @@ func sitePages(t *testing.T) []string {
 	return out
 }
 
+// readerPages returns what a reader reads, relative to the repository: the README and the site.
+func readerPages(t *testing.T) []string {
+	t.Helper()
+	out := []string{"README.md"}
+	for _, f := range sitePages(t) {
+		out = append(out, "docs/"+f)
+	}
+	return out
+}
+
 // mkdocs --strict fails on a nav entry that is no file, but only mentions a file that is in no
 // nav, which a reader then cannot find: both are failures here.
 func TestEveryPageIsInTheNav(t *testing.T) {
@@ -68,12 +78,8 @@ func TestEveryLinkLands(t *testing.T) {
 		targets[p] = pg
 		return pg, true
 	}
-	sources := []string{"README.md"}
-	for _, f := range sitePages(t) {
-		sources = append(sources, "docs/"+f)
-	}
 	checked := 0
-	for _, src := range sources {
+	for _, src := range readerPages(t) {
 		pg, ok := load(src)
 		if !ok {
 			t.Fatalf("reading %s", src)
