@@ -131,8 +131,9 @@ func TestHeadingIDsAreTheSites(t *testing.T) {
 }
 
 var (
-	tags   = regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]*>`)
-	spaces = regexp.MustCompile(`\s+`)
+	htmlTag = regexp.MustCompile(`<html[^>]*>`)
+	tags    = regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]*>`)
+	spaces  = regexp.MustCompile(`\s+`)
 )
 
 // Chromium, as a reader's browser, loads Getting started from a local server with the theme's
@@ -147,10 +148,10 @@ func TestGettingStartedRendersInChromium(t *testing.T) {
 	common := []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-background-networking", "--hide-scrollbars", "--user-data-dir=" + profile,
 		"--window-size=1280,2400",
-		// Chromium dumps or shoots the page at its load event, before the theme's script has
-		// mounted what it adds (on a busy machine, seconds before). A virtual-time budget has it
-		// wait until the page has been idle for that long in virtual time, which passes at once
-		// when nothing is pending.
+		// Chromium dumps or shoots the page at its load event, which may come before the theme's
+		// script has laid out what it adds. A virtual-time budget has it wait until the page
+		// has been idle for that long in virtual time, which passes at once when nothing is
+		// pending.
 		"--virtual-time-budget=10000"}
 
 	dom, stderr, err := run(t, 2*time.Minute, chromium, append(common, "--dump-dom", url)...)
@@ -168,10 +169,12 @@ func TestGettingStartedRendersInChromium(t *testing.T) {
 			t.Errorf("the rendered page has no %q", want)
 		}
 	}
-	// The theme's script adds a copy button to the code blocks in view as the page loads (the
-	// served HTML has none): the page ran in the browser, it was not merely served.
-	if !strings.Contains(dom, "md-clipboard") {
-		t.Error("the rendered page has no copy button on its code blocks: the theme's script did not run")
+	// The theme's script, as it runs, swaps the page's no-js class for js and installs its
+	// focus-visible polyfill (the served HTML says no-js): the page ran in the browser, it was not
+	// merely served. (Its copy buttons would say so too, but it mounts them only on the code
+	// blocks it sees come into view, which headless Chromium does not always report in time.)
+	if html := htmlTag.FindString(dom); !strings.Contains(html, "js-focus-visible") || strings.Contains(html, "no-js") {
+		t.Errorf("the rendered page's root is %s: the theme's script did not run", html)
 	}
 
 	if _, stderr, err := run(t, 2*time.Minute, chromium, append(common, "--screenshot="+shot, url)...); err != nil {
