@@ -344,12 +344,12 @@ func uuidString(id *uuid.UUID) string {
 	return id.String()
 }
 
-// appOwnerOf is a service principal's appOwnerOrganizationId in lower case, and whether Graph
-// gave one.
+// appOwnerOf is a service principal's appOwnerOrganizationId (a UUID's text is lower case), and
+// whether Graph gave one.
 func appOwnerOf(o any) (string, bool) {
 	sp, ok := o.(interface{ GetAppOwnerOrganizationId() *uuid.UUID })
 	if !ok || sp.GetAppOwnerOrganizationId() == nil {
 		return "", false
 	}
-	return strings.ToLower(sp.GetAppOwnerOrganizationId().String()), true
+	return uuidString(sp.GetAppOwnerOrganizationId()), true
 }

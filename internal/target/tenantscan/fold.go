@@ -62,11 +62,11 @@ func (f *Fold) Grow(n int) {
 
 // Add folds in one object. Graph's objects are not retained.
 func (f *Fold) Add(o graph.Object) {
+	if f.apps == nil {
+		f.apps = map[string]app{}
+	}
 	if o.Source == graph.Application {
 		f.found.Applications++
-		if f.apps == nil {
-			f.apps = map[string]app{}
-		}
 		a := f.apps[o.AppID]
 		a.objectID, a.displayName, a.listed = o.ObjectID, o.DisplayName, true
 		f.apps[o.AppID] = a
@@ -79,9 +79,6 @@ func (f *Fold) Add(o graph.Object) {
 	} else {
 		f.found.ServicePrincipals++
 		if f.TenantID != "" && strings.EqualFold(o.AppOwnerTenantID, f.TenantID) {
-			if f.apps == nil {
-				f.apps = map[string]app{}
-			}
 			a := f.apps[o.AppID]
 			a.ownSP = true
 			f.apps[o.AppID] = a
